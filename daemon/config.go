@@ -1,0 +1,274 @@
+package daemon
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// SettingError names the setting that stopped the daemon from starting. Its
+// message is a single line meant to be the last thing an operator reads.
+type SettingError struct {
+	Setting string // environment variable or flag, as the operator wrote it
+	Value   string // already redacted for secret settings
+	Reason  string
+}
+
+func (e *SettingError) Error() string {
+	return fmt.Sprintf("invalid setting %s=%q: %s", e.Setting, e.Value, e.Reason)
+}
+
+// Setting describes one configurable value; Settings() returns them so the
+// README table and `--help` come from the same source.
+type Setting struct {
+	Flag    string
+	Env     string
+	Default string
+	Usage   string
+	Secret  bool
+}
+
+// Config binds settings to flags and EUTERPE_* variables. The precedence is
+// flag, then environment, then default, the same as most twelve-factor
+// daemons; validation runs on the final value whatever its source.
+type Config struct {
+	fs       *flag.FlagSet
+	getenv   func(string) string
+	settings []*binding
+}
+
+type binding struct {
+	Setting
+	set      func(string) error
+	validate func() error
+	fromFlag bool
+}
+
+// NewConfig returns a Config for a command. getenv is usually os.Getenv;
+// tests pass a map lookup.
+func NewConfig(name string, getenv func(string) string) *Config {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return &Config{fs: fs, getenv: getenv}
+}
+
+// FlagSet exposes the underlying flags, for commands that add positional
+// handling of their own.
+func (c *Config) FlagSet() *flag.FlagSet { return c.fs }
+
+// Option adjusts a setting declaration.
+type Option func(*binding)
+
+// Secret keeps the value out of error messages and logs.
+func Secret() Option { return func(b *binding) { b.Secret = true } }
+
+func (c *Config) add(s Setting, set func(string) error, validate func() error, opts ...Option) {
+	b := &binding{Setting: s, set: set, validate: validate}
+	for _, o := range opts {
+		o(b)
+	}
+	c.settings = append(c.settings, b)
+	c.fs.Func(s.Flag, s.Usage+envNote(s.Env), func(v string) error {
+		b.fromFlag = true
+		if err := set(v); err != nil {
+			return c.settingErr(b, "-"+b.Flag, v, err)
+		}
+		return nil
+	})
+}
+
+func envNote(env string) string {
+	if env == "" {
+		return ""
+	}
+	return " (env " + env + ")"
+}
+
+func (c *Config) settingErr(b *binding, name, value string, err error) error {
+	if b.Secret {
+		value = "[REDACTED]"
+	}
+	return &SettingError{Setting: name, Value: value, Reason: err.Error()}
+}
+
+// String declares a string setting. check may be nil.
+func (c *Config) String(p *string, flagName, env, def, usage string, check func(string) error, opts ...Option) {
+	*p = def
+	c.add(Setting{Flag: flagName, Env: env, Default: def, Usage: usage},
+		func(v string) error { *p = v; return nil },
+		func() error {
+			if check == nil {
+				return nil
+			}
+			return check(*p)
+		}, opts...)
+}
+
+// Int declares an integer setting bounded to [min, max].
+func (c *Config) Int(p *int, flagName, env string, def, min, max int, usage string) {
+	*p = def
+	c.add(Setting{Flag: flagName, Env: env, Default: strconv.Itoa(def), Usage: usage},
+		func(v string) error {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				return errors.New("not an integer")
+			}
+			*p = n
+			return nil
+		},
+		func() error {
+			if *p < min || *p > max {
+				return fmt.Errorf("must be between %d and %d", min, max)
+			}
+			return nil
+		})
+}
+
+// Duration declares a duration setting ("15s", "2m") bounded to [min, max].
+func (c *Config) Duration(p *time.Duration, flagName, env string, def, min, max time.Duration, usage string) {
+	*p = def
+	c.add(Setting{Flag: flagName, Env: env, Default: def.String(), Usage: usage},
+		func(v string) error {
+			d, err := time.ParseDuration(strings.TrimSpace(v))
+			if err != nil {
+				return errors.New("not a duration (use e.g. 500ms, 15s, 2m)")
+			}
+			*p = d
+			return nil
+		},
+		func() error {
+			if *p < min || *p > max {
+				return fmt.Errorf("must be between %s and %s", min, max)
+			}
+			return nil
+		})
+}
+
+// Bool declares a boolean setting.
+func (c *Config) Bool(p *bool, flagName, env string, def bool, usage string) {
+	*p = def
+	c.add(Setting{Flag: flagName, Env: env, Default: strconv.FormatBool(def), Usage: usage},
+		func(v string) error {
+			b, err := strconv.ParseBool(strings.TrimSpace(v))
+			if err != nil {
+				return errors.New("not a boolean (true or false)")
+			}
+			*p = b
+			return nil
+		}, nil)
+}
+
+// Parse applies environment values, then flags, then validates every
+// setting. The first problem is returned as a *SettingError.
+func (c *Config) Parse(args []string) error {
+	for _, b := range c.settings {
+		if b.Env == "" {
+			continue
+		}
+		if v := c.getenv(b.Env); v != "" {
+			if err := b.set(v); err != nil {
+				return c.settingErr(b, b.Env, v, err)
+			}
+		}
+	}
+	if err := c.fs.Parse(args); err != nil {
+		var se *SettingError
+		if errors.As(err, &se) {
+			return se
+		}
+		return &SettingError{Setting: "flags", Value: strings.Join(args, " "), Reason: err.Error()}
+	}
+	for _, b := range c.settings {
+		if b.validate == nil {
+			continue
+		}
+		if err := b.validate(); err != nil {
+			name := b.Env
+			if b.fromFlag || name == "" {
+				name = "-" + b.Flag
+			}
+			return c.settingErr(b, name, c.current(b), err)
+		}
+	}
+	return nil
+}
+
+func (c *Config) current(b *binding) string {
+	if f := c.fs.Lookup(b.Flag); f != nil && b.fromFlag {
+		return f.Value.String()
+	}
+	if v := c.getenv(b.Env); v != "" {
+		return v
+	}
+	return b.Default
+}
+
+// Args returns the positional arguments left after Parse.
+func (c *Config) Args() []string { return c.fs.Args() }
+
+// Settings lists the declared settings sorted by environment name.
+func (c *Config) Settings() []Setting {
+	out := make([]Setting, 0, len(c.settings))
+	for _, b := range c.settings {
+		out = append(out, b.Setting)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Env < out[j].Env })
+	return out
+}
+
+// Usage writes a settings table to w.
+func (c *Config) Usage(w io.Writer) {
+	for _, s := range c.Settings() {
+		fmt.Fprintf(w, "  -%s  (%s, default %q)\n      %s\n", s.Flag, s.Env, s.Default, s.Usage)
+	}
+}
+
+// CheckURL returns a validator accepting absolute URLs with one of schemes.
+func CheckURL(schemes ...string) func(string) error {
+	return func(v string) error {
+		if v == "" {
+			return nil
+		}
+		u, err := url.Parse(v)
+		if err != nil || u.Scheme == "" {
+			return errors.New("not an absolute URL")
+		}
+		for _, s := range schemes {
+			if u.Scheme == s {
+				return nil
+			}
+		}
+		return fmt.Errorf("scheme must be one of %s", strings.Join(schemes, ", "))
+	}
+}
+
+// CheckHostPort accepts "host:port" listen addresses.
+func CheckHostPort(v string) error {
+	i := strings.LastIndex(v, ":")
+	if i < 0 {
+		return errors.New("want host:port")
+	}
+	p, err := strconv.Atoi(v[i+1:])
+	if err != nil || p < 0 || p > 65535 {
+		return errors.New("port must be 0-65535")
+	}
+	return nil
+}
+
+// CheckOneOf accepts only the listed values.
+func CheckOneOf(values ...string) func(string) error {
+	return func(v string) error {
+		for _, x := range values {
+			if v == x {
+				return nil
+			}
+		}
+		return fmt.Errorf("must be one of %s", strings.Join(values, ", "))
+	}
+}

@@ -1,0 +1,82 @@
+package daemon
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+)
+
+// Check is one dependency /ready reports on, e.g. "redis" or "repo".
+type Check struct {
+	Name  string
+	Probe func(ctx context.Context) error
+}
+
+// ReadyReport is the body of /ready: one key per dependency with "ok" or
+// "error(reason)", plus the time of the probe. It matches the pipeline
+// contract's {queue: ok|error(reason), repo: ..., timestamp} shape.
+type ReadyReport struct {
+	Ready     bool
+	Checks    map[string]string
+	Timestamp time.Time
+}
+
+// Probe runs every check concurrently with timeout and reports.
+func Probe(ctx context.Context, timeout time.Duration, checks ...Check) ReadyReport {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	rep := ReadyReport{Ready: true, Checks: make(map[string]string, len(checks)), Timestamp: time.Now().UTC()}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, c := range checks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			status := "ok"
+			if err := c.Probe(ctx); err != nil {
+				status = "error(" + reason(ctx, err) + ")"
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			rep.Checks[c.Name] = status
+			if status != "ok" {
+				rep.Ready = false
+			}
+		}()
+	}
+	wg.Wait()
+	return rep
+}
+
+func reason(ctx context.Context, err error) string {
+	if ctx.Err() != nil {
+		return "timeout"
+	}
+	return CapMessage(RedactURL(err.Error()))
+}
+
+// MountHealth adds GET /healthz (the process answers) and GET /ready (200
+// when every check passes, else 503 naming each failing dependency).
+func MountHealth(e *echo.Echo, checks ...Check) {
+	e.GET("/healthz", func(c echo.Context) error {
+		return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+	})
+	e.GET("/ready", func(c echo.Context) error {
+		rep := Probe(c.Request().Context(), 2*time.Second, checks...)
+		body := make(map[string]any, len(rep.Checks)+2)
+		for k, v := range rep.Checks {
+			body[k] = v
+		}
+		body["timestamp"] = rep.Timestamp.Format(time.RFC3339Nano)
+		status := http.StatusOK
+		body["status"] = "ready"
+		if !rep.Ready {
+			status = http.StatusServiceUnavailable
+			body["status"] = "not_ready"
+		}
+		return c.JSON(status, body)
+	})
+}

@@ -1,0 +1,88 @@
+package daemon
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"regexp"
+	"strings"
+)
+
+// secretKey matches attribute keys whose values must never be written out.
+var secretKey = regexp.MustCompile(`(?i)(secret|password|passwd|token|api_?key|authorization|credential|session|signature|private|dek|kek)`)
+
+const redacted = "[REDACTED]"
+
+// NewLogger returns a JSON slog.Logger at level ("debug", "info", "warn",
+// "error") whose handler redacts any attribute whose key looks secret and
+// strips passwords from URLs, so a careless log call cannot leak one.
+func NewLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log level %q: want debug, info, warn or error", level)
+	}
+	h := slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv, ReplaceAttr: redactAttr})
+	return slog.New(h), nil
+}
+
+func redactAttr(_ []string, a slog.Attr) slog.Attr {
+	if secretKey.MatchString(a.Key) && a.Value.Kind() != slog.KindGroup {
+		return slog.String(a.Key, redacted)
+	}
+	if a.Value.Kind() == slog.KindString {
+		return slog.String(a.Key, RedactURL(a.Value.String()))
+	}
+	if a.Value.Kind() == slog.KindAny {
+		if err, ok := a.Value.Any().(error); ok {
+			return slog.String(a.Key, CapMessage(RedactURL(err.Error())))
+		}
+	}
+	return a
+}
+
+// RedactURL replaces the password of any URL with userinfo found in s, e.g.
+// redis://:hunter2@host:6379 becomes redis://:[REDACTED]@host:6379. Strings
+// without "://" are returned unchanged so the common case costs nothing.
+func RedactURL(s string) string {
+	if !strings.Contains(s, "://") || !strings.Contains(s, "@") {
+		return s
+	}
+	fields := strings.Fields(s)
+	changed := false
+	for i, f := range fields {
+		if !strings.Contains(f, "://") || !strings.Contains(f, "@") {
+			continue
+		}
+		u, err := url.Parse(strings.Trim(f, `"'()<>,`))
+		if err != nil || u.User == nil {
+			continue
+		}
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), redacted)
+			fields[i] = strings.Replace(f, strings.Trim(f, `"'()<>,`), u.String(), 1)
+			changed = true
+		}
+	}
+	if !changed {
+		return s
+	}
+	return strings.Join(fields, " ")
+}
+
+// MaxMessage is the longest error message stored or returned anywhere.
+const MaxMessage = 512
+
+// CapMessage cuts s to MaxMessage bytes without splitting a UTF-8 sequence.
+func CapMessage(s string) string {
+	if len(s) <= MaxMessage {
+		return s
+	}
+	cut := MaxMessage
+	for cut > 0 && !utf8RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }

@@ -1,0 +1,118 @@
+package testsvc
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+	"github.com/redis/go-redis/v9"
+)
+
+// Unavailable skips t, or fails it when CI=true, because service is
+// unreachable. The message says how to start it.
+func Unavailable(t testing.TB, service string, err error) {
+	t.Helper()
+	msg := fmt.Sprintf("%s unavailable: %v (start it with: scripts/services.sh up)", service, err)
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
+// RedisURL is the Redis tests use: EUTERPE_TEST_REDIS_URL, or the local
+// default port.
+func RedisURL() string {
+	if v := os.Getenv("EUTERPE_TEST_REDIS_URL"); v != "" {
+		return v
+	}
+	return "redis://127.0.0.1:6379/0"
+}
+
+var redisDB atomic.Int32
+
+// Redis returns a client on a real Redis server, on a logical database of its
+// own that is flushed before and after the test, so packages running in
+// parallel do not see each other's keys. Databases 1..15 rotate.
+func Redis(t testing.TB) (*redis.Client, *redis.Options) {
+	t.Helper()
+	opts, err := redis.ParseURL(RedisURL())
+	if err != nil {
+		t.Fatalf("EUTERPE_TEST_REDIS_URL: %v", err)
+	}
+	// Spread by process and counter so parallel packages rarely share a db.
+	opts.DB = 1 + int((int32(os.Getpid())+redisDB.Add(1))%15)
+	c := redis.NewClient(opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		_ = c.Close()
+		Unavailable(t, "redis at "+RedisURL(), err)
+	}
+	if err := c.FlushDB(ctx).Err(); err != nil {
+		t.Fatalf("flush redis db %d: %v", opts.DB, err)
+	}
+	t.Cleanup(func() {
+		_ = c.FlushDB(context.Background()).Err()
+		_ = c.Close()
+	})
+	return c, opts
+}
+
+// PostgresURL is the server tests create databases on:
+// EUTERPE_TEST_POSTGRES_URL, or the local default port as user postgres.
+func PostgresURL() string {
+	if v := os.Getenv("EUTERPE_TEST_POSTGRES_URL"); v != "" {
+		return v
+	}
+	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+}
+
+// Postgres creates a fresh, empty database for the test and returns its URL;
+// the database is dropped when the test ends.
+func Postgres(t testing.TB) string {
+	t.Helper()
+	admin, err := sql.Open("pgx", PostgresURL())
+	if err != nil {
+		t.Fatalf("EUTERPE_TEST_POSTGRES_URL: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := admin.PingContext(ctx); err != nil {
+		_ = admin.Close()
+		Unavailable(t, "postgres at "+PostgresURL(), err)
+	}
+	name := "euterpe_t_" + strings.ReplaceAll(uuid.NewString()[:13], "-", "")
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		_ = admin.Close()
+		t.Fatalf("create test database: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = admin.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+		_ = admin.Close()
+	})
+	u, _ := url.Parse(PostgresURL())
+	u.Path = "/" + name
+	return u.String()
+}
+
+// Program returns the path of an external program the test needs (ffmpeg,
+// ffprobe, versitygw), skipping or failing like an unreachable service.
+func Program(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		Unavailable(t, name, err)
+	}
+	return p
+}

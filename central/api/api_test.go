@@ -1,0 +1,410 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vesta-cx/euterpe/central/api"
+	"github.com/vesta-cx/euterpe/central/credentials"
+	"github.com/vesta-cx/euterpe/central/idempotency"
+	"github.com/vesta-cx/euterpe/central/inbox"
+	"github.com/vesta-cx/euterpe/central/requesters"
+	"github.com/vesta-cx/euterpe/central/schema"
+	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
+	"github.com/vesta-cx/euterpe/daemon/sqldb/sqltest"
+)
+
+const secret = "PLANTED-SECRET-9f8e7d6c5b4a"
+
+type env struct {
+	t     *testing.T
+	db    *sqldb.DB
+	url   string
+	inbox *inbox.Store
+	reqs  *requesters.Store
+	logs  *syncBuffer
+	clock *clock
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type clock struct {
+	mu  sync.Mutex
+	off time.Duration
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.off)
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.off += d
+}
+
+func start(t *testing.T, db *sqldb.DB) *env {
+	t.Helper()
+	keys, err := credentials.ParseKeyring("k1:"+credentials.NewKey(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	log, _ := daemon.NewLogger(logs, "debug")
+	clk := &clock{}
+	e := &env{t: t, db: db, logs: logs, clock: clk,
+		inbox: inbox.New(db, keys, inbox.DefaultPolicy(), inbox.WithClock(clk.Now)),
+		reqs:  requesters.New(db, keys)}
+	echo := daemon.NewEcho(log)
+	api.New(api.Config{DB: db, Inbox: e.inbox, Requesters: e.reqs, Log: log,
+		Idempotency: idempotency.New(db, time.Hour, clk.Now),
+		CheckURL: func(u string) error {
+			if strings.Contains(u, "169.254.") {
+				return fmt.Errorf("address refused")
+			}
+			return nil
+		}}).Mount(echo)
+	ln, err := daemon.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := daemon.NewHTTPServer(echo)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = daemon.ServeUntil(ctx, srv, ln, time.Second) }()
+	t.Cleanup(func() { cancel(); <-done })
+	e.url = "http://" + ln.Addr().String()
+	return e
+}
+
+func (e *env) requester() string {
+	c, err := e.reqs.Create(context.Background(), "r")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return c.APIKey
+}
+
+type resp struct {
+	Code int
+	Body map[string]any
+	Raw  string
+}
+
+func (e *env) do(method, path, key, idem, body string) resp {
+	e.t.Helper()
+	req, _ := http.NewRequest(method, e.url+path, strings.NewReader(body))
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	if idem != "" {
+		req.Header.Set("Idempotency-Key", idem)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	r := resp{Code: res.StatusCode, Raw: string(raw)}
+	_ = json.Unmarshal(raw, &r.Body)
+	return r
+}
+
+func validBody() map[string]any {
+	return map[string]any{
+		"source": map[string]any{"bucket": "in", "key": "song.wav", "region": "auto",
+			"credentials": map[string]any{"access_key_id": "AKIASRC", "secret_access_key": secret, "session_token": secret}},
+		"output": map[string]any{"bucket": "out", "prefix": "jobs/1/",
+			"credentials": map[string]any{"access_key_id": "AKIAOUT", "secret_access_key": secret}},
+		"renditions":         []any{map[string]any{"name": "hi", "codec": "opus", "bitrate_kbps": 128}},
+		"status_webhook_url": "https://hooks.example.com/euterpe",
+		"refresh_url":        "https://api.example.com/refresh",
+		"metadata":           map[string]any{"track_id": "t-1"},
+	}
+}
+
+func js(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func eachEngine(t *testing.T, body func(t *testing.T, db *sqldb.DB)) {
+	sqltest.Each(t, []sqldb.Migrations{schema.Migrations()}, body)
+}
+
+func count(t *testing.T, db *sqldb.DB, q string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(db.Rebind(q), args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestEnqueueStatusAuthAndIdempotency(t *testing.T) {
+	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
+		e := start(t, db)
+		key, other := e.requester(), e.requester()
+		body := js(validBody())
+
+		r := e.do("POST", "/transcode", key, "k-1", body)
+		if r.Code != 202 || r.Body["status"] != "queued" || r.Body["job_id"] == "" {
+			t.Fatalf("enqueue: %d %s", r.Code, r.Raw)
+		}
+		job := r.Body["job_id"].(string)
+		// Same key, same request (credentials renewed): same job.
+		b2 := validBody()
+		b2["output"].(map[string]any)["credentials"].(map[string]any)["secret_access_key"] = "renewed"
+		if r2 := e.do("POST", "/transcode", key, "k-1", js(b2)); r2.Code != 202 || r2.Body["job_id"] != job {
+			t.Fatalf("replay: %d %s", r2.Code, r2.Raw)
+		}
+		// Same key, different request: conflict.
+		b3 := validBody()
+		b3["renditions"] = []any{map[string]any{"name": "lo", "codec": "mp3"}}
+		if r3 := e.do("POST", "/transcode", key, "k-1", js(b3)); r3.Code != 409 || !strings.Contains(r3.Raw, "idempotency_conflict") {
+			t.Fatalf("conflict: %d %s", r3.Code, r3.Raw)
+		}
+		// The same key is a different scope for another requester.
+		if r4 := e.do("POST", "/transcode", other, "k-1", body); r4.Code != 202 || r4.Body["job_id"] == job {
+			t.Fatalf("other requester's key: %d %s", r4.Code, r4.Raw)
+		}
+		for name, tc := range map[string]struct {
+			method, path, key, idem string
+			want                    int
+		}{
+			"no idempotency key": {"POST", "/transcode", key, "", 400},
+			"no auth":            {"POST", "/transcode", "", "k-2", 401},
+			"unknown key":        {"POST", "/transcode", "eut_nope", "k-2", 401},
+			"status no auth":     {"GET", "/transcode/status?job_id=" + job, "", "", 401},
+			"status other":       {"GET", "/transcode/status?job_id=" + job, other, "", 403},
+			"status unknown":     {"GET", "/transcode/status?job_id=6f1c2b1e-0000-4000-8000-000000000000", key, "", 404},
+			"status missing id":  {"GET", "/transcode/status", key, "", 400},
+		} {
+			if r := e.do(tc.method, tc.path, tc.key, tc.idem, body); r.Code != tc.want {
+				t.Errorf("%s: %d %s", name, r.Code, r.Raw)
+			}
+		}
+		s := e.do("GET", "/transcode/status?job_id="+job, key, "", "")
+		if s.Code != 200 || s.Body["status"] != "queued" || s.Body["attempt_count"] != 0.0 || s.Body["max_attempts"] != 5.0 ||
+			s.Body["claim_version"] != 0.0 {
+			t.Fatalf("status: %s", s.Raw)
+		}
+		// Run it to success with the test executor path; outputs appear.
+		jobs, err := e.inbox.Claim(context.Background(), "w1", 10, time.Minute)
+		if err != nil || len(jobs) != 2 {
+			t.Fatalf("claim: %v %d", err, len(jobs))
+		}
+		if _, err := e.inbox.SucceedMany(context.Background(), jobs, []inbox.OutputFile{{Rendition: "hi", Bucket: "out", Key: "jobs/1/hi.ogg", SizeBytes: 42}}); err != nil {
+			t.Fatal(err)
+		}
+		s = e.do("GET", "/transcode/status?job_id="+job, key, "", "")
+		outs, _ := s.Body["outputs"].([]any)
+		if s.Code != 200 || s.Body["status"] != "succeeded" || len(outs) != 1 || s.Body["worker_id"] != "w1" || s.Body["claim_version"] != 1.0 {
+			t.Fatalf("status after success: %s", s.Raw)
+		}
+		// Retention prunes it: 410 for its owner, still 403 for others.
+		e.clock.Add(time.Hour)
+		if n, err := e.inbox.Prune(context.Background(), e.clock.Now()); err != nil || n != 2 {
+			t.Fatalf("prune: %d %v", n, err)
+		}
+		if r := e.do("GET", "/transcode/status?job_id="+job, key, "", ""); r.Code != 410 {
+			t.Fatalf("pruned: %d %s", r.Code, r.Raw)
+		}
+		if r := e.do("GET", "/transcode/status?job_id="+job, other, "", ""); r.Code != 403 {
+			t.Fatalf("pruned, other requester: %d", r.Code)
+		}
+		// Keys expire: after the TTL the same key creates a new job.
+		e.clock.Add(2 * time.Hour)
+		if r := e.do("POST", "/transcode", key, "k-1", js(b3)); r.Code != 202 || r.Body["job_id"] == job {
+			t.Fatalf("expired key: %d %s", r.Code, r.Raw)
+		}
+	})
+}
+
+func TestInvalidBodiesWriteNothing(t *testing.T) {
+	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
+		e := start(t, db)
+		key := e.requester()
+		mut := func(f func(m map[string]any)) string {
+			m := validBody()
+			f(m)
+			return js(m)
+		}
+		cases := []struct {
+			name, body, field string
+		}{
+			{"not json", `{"source":`, "body"},
+			{"trailing data", js(validBody()) + `{}`, "body"},
+			{"unknown field", mut(func(m map[string]any) { m["priority"] = 3 }), "priority"},
+			{"no source", mut(func(m map[string]any) { delete(m, "source") }), "source"},
+			{"url and bucket", mut(func(m map[string]any) { m["source"].(map[string]any)["url"] = "https://x/y" }), "source"},
+			{"source url scheme", mut(func(m map[string]any) { m["source"] = map[string]any{"url": "file:///etc/passwd"} }), "source.url"},
+			{"no source key", mut(func(m map[string]any) { delete(m["source"].(map[string]any), "key") }), "source.key"},
+			{"no source creds", mut(func(m map[string]any) { delete(m["source"].(map[string]any), "credentials") }), "source.credentials"},
+			{"no secret key", mut(func(m map[string]any) {
+				delete(m["source"].(map[string]any)["credentials"].(map[string]any), "secret_access_key")
+			}), "source.credentials.secret_access_key"},
+			{"expired creds", mut(func(m map[string]any) {
+				m["output"].(map[string]any)["credentials"].(map[string]any)["expires_at"] = "2001-01-01T00:00:00Z"
+			}), "output.credentials.expires_at"},
+			{"no output", mut(func(m map[string]any) { delete(m, "output") }), "output"},
+			{"no output bucket", mut(func(m map[string]any) { delete(m["output"].(map[string]any), "bucket") }), "output.bucket"},
+			{"no output creds", mut(func(m map[string]any) { delete(m["output"].(map[string]any), "credentials") }), "output.credentials"},
+			{"no renditions", mut(func(m map[string]any) { m["renditions"] = []any{} }), "renditions"},
+			{"bad codec", mut(func(m map[string]any) { m["renditions"] = []any{map[string]any{"name": "a", "codec": "wma"}} }), "renditions[0].codec"},
+			{"bad bitrate", mut(func(m map[string]any) {
+				m["renditions"] = []any{map[string]any{"name": "a", "codec": "mp3", "bitrate_kbps": 999}}
+			}), "renditions[0].bitrate_kbps"},
+			{"bad sample rate", mut(func(m map[string]any) {
+				m["renditions"] = []any{map[string]any{"name": "a", "codec": "opus", "sample_rate_hz": 44100}}
+			}), "renditions[0].sample_rate_hz"},
+			{"dup rendition", mut(func(m map[string]any) {
+				m["renditions"] = []any{map[string]any{"name": "a", "codec": "flac"}, map[string]any{"name": "a", "codec": "mp3"}}
+			}), "renditions[1].name"},
+			{"wrong type", mut(func(m map[string]any) { m["renditions"] = "opus" }), "renditions"},
+			{"webhook scheme", mut(func(m map[string]any) { m["status_webhook_url"] = "gopher://x" }), "status_webhook_url"},
+			{"webhook relative", mut(func(m map[string]any) { m["status_webhook_url"] = "/hook" }), "status_webhook_url"},
+			{"webhook policy", mut(func(m map[string]any) { m["status_webhook_url"] = "http://169.254.169.254/" }), "status_webhook_url"},
+			{"refresh scheme", mut(func(m map[string]any) { m["refresh_url"] = "ftp://x/y" }), "refresh_url"},
+			{"metadata array", mut(func(m map[string]any) { m["metadata"] = []any{1} }), "metadata"},
+		}
+		for i, tc := range cases {
+			r := e.do("POST", "/transcode", key, fmt.Sprintf("bad-%d", i), tc.body)
+			if r.Code != 400 {
+				t.Errorf("%s: %d %s", tc.name, r.Code, r.Raw)
+				continue
+			}
+			msg, _ := r.Body["error"].(map[string]any)["message"].(string)
+			if !strings.HasPrefix(msg, tc.field+" ") {
+				t.Errorf("%s: message %q does not name %s", tc.name, msg, tc.field)
+			}
+			if strings.Contains(r.Raw, secret) {
+				t.Errorf("%s: error leaks the secret", tc.name)
+			}
+		}
+		if n := count(t, db, `SELECT COUNT(*) FROM inbox_jobs`) + count(t, db, `SELECT COUNT(*) FROM idempotency_keys`); n != 0 {
+			t.Fatalf("invalid requests wrote %d rows", n)
+		}
+	})
+}
+
+func TestConcurrentIdenticalRequestsCreateOneJob(t *testing.T) {
+	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
+		e := start(t, db)
+		key := e.requester()
+		body := js(validBody())
+		const n = 16
+		ids := make([]string, n)
+		var wg sync.WaitGroup
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := e.do("POST", "/transcode", key, "same-key", body)
+				if r.Code != 202 {
+					t.Errorf("request %d: %d %s", i, r.Code, r.Raw)
+					return
+				}
+				ids[i], _ = r.Body["job_id"].(string)
+			}()
+		}
+		wg.Wait()
+		for _, id := range ids {
+			if id != ids[0] {
+				t.Fatalf("different job ids: %v", ids)
+			}
+		}
+		if c := count(t, db, `SELECT COUNT(*) FROM inbox_jobs`); c != 1 {
+			t.Fatalf("%d jobs created", c)
+		}
+	})
+}
+
+// A secret planted in every credential field and in the signed URL's query
+// appears in no response, log line, outbox payload or plaintext column.
+func TestNoCredentialLeaks(t *testing.T) {
+	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
+		e := start(t, db)
+		key := e.requester()
+		signed := validBody()
+		signed["source"] = map[string]any{"url": "https://media.example.com/a.wav?X-Amz-Credential=AK&X-Amz-Signature=" + secret}
+		var jobs []string
+		for i, b := range []map[string]any{validBody(), signed} {
+			r := e.do("POST", "/transcode", key, fmt.Sprintf("leak-%d", i), js(b))
+			if r.Code != 202 {
+				t.Fatalf("enqueue: %s", r.Raw)
+			}
+			jobs = append(jobs, r.Body["job_id"].(string))
+		}
+		ctx := context.Background()
+		claimed, _ := e.inbox.Claim(ctx, "w", 2, time.Minute)
+		for _, j := range claimed {
+			st, _, err := e.inbox.Credentials(ctx, j)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Output.SecretAccessKey != secret && !strings.Contains(st.SourceURL, secret) {
+				t.Fatal("credentials did not round-trip")
+			}
+			_, _ = e.inbox.Fail(ctx, j, inbox.JobError{Class: inbox.Permanent, Code: "x", Message: "failed"})
+		}
+		var sources []string
+		for _, id := range jobs {
+			r := e.do("GET", "/transcode/status?job_id="+id, key, "", "")
+			if strings.Contains(r.Raw, secret) {
+				t.Fatalf("status leaks: %s", r.Raw)
+			}
+			var u *string
+			_ = db.QueryRow(db.Rebind(`SELECT source_url FROM inbox_jobs WHERE id = ?`), id).Scan(&u)
+			if u != nil {
+				sources = append(sources, *u)
+			}
+		}
+		if len(sources) != 1 || sources[0] != "https://media.example.com/a.wav" {
+			t.Fatalf("plaintext source_url: %v", sources)
+		}
+		text := `SELECT COUNT(*) FROM inbox_jobs WHERE COALESCE(source_url,'') LIKE ? OR COALESCE(CAST(metadata AS TEXT),'') LIKE ?
+			OR COALESCE(last_error,'') LIKE ? OR CAST(renditions AS TEXT) LIKE ?`
+		p := "%" + secret + "%"
+		if n := count(t, db, text, p, p, p, p); n != 0 {
+			t.Fatalf("%d job rows hold the secret in plaintext columns", n)
+		}
+		if n := count(t, db, `SELECT COUNT(*) FROM job_outbox_events WHERE payload LIKE ?`, p); n != 0 {
+			t.Fatalf("%d outbox payloads hold the secret", n)
+		}
+		if n := count(t, db, `SELECT COUNT(*) FROM job_outbox_events`); n < 4 {
+			t.Fatalf("expected outbox events, got %d", n)
+		}
+		if strings.Contains(e.logs.String(), secret) {
+			t.Fatal("a log line holds the secret")
+		}
+	})
+}

@@ -1,0 +1,145 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/vesta-cx/euterpe/central/api"
+	"github.com/vesta-cx/euterpe/central/credentials"
+	"github.com/vesta-cx/euterpe/central/idempotency"
+	"github.com/vesta-cx/euterpe/central/inbox"
+	"github.com/vesta-cx/euterpe/central/requesters"
+	"github.com/vesta-cx/euterpe/central/schema"
+	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
+	"github.com/vesta-cx/euterpe/daemon/sqldb/sqltest"
+)
+
+// TestUpdateCredentials covers PUT /transcode/credentials on both engines:
+// the owner's update seals the new set and advances credential_version;
+// another requester gets 403, an unknown job 404, a finished job 409, a
+// bad body 400, no API key 401; secrets never appear in a response or log.
+func TestUpdateCredentials(t *testing.T) {
+	sqltest.Each(t, []sqldb.Migrations{schema.Migrations()}, func(t *testing.T, db *sqldb.DB) {
+		ctx := context.Background()
+		keys, err := credentials.ParseKeyring("k1:"+credentials.NewKey(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := inbox.New(db, keys, inbox.DefaultPolicy())
+		reqs := requesters.New(db, keys)
+		owner, _ := reqs.Create(ctx, "owner")
+		other, _ := reqs.Create(ctx, "other")
+		var logs syncBuffer
+		log := slog.New(slog.NewJSONHandler(&logs, nil))
+		e := daemon.NewEcho(log)
+		api.New(api.Config{DB: db, Inbox: in, Requesters: reqs, Idempotency: idempotency.New(db, time.Hour, time.Now), Log: log}).Mount(e)
+		srv := httptest.NewServer(e)
+		defer srv.Close()
+
+		enqueue := func() string {
+			id := uuid.NewString()
+			err := in.Enqueue(ctx, inbox.NewJob{ID: id, RequesterID: owner.RequesterID,
+				Source: inbox.Source{Bucket: "in", Key: "k"}, Output: inbox.Output{Bucket: "out", Prefix: "p/"},
+				Renditions:  []inbox.Rendition{{Name: "o", Codec: "opus"}},
+				Credentials: credentials.Storage{Source: &credentials.S3{AccessKeyID: "a", SecretAccessKey: "old"}, Output: credentials.S3{AccessKeyID: "a", SecretAccessKey: "old"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return id
+		}
+		const planted = "NEW-SECRET-1b2c3d4e"
+		good := `{"source":{"credentials":{"access_key_id":"a","secret_access_key":"` + planted + `"}},"output":{"credentials":{"access_key_id":"a","secret_access_key":"` + planted + `"}}}`
+		put := func(key, id, body string) (int, string) {
+			req, _ := http.NewRequest(http.MethodPut, srv.URL+"/transcode/credentials?job_id="+id, strings.NewReader(body))
+			if key != "" {
+				req.Header.Set("Authorization", "Bearer "+key)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(b)
+		}
+
+		id := enqueue()
+		finished := enqueue()
+		jobs, err := in.Claim(ctx, "w", 2, time.Minute)
+		if err != nil || len(jobs) != 2 {
+			t.Fatalf("claim: %v", err)
+		}
+		for _, j := range jobs {
+			if j.ID == finished {
+				if _, err := in.Fail(ctx, j, inbox.JobError{Class: inbox.Permanent, Code: "invalid_media", Message: "x"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		cases := []struct {
+			name, key, id, body string
+			status              int
+			code                string
+		}{
+			{"owner", owner.APIKey, id, good, 200, ""},
+			{"owner again", owner.APIKey, id, good, 200, ""},
+			{"signed url source", owner.APIKey, id, `{"source":{"url":"https://s3.example/in/k?X-Amz-Signature=` + planted + `"},"output":{"credentials":{"access_key_id":"a","secret_access_key":"` + planted + `"}}}`, 200, ""},
+			{"other requester", other.APIKey, id, good, 403, "forbidden"},
+			{"unknown job", owner.APIKey, uuid.NewString(), good, 404, "not_found"},
+			{"not a uuid", owner.APIKey, "nope", good, 404, "not_found"},
+			{"finished job", owner.APIKey, finished, good, 409, "job_finished"},
+			{"no api key", "", id, good, 401, "unauthorized"},
+			{"not json", owner.APIKey, id, `{`, 400, "invalid_request"},
+			{"no output", owner.APIKey, id, `{"source":{"credentials":{"access_key_id":"a","secret_access_key":"s"}}}`, 400, "invalid_request"},
+			{"both source kinds", owner.APIKey, id, `{"source":{"url":"https://x/y","credentials":{"access_key_id":"a","secret_access_key":"s"}},"output":{"credentials":{"access_key_id":"a","secret_access_key":"s"}}}`, 400, "invalid_request"},
+			{"empty secret", owner.APIKey, id, `{"source":{"credentials":{"access_key_id":"a","secret_access_key":""}},"output":{"credentials":{"access_key_id":"a","secret_access_key":"s"}}}`, 400, "invalid_request"},
+		}
+		version := 1
+		for _, tc := range cases {
+			status, body := put(tc.key, tc.id, tc.body)
+			if status != tc.status {
+				t.Fatalf("%s: HTTP %d %s, want %d", tc.name, status, body, tc.status)
+			}
+			if strings.Contains(body, planted) {
+				t.Fatalf("%s: response leaks the secret: %s", tc.name, body)
+			}
+			if status == 200 {
+				version++
+				var got api.CredentialsUpdated
+				if err := json.Unmarshal([]byte(body), &got); err != nil || got.JobID != tc.id || got.CredentialVersion != version {
+					t.Fatalf("%s: body %s, want version %d", tc.name, body, version)
+				}
+				continue
+			}
+			var apiErr struct {
+				Error struct{ Code string } `json:"error"`
+			}
+			if json.Unmarshal([]byte(body), &apiErr); apiErr.Error.Code != tc.code {
+				t.Fatalf("%s: body %s, want code %s", tc.name, body, tc.code)
+			}
+		}
+		// The runner opens what the requester sent, sealed under the new version.
+		for _, j := range jobs {
+			if j.ID != id {
+				continue
+			}
+			st, v, err := in.Credentials(ctx, j)
+			if err != nil || v != version || st.Output.SecretAccessKey != planted || !strings.Contains(st.SourceURL, planted) {
+				t.Fatalf("credentials after update: v=%d err=%v", v, err)
+			}
+		}
+		if bytes.Contains([]byte(logs.String()), []byte(planted)) {
+			t.Fatal("log leaks the secret")
+		}
+	})
+}

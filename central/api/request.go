@@ -1,0 +1,307 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/vesta-cx/euterpe/central/credentials"
+	"github.com/vesta-cx/euterpe/central/inbox"
+	"github.com/vesta-cx/euterpe/central/transcode"
+)
+
+// TranscodeRequest is the body of POST /transcode.
+type TranscodeRequest struct {
+	Source           *SourceRequest    `json:"source"`
+	Output           *OutputRequest    `json:"output"`
+	Renditions       []inbox.Rendition `json:"renditions"`
+	StatusWebhookURL string            `json:"status_webhook_url,omitempty"`
+	RefreshURL       string            `json:"refresh_url,omitempty"`
+	Metadata         json.RawMessage   `json:"metadata,omitempty"`
+}
+
+// SourceRequest is either {url} (a signed URL) or an object in a bucket
+// with credentials.
+type SourceRequest struct {
+	URL         string          `json:"url,omitempty"`
+	Bucket      string          `json:"bucket,omitempty"`
+	Key         string          `json:"key,omitempty"`
+	Endpoint    string          `json:"endpoint,omitempty"`
+	Region      string          `json:"region,omitempty"`
+	Credentials *credentials.S3 `json:"credentials,omitempty"`
+}
+
+// OutputRequest is the bucket and prefix renditions are written under.
+type OutputRequest struct {
+	Bucket      string          `json:"bucket"`
+	Prefix      string          `json:"prefix"`
+	Endpoint    string          `json:"endpoint,omitempty"`
+	Region      string          `json:"region,omitempty"`
+	Credentials *credentials.S3 `json:"credentials"`
+}
+
+// FieldError names the request field that is invalid.
+type FieldError struct {
+	Field  string
+	Reason string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
+
+const (
+	maxMetadata   = 16 << 10
+	maxRenditions = 16
+	maxString     = 1024
+)
+
+// decode parses body strictly: unknown fields, trailing data and wrong
+// types are errors naming the field.
+func decode(body []byte) (*TranscodeRequest, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	var r TranscodeRequest
+	if err := dec.Decode(&r); err != nil {
+		var te *json.UnmarshalTypeError
+		var se *json.SyntaxError
+		switch {
+		case errors.As(err, &te):
+			return nil, &FieldError{Field: te.Field, Reason: "has the wrong type (want " + te.Type.String() + ")"}
+		case errors.As(err, &se):
+			return nil, &FieldError{Field: "body", Reason: fmt.Sprintf("is not valid JSON (offset %d)", se.Offset)}
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+			return nil, &FieldError{Field: f, Reason: "is not a known field"}
+		default:
+			return nil, &FieldError{Field: "body", Reason: "is not a valid JSON object"}
+		}
+	}
+	if dec.More() {
+		return nil, &FieldError{Field: "body", Reason: "has data after the JSON object"}
+	}
+	return &r, nil
+}
+
+// validate checks r; checkURL vets callback URLs (scheme and, when
+// configured, the address policy).
+func (r *TranscodeRequest) validate(checkURL func(string) error) error {
+	if r.Source == nil {
+		return &FieldError{"source", "is required"}
+	}
+	if err := r.Source.validate(); err != nil {
+		return err
+	}
+	if r.Output == nil {
+		return &FieldError{"output", "is required"}
+	}
+	if err := required("output.bucket", r.Output.Bucket); err != nil {
+		return err
+	}
+	if err := bounded("output.prefix", r.Output.Prefix); err != nil {
+		return err
+	}
+	if err := optionalURL("output.endpoint", r.Output.Endpoint); err != nil {
+		return err
+	}
+	if err := bounded("output.region", r.Output.Region); err != nil {
+		return err
+	}
+	if r.Output.Credentials == nil {
+		return &FieldError{"output.credentials", "is required"}
+	}
+	if err := validateCreds("output.credentials", r.Output.Credentials); err != nil {
+		return err
+	}
+	if len(r.Renditions) == 0 {
+		return &FieldError{"renditions", "must list at least one rendition"}
+	}
+	if len(r.Renditions) > maxRenditions {
+		return &FieldError{"renditions", fmt.Sprintf("must list at most %d renditions", maxRenditions)}
+	}
+	seen := map[string]bool{}
+	for i, rd := range r.Renditions {
+		field := fmt.Sprintf("renditions[%d]", i)
+		tr := transcode.Rendition{Name: rd.Name, Codec: rd.Codec, BitrateKbps: rd.BitrateKbps,
+			SampleRate: rd.SampleRateHz, Channels: rd.Channels, Container: rd.Container}
+		if err := tr.Validate(); err != nil {
+			var re *transcode.RenditionError
+			if errors.As(err, &re) {
+				f := re.Field
+				if f == "sample_rate" {
+					f = "sample_rate_hz"
+				}
+				return &FieldError{field + "." + f, re.Reason}
+			}
+			return &FieldError{field, err.Error()}
+		}
+		if seen[rd.Name] {
+			return &FieldError{field + ".name", "repeats another rendition's name"}
+		}
+		seen[rd.Name] = true
+	}
+	for _, u := range []struct{ field, v string }{{"status_webhook_url", r.StatusWebhookURL}, {"refresh_url", r.RefreshURL}} {
+		if u.v == "" {
+			continue
+		}
+		if err := httpURL(u.v); err != nil {
+			return &FieldError{u.field, err.Error()}
+		}
+		if checkURL != nil {
+			if err := checkURL(u.v); err != nil {
+				return &FieldError{u.field, err.Error()}
+			}
+		}
+	}
+	if len(r.Metadata) > 0 {
+		if len(r.Metadata) > maxMetadata {
+			return &FieldError{"metadata", fmt.Sprintf("must be at most %d bytes", maxMetadata)}
+		}
+		var obj map[string]any
+		if err := json.Unmarshal(r.Metadata, &obj); err != nil || obj == nil {
+			return &FieldError{"metadata", "must be a JSON object"}
+		}
+	}
+	return nil
+}
+
+func (s *SourceRequest) validate() error {
+	if s.URL != "" {
+		if s.Bucket != "" || s.Key != "" || s.Credentials != nil {
+			return &FieldError{"source", "must be either {url} or {bucket, key, credentials}, not both"}
+		}
+		if err := httpURL(s.URL); err != nil {
+			return &FieldError{"source.url", err.Error()}
+		}
+		if len(s.URL) > 8192 {
+			return &FieldError{"source.url", "is too long"}
+		}
+		return nil
+	}
+	if err := required("source.bucket", s.Bucket); err != nil {
+		return err
+	}
+	if err := required("source.key", s.Key); err != nil {
+		return err
+	}
+	if err := optionalURL("source.endpoint", s.Endpoint); err != nil {
+		return err
+	}
+	if err := bounded("source.region", s.Region); err != nil {
+		return err
+	}
+	if s.Credentials == nil {
+		return &FieldError{"source.credentials", "is required with bucket and key"}
+	}
+	return validateCreds("source.credentials", s.Credentials)
+}
+
+func validateCreds(field string, c *credentials.S3) error {
+	if err := required(field+".access_key_id", c.AccessKeyID); err != nil {
+		return err
+	}
+	if err := required(field+".secret_access_key", c.SecretAccessKey); err != nil {
+		return err
+	}
+	if len(c.SessionToken) > 8192 {
+		return &FieldError{field + ".session_token", "is too long"}
+	}
+	if c.ExpiresAt != nil && !c.ExpiresAt.After(time.Now()) {
+		return &FieldError{field + ".expires_at", "is in the past"}
+	}
+	return nil
+}
+
+func required(field, v string) error {
+	if strings.TrimSpace(v) == "" {
+		return &FieldError{field, "is required"}
+	}
+	return bounded(field, v)
+}
+
+func bounded(field, v string) error {
+	if len(v) > maxString {
+		return &FieldError{field, fmt.Sprintf("must be at most %d characters", maxString)}
+	}
+	return nil
+}
+
+func optionalURL(field, v string) error {
+	if v == "" {
+		return nil
+	}
+	if err := httpURL(v); err != nil {
+		return &FieldError{field, err.Error()}
+	}
+	return nil
+}
+
+// httpURL accepts absolute http and https URLs with a host.
+func httpURL(v string) error {
+	u, err := url.Parse(v)
+	if err != nil || !u.IsAbs() || u.Host == "" {
+		return errors.New("must be an absolute http or https URL")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return errors.New("must use http or https")
+	}
+	return nil
+}
+
+// stripURL removes userinfo, query and fragment: what may be stored in
+// plaintext for routing. The full signed URL goes into the sealed blob.
+func stripURL(v string) string {
+	u, err := url.Parse(v)
+	if err != nil {
+		return ""
+	}
+	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
+	return u.String()
+}
+
+// canonical is the request as hashed for idempotency: every field except
+// credentials and the signed URL's query (authorization material that a
+// retry may legitimately renew), in a fixed order.
+func (r *TranscodeRequest) canonical() []byte {
+	c := struct {
+		Source           inbox.Source      `json:"source"`
+		Output           inbox.Output      `json:"output"`
+		Renditions       []inbox.Rendition `json:"renditions"`
+		StatusWebhookURL string            `json:"status_webhook_url"`
+		RefreshURL       string            `json:"refresh_url"`
+		Metadata         json.RawMessage   `json:"metadata,omitempty"`
+	}{
+		Source:           r.source(),
+		Output:           inbox.Output{Bucket: r.Output.Bucket, Prefix: r.Output.Prefix, Endpoint: r.Output.Endpoint, Region: r.Output.Region},
+		Renditions:       r.Renditions,
+		StatusWebhookURL: r.StatusWebhookURL,
+		RefreshURL:       r.RefreshURL,
+	}
+	if len(r.Metadata) > 0 {
+		var v any
+		if json.Unmarshal(r.Metadata, &v) == nil {
+			c.Metadata, _ = json.Marshal(v) // map keys sorted: canonical
+		}
+	}
+	b, _ := json.Marshal(c)
+	return b
+}
+
+func (r *TranscodeRequest) source() inbox.Source {
+	if r.Source.URL != "" {
+		return inbox.Source{URL: stripURL(r.Source.URL)}
+	}
+	return inbox.Source{Bucket: r.Source.Bucket, Key: r.Source.Key, Endpoint: r.Source.Endpoint, Region: r.Source.Region}
+}
+
+func (r *TranscodeRequest) secrets() credentials.Storage {
+	st := credentials.Storage{Output: *r.Output.Credentials}
+	if r.Source.URL != "" {
+		st.SourceURL = r.Source.URL
+	} else {
+		st.Source = r.Source.Credentials
+	}
+	return st
+}

@@ -1,0 +1,116 @@
+package credentials_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vesta-cx/euterpe/central/credentials"
+)
+
+func TestSealOpenBindsAAD(t *testing.T) {
+	k, err := credentials.ParseKeyring("a:"+credentials.NewKey(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := credentials.Storage{Output: credentials.S3{AccessKeyID: "AK", SecretAccessKey: "SECRET"}}
+	sealed, err := k.SealStorage(st, "job1", "req1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sealed.KEKID != "a" || sealed.Version != credentials.EncryptionVersion || strings.Contains(string(sealed.Ciphertext), "SECRET") {
+		t.Fatalf("sealed: %+v", sealed)
+	}
+	got, err := k.OpenStorage(sealed, "job1", "req1", 1)
+	if err != nil || got.Output.SecretAccessKey != "SECRET" {
+		t.Fatalf("open: %v", err)
+	}
+	for name, open := range map[string]func() error{
+		"other job":       func() error { _, err := k.OpenStorage(sealed, "job2", "req1", 1); return err },
+		"other requester": func() error { _, err := k.OpenStorage(sealed, "job1", "req2", 1); return err },
+		"other version":   func() error { _, err := k.OpenStorage(sealed, "job1", "req1", 2); return err },
+		"tampered": func() error {
+			s := sealed
+			s.Ciphertext = append([]byte(nil), s.Ciphertext...)
+			s.Ciphertext[len(s.Ciphertext)-1] ^= 1
+			_, err := k.OpenStorage(s, "job1", "req1", 1)
+			return err
+		},
+		"unknown kek": func() error {
+			s := sealed
+			s.KEKID = "zzz"
+			_, err := k.OpenStorage(s, "job1", "req1", 1)
+			return err
+		},
+	} {
+		if err := open(); !errors.Is(err, credentials.ErrDecrypt) && !errors.Is(err, credentials.ErrUnknownKEK) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if s := st.String() + (&st).GoString(); strings.Contains(s, "SECRET") {
+		t.Fatal("Storage prints its secret")
+	}
+}
+
+func TestRotationAndRewrap(t *testing.T) {
+	ka, kb := credentials.NewKey(), credentials.NewKey()
+	old, _ := credentials.ParseKeyring("a:"+ka, "")
+	sealed, _ := old.Seal([]byte("payload"), []byte("aad"))
+	ring, err := credentials.ParseKeyring("a:"+ka+",b:"+kb, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pt, err := ring.Open(sealed, []byte("aad")); err != nil || string(pt) != "payload" {
+		t.Fatalf("old kek_id must still open: %v", err)
+	}
+	out, changed, err := ring.Rewrap(sealed, []byte("aad"))
+	if err != nil || !changed || out.KEKID != "b" || string(out.Ciphertext) != string(sealed.Ciphertext) {
+		t.Fatalf("rewrap: %v %v %+v", err, changed, out.KEKID)
+	}
+	onlyB, _ := credentials.ParseKeyring("b:"+kb, "")
+	if pt, err := onlyB.Open(out, []byte("aad")); err != nil || string(pt) != "payload" {
+		t.Fatalf("rewrapped blob under b: %v", err)
+	}
+	if _, _, err := ring.Rewrap(sealed, []byte("other")); err == nil {
+		t.Fatal("rewrap with the wrong AAD succeeded")
+	}
+}
+
+func TestParseKeyringErrorsHideKeys(t *testing.T) {
+	short := "c2hvcnQta2V5" // "short-key"
+	for _, spec := range []string{"", "nokey", "a:" + short, "a:!!!notbase64", "a:" + credentials.NewKey() + ",a:" + credentials.NewKey()} {
+		_, err := credentials.ParseKeyring(spec, "")
+		if err == nil {
+			t.Errorf("%q accepted", spec)
+			continue
+		}
+		if strings.Contains(err.Error(), short) || strings.Contains(err.Error(), "!!!") {
+			t.Errorf("error shows key material: %v", err)
+		}
+	}
+	if _, err := credentials.ParseKeyring("a:"+credentials.NewKey(), "b"); err == nil {
+		t.Error("active key outside the ring accepted")
+	}
+}
+
+func TestLocalKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	k1, created, err := credentials.LoadOrCreateLocal(dir)
+	if err != nil || !created {
+		t.Fatalf("create: %v %v", created, err)
+	}
+	st, err := os.Stat(filepath.Join(dir, credentials.LocalKeyFile))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("mode: %v %v", st.Mode(), err)
+	}
+	k2, created, err := credentials.LoadOrCreateLocal(dir)
+	if err != nil || created || k2.ActiveID() != k1.ActiveID() {
+		t.Fatalf("reload: %v %v", created, err)
+	}
+	s, _ := k1.Seal([]byte("x"), nil)
+	if pt, err := k2.Open(s, nil); err != nil || string(pt) != "x" {
+		t.Fatal("reloaded key differs")
+	}
+}

@@ -1,0 +1,141 @@
+package credentials
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// KeySize is the length of every KEK and DEK: AES-256.
+const KeySize = 32
+
+// LocalKeyFile is the KEK file created in the state directory when no
+// keyring is configured and the database is the embedded SQLite.
+const LocalKeyFile = "central-kek"
+
+// Keyring holds KEKs by id; Active seals new blobs.
+type Keyring struct {
+	keys   map[string][]byte
+	active string
+}
+
+// ParseKeyring reads "id:BASE64KEY,id2:BASE64KEY" (standard or URL base64
+// of 32 bytes). active names the sealing key; empty means the first listed.
+// Error messages name ids, never key material.
+func ParseKeyring(spec, active string) (*Keyring, error) {
+	k := &Keyring{keys: map[string][]byte{}}
+	var first string
+	for _, part := range strings.Split(spec, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		id, enc, ok := strings.Cut(part, ":")
+		id = strings.TrimSpace(id)
+		if !ok || id == "" {
+			return nil, errors.New("keyring entry must be kek_id:base64key")
+		}
+		key, err := decodeKey(strings.TrimSpace(enc))
+		if err != nil {
+			return nil, fmt.Errorf("keyring key %q: %w", id, err)
+		}
+		if _, dup := k.keys[id]; dup {
+			return nil, fmt.Errorf("keyring key %q listed twice", id)
+		}
+		k.keys[id] = key
+		if first == "" {
+			first = id
+		}
+	}
+	if len(k.keys) == 0 {
+		return nil, errors.New("keyring is empty")
+	}
+	if active == "" {
+		active = first
+	}
+	if _, ok := k.keys[active]; !ok {
+		return nil, fmt.Errorf("active key %q is not in the keyring", active)
+	}
+	k.active = active
+	return k, nil
+}
+
+func decodeKey(s string) ([]byte, error) {
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if b, err := enc.DecodeString(s); err == nil {
+			if len(b) != KeySize {
+				return nil, fmt.Errorf("key must be %d bytes, got %d", KeySize, len(b))
+			}
+			return b, nil
+		}
+	}
+	return nil, errors.New("key is not base64")
+}
+
+// NewKey returns a random key in the base64 form ParseKeyring reads.
+func NewKey() string {
+	b := make([]byte, KeySize)
+	_, _ = rand.Read(b)
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+// LoadOrCreateLocal reads the keyring file in stateDir, creating it (mode
+// 0600, one fresh key) when missing. created reports a new file.
+func LoadOrCreateLocal(stateDir string) (k *Keyring, created bool, err error) {
+	p := filepath.Join(stateDir, LocalKeyFile)
+	b, err := os.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(stateDir, 0o750); err != nil {
+			return nil, false, fmt.Errorf("local KEK: %w", err)
+		}
+		id := "local-" + strings.ToLower(randomID(6))
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if errors.Is(err, os.ErrExist) {
+			return LoadOrCreateLocal(stateDir) // another process won the race
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("local KEK: %w", err)
+		}
+		_, werr := fmt.Fprintf(f, "%s:%s\n", id, NewKey())
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			return nil, false, fmt.Errorf("local KEK: %w", werr)
+		}
+		k, _, err := LoadOrCreateLocal(stateDir)
+		return k, true, err
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("local KEK: %w", err)
+	}
+	k, err = ParseKeyring(strings.TrimSpace(string(b)), "")
+	if err != nil {
+		return nil, false, fmt.Errorf("local KEK file %s: %w", p, err)
+	}
+	return k, false, nil
+}
+
+func randomID(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// ActiveID is the kek_id new blobs are sealed with.
+func (k *Keyring) ActiveID() string { return k.active }
+
+// IDs lists the kek_ids in the keyring, sorted.
+func (k *Keyring) IDs() []string {
+	out := make([]string, 0, len(k.keys))
+	for id := range k.keys {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}

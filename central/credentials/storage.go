@@ -1,0 +1,55 @@
+package credentials
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// S3 is a set of object-storage credentials as a requester sends them.
+type S3 struct {
+	AccessKeyID     string     `json:"access_key_id"`
+	SecretAccessKey string     `json:"secret_access_key"`
+	SessionToken    string     `json:"session_token,omitempty"`
+	ExpiresAt       *time.Time `json:"expires_at,omitempty"`
+}
+
+// Storage is the secret part of one job's storage access, sealed as one
+// blob: the source credentials or the complete signed source URL (its query
+// string is the secret), and the output credentials.
+type Storage struct {
+	Source    *S3    `json:"source,omitempty"`
+	SourceURL string `json:"source_url,omitempty"`
+	Output    S3     `json:"output"`
+}
+
+// String never prints secrets, so a Storage passed to a logger by mistake
+// leaks nothing.
+func (Storage) String() string { return "credentials.Storage{[REDACTED]}" }
+
+// GoString is the %#v form, redacted too.
+func (s Storage) GoString() string { return s.String() }
+
+// SealStorage seals s for one job row.
+func (k *Keyring) SealStorage(s Storage, jobID, requesterID string, credentialVersion int) (Sealed, error) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return Sealed{}, fmt.Errorf("credentials: encode: %w", err)
+	}
+	defer clear(b)
+	return k.Seal(b, JobAAD(jobID, requesterID, credentialVersion))
+}
+
+// OpenStorage opens a job row's storage-credential blob.
+func (k *Keyring) OpenStorage(sealed Sealed, jobID, requesterID string, credentialVersion int) (Storage, error) {
+	b, err := k.Open(sealed, JobAAD(jobID, requesterID, credentialVersion))
+	if err != nil {
+		return Storage{}, err
+	}
+	defer clear(b)
+	var s Storage
+	if err := json.Unmarshal(b, &s); err != nil {
+		return Storage{}, ErrDecrypt
+	}
+	return s, nil
+}

@@ -1,0 +1,93 @@
+package inbox
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+
+	"github.com/vesta-cx/euterpe/central/schema"
+	"github.com/vesta-cx/euterpe/daemon/lease"
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
+)
+
+// HappyPath is the order of states a job that succeeds moves through.
+var HappyPath = []string{
+	schema.StatusQueued, schema.StatusClaimed, schema.StatusFetching,
+	schema.StatusProcessing, schema.StatusUploading, schema.StatusSucceeded,
+}
+
+// SucceedMany moves every job in jobs (all in the same state) along the
+// rest of HappyPath to succeeded in one transaction and one fenced
+// statement, recording one outbox event per transition. It is for executors
+// with nothing to do between states (no-op and test executors, benchmark
+// drains). Jobs whose claim went stale are returned untouched.
+func (s *Store) SucceedMany(ctx context.Context, jobs []*Job, outputs []OutputFile) (stale []*Job, err error) {
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	from := jobs[0].claim().Status
+	var path []string
+	for i, st := range HappyPath {
+		if st == from {
+			path = HappyPath[i+1:]
+		}
+	}
+	if len(path) == 0 {
+		return nil, fmt.Errorf("inbox: no path to succeeded from %s", from)
+	}
+	out, err := json.Marshal(outputs)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: outputs: %w", err)
+	}
+	err = s.db.Tx(ctx, func(tx *sql.Tx) error {
+		now := s.now()
+		cs := make([]*lease.Claim, len(jobs))
+		for i, j := range jobs {
+			c := j.claim()
+			cs[i] = &c
+		}
+		st, err := s.q.MoveMany(ctx, tx, cs, path, now,
+			"outputs = ?, started_at = COALESCE(started_at, ?), finished_at = ?, lease_expires_at = NULL",
+			string(out), sqldb.Micros(now), sqldb.Micros(now))
+		if err != nil {
+			return err
+		}
+		staleSet := make(map[*lease.Claim]bool, len(st))
+		for _, c := range st {
+			staleSet[c] = true
+		}
+		evs := make([]Event, 0, len(jobs)*len(path))
+		stale = stale[:0]
+		for i, j := range jobs {
+			if staleSet[cs[i]] {
+				stale = append(stale, j)
+				continue
+			}
+			prev := from
+			first := cs[i].Seq - int64(len(path)) + 1
+			for k, to := range path {
+				ev := transition(j, prev, to, first+int64(k), now)
+				if to == schema.StatusSucceeded {
+					ev.Outputs = out
+				}
+				evs = append(evs, ev)
+				prev = to
+			}
+		}
+		if err := insertEvents(ctx, s.db, tx, evs); err != nil {
+			return err
+		}
+		for i, j := range jobs {
+			if !staleSet[cs[i]] {
+				j.setClaim(*cs[i])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.notify()
+	return stale, nil
+}

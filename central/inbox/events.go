@@ -1,0 +1,155 @@
+package inbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/vesta-cx/euterpe/central/schema"
+	"github.com/vesta-cx/euterpe/daemon/lease"
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
+)
+
+// EventType is the type of every job_outbox_events row written here.
+const EventType = "job.status"
+
+// Event is the webhook body of one job transition (contract §8):
+// intermediate states carry status and metadata; succeeded adds outputs;
+// failed and dead_letter add the normalized error.
+type Event struct {
+	EventID        string          `json:"event_id"`
+	Type           string          `json:"type"`
+	JobID          string          `json:"job_id"`
+	Sequence       int64           `json:"sequence"`
+	Status         string          `json:"status"`
+	PreviousStatus string          `json:"previous_status"`
+	OccurredAt     time.Time       `json:"occurred_at"`
+	AttemptCount   int             `json:"attempt_count"`
+	Metadata       json.RawMessage `json:"metadata,omitempty"`
+	Outputs        json.RawMessage `json:"outputs,omitempty"`
+	Error          *ErrorBody      `json:"error,omitempty"`
+	// Progress (0-100) is set on progress events, whose status equals
+	// previous_status.
+	Progress *int `json:"progress,omitempty"`
+
+	requesterID string
+	webhookURL  string
+}
+
+// transition builds the event for a move of job from -> to recorded at seq.
+func transition(j *Job, from, to string, seq int64, now time.Time) Event {
+	return Event{
+		EventID:        newID(),
+		Type:           EventType,
+		JobID:          j.ID,
+		Sequence:       seq,
+		Status:         to,
+		PreviousStatus: from,
+		OccurredAt:     now.UTC(),
+		AttemptCount:   j.Attempt,
+		Metadata:       j.Metadata,
+		requesterID:    j.RequesterID,
+		webhookURL:     j.StatusWebhookURL,
+	}
+}
+
+// insertEvents writes events in one multi-row INSERT. Events of jobs
+// without a status_webhook_url are stored as skipped: history, not work.
+func insertEvents(ctx context.Context, db *sqldb.DB, tx lease.Execer, evs []Event) error {
+	if db.Engine == sqldb.Postgres {
+		return insertUnnest(ctx, tx, evs)
+	}
+	// SQLite: 50 rows a statement; its driver binds parameters in quadratic
+	// time but prepares the statement on every execution.
+	const chunk = 50
+	for len(evs) > chunk {
+		if err := insertEvents(ctx, db, tx, evs[:chunk]); err != nil {
+			return err
+		}
+		evs = evs[chunk:]
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString(`INSERT INTO job_outbox_events (event_id, job_id, requester_id, sequence, event_type, status,
+		webhook_url, payload, next_attempt_at, created_at) VALUES `)
+	args := make([]any, 0, len(evs)*10)
+	for i, e := range evs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		row, err := e.row()
+		if err != nil {
+			return err
+		}
+		args = append(args, row...)
+	}
+	if _, err := tx.ExecContext(ctx, db.Rebind(b.String()), args...); err != nil {
+		return fmt.Errorf("inbox: insert outbox events: %w", err)
+	}
+	return nil
+}
+
+// row is the event's column values in insertEventSQL order.
+func (e Event) row() ([]any, error) {
+	payload, err := json.Marshal(e)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: event payload: %w", err)
+	}
+	status := schema.OutboxPending
+	if e.webhookURL == "" {
+		status = schema.OutboxSkipped
+	}
+	us := sqldb.Micros(e.OccurredAt)
+	return []any{e.EventID, e.JobID, e.requesterID, e.Sequence, e.Type, status,
+		nullStr(e.webhookURL), string(payload), us, us}, nil
+}
+
+// newID returns a UUIDv7: unique like v4, but time-ordered, so primary-key
+// inserts append to the index instead of landing on random pages.
+func newID() string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.NewString()
+	}
+	return id.String()
+}
+
+// NewJobID returns a new job id (UUIDv7, time-ordered).
+func NewJobID() string { return newID() }
+
+// insertUnnest is the Postgres path: the whole batch as ten array
+// parameters, expanded server-side by unnest — one small bind however many
+// rows.
+func insertUnnest(ctx context.Context, tx lease.Execer, evs []Event) error {
+	n := len(evs)
+	ids, jobs, reqs, types, statuses, hooks, payloads := make([]string, n), make([]string, n), make([]string, n),
+		make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	seqs, times := make([]int64, n), make([]int64, n)
+	for i, e := range evs {
+		payload, err := json.Marshal(e)
+		if err != nil {
+			return fmt.Errorf("inbox: event payload: %w", err)
+		}
+		status := schema.OutboxPending
+		if e.webhookURL == "" {
+			status = schema.OutboxSkipped
+		}
+		ids[i], jobs[i], reqs[i], seqs[i], types[i], statuses[i], hooks[i], payloads[i], times[i] =
+			e.EventID, e.JobID, e.requesterID, e.Sequence, e.Type, status, e.webhookURL, string(payload), sqldb.Micros(e.OccurredAt)
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO job_outbox_events (event_id, job_id, requester_id, sequence, event_type, status,
+		webhook_url, payload, next_attempt_at, created_at)
+		SELECT e, j, r, s, t, st, NULLIF(h, ''), p, c, c
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[], $9::bigint[])
+		AS u(e, j, r, s, t, st, h, p, c)`, ids, jobs, reqs, seqs, types, statuses, hooks, payloads, times)
+	if err != nil {
+		return fmt.Errorf("inbox: insert outbox events: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,34 @@
+package inbox
+
+import (
+	"github.com/vesta-cx/euterpe/central/schema"
+	"github.com/vesta-cx/euterpe/daemon/lease"
+)
+
+// Transitions is the inbox job state machine of contract §3. failed is
+// terminal for requesters but may still move to queued (while attempts
+// remain) or to dead_letter.
+var Transitions = lease.Transitions{
+	Machine: "inbox_jobs",
+	Terminal: []string{
+		schema.StatusSucceeded, schema.StatusFailed, schema.StatusDeadLetter,
+	},
+	Allowed: map[string][]string{
+		schema.StatusQueued:     {schema.StatusClaimed},
+		schema.StatusClaimed:    {schema.StatusFetching, schema.StatusQueued, schema.StatusFailed},
+		schema.StatusFetching:   {schema.StatusProcessing, schema.StatusQueued, schema.StatusFailed},
+		schema.StatusProcessing: {schema.StatusUploading, schema.StatusQueued, schema.StatusFailed},
+		schema.StatusUploading:  {schema.StatusSucceeded, schema.StatusQueued, schema.StatusFailed},
+		schema.StatusFailed:     {schema.StatusQueued, schema.StatusDeadLetter},
+	},
+}
+
+// Guard is an extra condition on a transition, checked with the job's
+// counters; the table above says which moves exist, Guards say when.
+type Guard func(attemptCount, maxAttempts int) bool
+
+// Guards holds the conditional moves of §3: failed -> queued only while
+// attempt_count < max_attempts.
+var Guards = map[[2]string]Guard{
+	{schema.StatusFailed, schema.StatusQueued}: func(a, m int) bool { return a < m },
+}

@@ -1,0 +1,410 @@
+package inbox
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/vesta-cx/euterpe/central/credentials"
+	"github.com/vesta-cx/euterpe/central/schema"
+	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/daemon/lease"
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
+)
+
+// Claim takes up to n queued jobs for worker under a lease of ttl. Jobs
+// whose lease expired are first moved back along the table (their state ->
+// queued, or -> failed -> dead_letter when attempts are spent) with a new
+// claim_version, so the same call may claim them again. Each claim records
+// its queued -> claimed event.
+func (s *Store) Claim(ctx context.Context, worker string, n int, ttl time.Duration) ([]*Job, error) {
+	var jobs []*Job
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		now := s.now()
+		claims, err := s.q.ClaimTx(ctx, tx, worker, n, ttl, now)
+		if err != nil || len(claims) == 0 {
+			jobs = nil
+			return err
+		}
+		jobs, err = s.load(ctx, tx, claims)
+		if err != nil {
+			return err
+		}
+		evs := make([]Event, len(jobs))
+		for i, j := range jobs {
+			evs[i] = transition(j, schema.StatusQueued, schema.StatusClaimed, j.Seq, now)
+		}
+		return insertEvents(ctx, s.db, tx, evs)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("inbox: claim: %w", err)
+	}
+	if len(jobs) > 0 {
+		s.notify()
+	}
+	return jobs, nil
+}
+
+// Heartbeat extends j's lease; *lease.StaleError when it was lost.
+func (s *Store) Heartbeat(ctx context.Context, j *Job, ttl time.Duration) error {
+	c := j.claim()
+	if err := s.q.Heartbeat(ctx, &c, ttl); err != nil {
+		return err
+	}
+	j.mu.Lock()
+	j.LeaseExpiresAt = c.LeaseExpiresAt
+	j.mu.Unlock()
+	return nil
+}
+
+// Keep runs work while heartbeating j's lease every ttl/3; work's context
+// is cancelled as soon as the lease is found stale.
+func (s *Store) Keep(ctx context.Context, j *Job, ttl time.Duration, work func(context.Context) error) error {
+	return lease.Keep(ctx, ttl, func(ctx context.Context) error { return s.Heartbeat(ctx, j, ttl) }, work)
+}
+
+// Advance moves j to the next working state (fetching, processing or
+// uploading) and records its event. A move the table forbids is a
+// *lease.TransitionError; a lost lease a *lease.StaleError.
+func (s *Store) Advance(ctx context.Context, j *Job, to string) error {
+	if Transitions.IsTerminal(to) || to == schema.StatusQueued {
+		return &lease.TransitionError{Machine: Transitions.Machine, From: j.Status, To: to}
+	}
+	return s.afterEvents(s.db.Tx(ctx, func(tx *sql.Tx) error {
+		now := s.now()
+		c := j.claim()
+		from := c.Status
+		extra := ""
+		var args []any
+		if to == schema.StatusFetching {
+			extra, args = "started_at = COALESCE(started_at, ?)", []any{sqldb.Micros(now)}
+		}
+		if err := s.q.Move(ctx, tx, &c, to, now, extra, args...); err != nil {
+			return err
+		}
+		if err := insertEvents(ctx, s.db, tx, []Event{transition(j, from, to, c.Seq, now)}); err != nil {
+			return err
+		}
+		j.setClaim(c)
+		return nil
+	}))
+}
+
+// Succeed moves j from uploading to succeeded with its outputs.
+func (s *Store) Succeed(ctx context.Context, j *Job, outputs []OutputFile) error {
+	out, err := json.Marshal(outputs)
+	if err != nil {
+		return fmt.Errorf("inbox: outputs: %w", err)
+	}
+	return s.afterEvents(s.db.Tx(ctx, func(tx *sql.Tx) error {
+		now := s.now()
+		c := j.claim()
+		from := c.Status
+		if err := s.q.Move(ctx, tx, &c, schema.StatusSucceeded, now,
+			"outputs = ?, finished_at = ?, lease_expires_at = NULL, error_code = NULL, last_error = NULL",
+			string(out), sqldb.Micros(now)); err != nil {
+			return err
+		}
+		ev := transition(j, from, schema.StatusSucceeded, c.Seq, now)
+		ev.Outputs = out
+		if err := insertEvents(ctx, s.db, tx, []Event{ev}); err != nil {
+			return err
+		}
+		j.setClaim(c)
+		return nil
+	}))
+}
+
+// Fail records a failed attempt of j and applies the retry policy: a
+// Permanent error ends in failed; otherwise, while attempt_count <
+// max_attempts, the job returns to queued after backoff (429 from the larger
+// bucket), and once the budget is spent it moves failed -> dead_letter. It
+// returns the job's new status.
+func (s *Store) Fail(ctx context.Context, j *Job, jerr JobError) (string, error) {
+	jerr.Message = daemon.CapMessage(jerr.Message)
+	if jerr.Code == "" {
+		jerr.Code = string(jerr.Class)
+	}
+	var final string
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		c := j.claim()
+		st, err := s.fail(ctx, tx, j, &c, jerr, s.now())
+		if err != nil {
+			return err
+		}
+		j.setClaim(c)
+		final = st
+		return nil
+	})
+	return final, s.afterEvents(err)
+}
+
+// Release gives j back to the queue without counting it as a failure, for
+// a worker that is shutting down: the job is claimable again at once.
+func (s *Store) Release(ctx context.Context, j *Job) error {
+	return s.afterEvents(s.db.Tx(ctx, func(tx *sql.Tx) error {
+		now := s.now()
+		c := j.claim()
+		from := c.Status
+		if err := s.q.Move(ctx, tx, &c, schema.StatusQueued, now,
+			"worker_id = NULL, lease_expires_at = NULL, next_attempt_at = ?, attempt_count = attempt_count - 1",
+			sqldb.Micros(now)); err != nil {
+			return err
+		}
+		if err := insertEvents(ctx, s.db, tx, []Event{transition(j, from, schema.StatusQueued, c.Seq, now)}); err != nil {
+			return err
+		}
+		j.setClaim(c)
+		return nil
+	}))
+}
+
+// decision is a row of the failure table: what a failed attempt leads to.
+type decision struct {
+	path  []string // states to move through
+	retry bool     // schedule next_attempt_at by backoff
+}
+
+// failurePlan is the retry policy as data: by class, and whether the
+// attempt budget is spent.
+var failurePlan = map[Class]map[bool]decision{
+	Permanent:   {false: {path: []string{schema.StatusFailed}}, true: {path: []string{schema.StatusFailed}}},
+	Retryable:   {false: {path: []string{schema.StatusQueued}, retry: true}, true: {path: []string{schema.StatusFailed, schema.StatusDeadLetter}}},
+	RateLimited: {false: {path: []string{schema.StatusQueued}, retry: true}, true: {path: []string{schema.StatusFailed, schema.StatusDeadLetter}}},
+	AuthExpired: {false: {path: []string{schema.StatusQueued}, retry: true}, true: {path: []string{schema.StatusFailed, schema.StatusDeadLetter}}},
+	// An expired lease (crashed or partitioned worker) is claimable again at
+	// once: the lease TTL was the wait.
+	leaseExpired: {false: {path: []string{schema.StatusQueued}}, true: {path: []string{schema.StatusFailed, schema.StatusDeadLetter}}},
+}
+
+// leaseExpired classifies the attempt of a worker whose lease ran out.
+const leaseExpired Class = "lease_expired"
+
+func (s *Store) fail(ctx context.Context, tx lease.Execer, j *Job, c *lease.Claim, jerr JobError, now time.Time) (string, error) {
+	plan, ok := failurePlan[jerr.Class]
+	if !ok {
+		plan = failurePlan[Retryable]
+	}
+	spent := !Guards[[2]string{schema.StatusFailed, schema.StatusQueued}](c.Attempt, j.MaxAttempts)
+	d := plan[spent]
+	body := &ErrorBody{Code: jerr.Code, Message: jerr.Message}
+	var evs []Event
+	for _, to := range d.path {
+		from := c.Status
+		var set []string
+		var args []any
+		set = append(set, "error_code = ?", "last_error = ?")
+		args = append(args, jerr.Code, jerr.Message)
+		switch {
+		case to == schema.StatusQueued:
+			next := now
+			if d.retry {
+				next = now.Add(s.policy.Delay(jerr.Class, c.Attempt))
+			}
+			set = append(set, "worker_id = NULL", "lease_expires_at = NULL", "next_attempt_at = ?")
+			args = append(args, sqldb.Micros(next))
+		case Transitions.IsTerminal(to):
+			set = append(set, "lease_expires_at = NULL", "finished_at = ?")
+			args = append(args, sqldb.Micros(now))
+		}
+		if err := s.q.Move(ctx, tx, c, to, now, strings.Join(set, ", "), args...); err != nil {
+			return "", err
+		}
+		ev := transition(j, from, to, c.Seq, now)
+		ev.AttemptCount = c.Attempt
+		if to == schema.StatusFailed || to == schema.StatusDeadLetter {
+			ev.Error = body
+		}
+		evs = append(evs, ev)
+	}
+	if err := insertEvents(ctx, s.db, tx, evs); err != nil {
+		return "", err
+	}
+	return c.Status, nil
+}
+
+// Credentials opens j's sealed storage credentials in memory, at the
+// credential_version currently stored (which a refresh may have advanced).
+func (s *Store) Credentials(ctx context.Context, j *Job) (credentials.Storage, int, error) {
+	var sealed credentials.Sealed
+	var kek *string
+	var ver *int
+	var credVersion int
+	err := s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT storage_creds_encrypted, storage_creds_dek_wrapped,
+		storage_creds_kek_id, storage_creds_encryption_version, credential_version FROM inbox_jobs WHERE id = ?`), j.ID).
+		Scan(&sealed.Ciphertext, &sealed.WrappedDEK, &kek, &ver, &credVersion)
+	if errors.Is(err, sql.ErrNoRows) {
+		return credentials.Storage{}, 0, ErrNotFound
+	}
+	if err != nil {
+		return credentials.Storage{}, 0, fmt.Errorf("inbox: read credentials of %s: %w", j.ID, err)
+	}
+	if kek == nil || ver == nil {
+		return credentials.Storage{}, 0, fmt.Errorf("inbox: job %s has no stored credentials", j.ID)
+	}
+	sealed.KEKID, sealed.Version = *kek, *ver
+	st, err := s.keys.OpenStorage(sealed, j.ID, j.RequesterID, credVersion)
+	if err != nil {
+		return credentials.Storage{}, 0, fmt.Errorf("inbox: credentials of %s: %w", j.ID, err)
+	}
+	j.CredentialVersion = credVersion
+	return st, credVersion, nil
+}
+
+// ReplaceCredentials stores fresh credentials for j (after a refresh),
+// sealed under credential_version+1, fenced by j's claim. It returns the new
+// version.
+func (s *Store) ReplaceCredentials(ctx context.Context, j *Job, creds credentials.Storage) (int, error) {
+	var next int
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		var cur int
+		if err := tx.QueryRowContext(ctx, s.db.Rebind(`SELECT credential_version FROM inbox_jobs WHERE id = ?`), j.ID).Scan(&cur); err != nil {
+			return fmt.Errorf("inbox: credential version of %s: %w", j.ID, err)
+		}
+		next = cur + 1
+		sealed, err := s.keys.SealStorage(creds, j.ID, j.RequesterID, next)
+		if err != nil {
+			return err
+		}
+		c := j.claim()
+		return s.q.Exec(ctx, tx, &c, `credential_version = ?, storage_creds_encrypted = ?, storage_creds_dek_wrapped = ?,
+			storage_creds_kek_id = ?, storage_creds_encryption_version = ?, updated_at = ?`,
+			next, sealed.Ciphertext, sealed.WrappedDEK, sealed.KEKID, sealed.Version, sqldb.Micros(s.now()))
+	})
+	if err != nil {
+		return 0, err
+	}
+	j.CredentialVersion = next
+	return next, nil
+}
+
+// CountRefreshAttempt adds one to j's refresh_attempt_count (fenced) and
+// reports whether the refresh budget still allows this attempt.
+func (s *Store) CountRefreshAttempt(ctx context.Context, j *Job) (allowed bool, err error) {
+	err = s.db.Tx(ctx, func(tx *sql.Tx) error {
+		c := j.claim()
+		return s.q.Exec(ctx, tx, &c, "refresh_attempt_count = refresh_attempt_count + 1")
+	})
+	if err != nil {
+		return false, err
+	}
+	j.RefreshAttempts++
+	return j.RefreshAttempts <= s.policy.MaxRefreshAttempts, nil
+}
+
+// Progress records an intermediate event for j's current status carrying
+// progress (0-100), without a status change; fenced by j's claim. The
+// sequence still advances so events stay totally ordered per job.
+func (s *Store) Progress(ctx context.Context, j *Job, percent int) error {
+	if percent < 0 {
+		percent = 0
+	}
+	if percent > 100 {
+		percent = 100
+	}
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		now := s.now()
+		c := j.claim()
+		var seq int64
+		err := tx.QueryRowContext(ctx, s.db.Rebind(`UPDATE inbox_jobs SET event_seq = event_seq + 1, updated_at = ?
+			WHERE id = ? AND claim_version = ? AND status = ? RETURNING event_seq`),
+			sqldb.Micros(now), c.ID, c.Version, c.Status).Scan(&seq)
+		if errors.Is(err, sql.ErrNoRows) {
+			return &lease.StaleError{Table: "inbox_jobs", ID: c.ID, Version: c.Version}
+		}
+		if err != nil {
+			return err
+		}
+		ev := transition(j, c.Status, c.Status, seq, now)
+		ev.Progress = &percent
+		if err := insertEvents(ctx, s.db, tx, []Event{ev}); err != nil {
+			return err
+		}
+		c.Seq = seq
+		j.setClaim(c)
+		return nil
+	})
+	if err == nil {
+		s.notify()
+	}
+	return err
+}
+
+// UpdateCredentials stores credentials a requester sent for its job (the
+// refresh flow, not fenced by a claim: the job may be queued between
+// attempts), sealed under credential_version+1. ErrNotFound, ErrForbidden
+// (another requester's job) and ErrFinished (terminal job) are returned
+// as such.
+func (s *Store) UpdateCredentials(ctx context.Context, jobID, requesterID string, creds credentials.Storage) (int, error) {
+	var next int
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		var owner, status string
+		var cur int
+		err := tx.QueryRowContext(ctx, s.db.Rebind(`SELECT requester_id, status, credential_version FROM inbox_jobs WHERE id = ?`), jobID).
+			Scan(&owner, &status, &cur)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if owner != requesterID {
+			return ErrForbidden
+		}
+		if Transitions.IsTerminal(status) {
+			return ErrFinished
+		}
+		next = cur + 1
+		sealed, err := s.keys.SealStorage(creds, jobID, requesterID, next)
+		if err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, s.db.Rebind(`UPDATE inbox_jobs SET credential_version = ?, storage_creds_encrypted = ?,
+			storage_creds_dek_wrapped = ?, storage_creds_kek_id = ?, storage_creds_encryption_version = ?, updated_at = ?
+			WHERE id = ? AND credential_version = ?`),
+			next, sealed.Ciphertext, sealed.WrappedDEK, sealed.KEKID, sealed.Version, sqldb.Micros(s.now()), jobID, cur)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return fmt.Errorf("inbox: credentials of %s changed concurrently", jobID)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return next, nil
+}
+
+// CredentialVersion re-reads the job's current credential_version.
+func (s *Store) CredentialVersion(ctx context.Context, jobID string) (int, error) {
+	var v int
+	err := s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT credential_version FROM inbox_jobs WHERE id = ?`), jobID).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, ErrNotFound
+	}
+	return v, err
+}
+
+func (s *Store) afterEvents(err error) error {
+	if err == nil {
+		s.notify()
+	}
+	return err
+}
+
+// Reclaim recovers up to n jobs whose lease expired (to queued, or to
+// dead_letter when their attempts are spent) without claiming them; Claim
+// does this itself, a sweeper calls it while no executor claims.
+func (s *Store) Reclaim(ctx context.Context, n int) (int, error) {
+	got, err := s.q.Reclaim(ctx, n)
+	if err == nil && got > 0 {
+		s.notify()
+	}
+	return got, err
+}

@@ -1,0 +1,39 @@
+package outbox
+
+import (
+	"github.com/vesta-cx/euterpe/central/serve"
+	"github.com/vesta-cx/euterpe/daemon"
+)
+
+// RoleName is the dispatcher's name in EUTERPE_CENTRAL_ROLES.
+const RoleName = "dispatcher"
+
+// role is the dispatcher as a serve role; serve wakes it (Wake) after every
+// commit that wrote outbox events.
+type role struct{ *Dispatcher }
+
+func (role) Name() string { return RoleName }
+
+// Definition registers the dispatcher with euterpe-central serve: on by
+// default in every pod, with its EUTERPE_OUTBOX_* settings.
+func Definition() serve.Definition {
+	cfg := Defaults()
+	return serve.Definition{
+		Name:      RoleName,
+		DefaultOn: true,
+		Settings:  func(c *daemon.Config) { cfg.Bind(c) },
+		New: func(d *serve.Deps) (serve.Role, error) {
+			disp, err := New(cfg, Options{
+				Store:   NewStore(d.DB, nil),
+				Secrets: &RequesterSecrets{DB: d.DB, Keys: d.Keys},
+				Worker:  d.WorkerID,
+				Log:     d.Log.With("role", RoleName),
+				Metrics: NewMetrics(nil),
+			})
+			if err != nil {
+				return nil, err
+			}
+			return role{disp}, nil
+		},
+	}
+}

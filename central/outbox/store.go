@@ -1,0 +1,308 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/vesta-cx/euterpe/central/schema"
+	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/daemon/lease"
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
+)
+
+// inOrder makes an event claimable only while no earlier event of its job
+// is still pending or being delivered, so one job's events reach the
+// receiver in sequence order whichever dispatcher or pod sends them. A
+// dead-lettered event does not hold the later ones back; a redriven one does
+// again.
+const inOrder = `NOT EXISTS (SELECT 1 FROM job_outbox_events e
+	WHERE e.job_id = job_outbox_events.job_id
+	  AND e.sequence < job_outbox_events.sequence
+	  AND e.status IN ('` + schema.OutboxPending + `', '` + schema.OutboxDelivering + `'))`
+
+// Event is one claimed outbox event.
+type Event struct {
+	lease.Claim
+	JobID       string
+	RequesterID string
+	Sequence    int64
+	URL         string
+	Payload     []byte
+	CreatedAt   time.Time
+	// AgeFrom is when the event's age budget started: its creation, or its
+	// last redrive.
+	AgeFrom time.Time
+}
+
+// Store is the dispatcher's view of job_outbox_events.
+type Store struct {
+	DB *sqldb.DB
+	q  *lease.Queue
+}
+
+// NewStore returns a Store on db; now is the clock (nil: time.Now).
+func NewStore(db *sqldb.DB, now func() time.Time) *Store {
+	spec := schema.OutboxLease
+	spec.Where = inOrder
+	// Due time alone: the poll index serves it and the scan stops at the
+	// batch size. Per-job order comes from inOrder, not from the sort.
+	spec.Order = "next_attempt_at"
+	return &Store{DB: db, q: &lease.Queue{DB: db, Spec: spec, Machine: schema.OutboxTransitions, Now: now}}
+}
+
+func (s *Store) now() time.Time {
+	if s.q.Now != nil {
+		return s.q.Now()
+	}
+	return time.Now()
+}
+
+// Claim takes up to n due events for worker under a lease of ttl (expired
+// delivery leases are reclaimed in the same transaction) and loads them.
+func (s *Store) Claim(ctx context.Context, worker string, n int, ttl time.Duration) ([]*Event, error) {
+	claims, err := s.q.Claim(ctx, worker, n, ttl)
+	if err != nil || len(claims) == 0 {
+		return nil, err
+	}
+	byID := make(map[string]*Event, len(claims))
+	args := make([]any, len(claims))
+	for i, c := range claims {
+		byID[c.ID] = &Event{Claim: c}
+		args[i] = c.ID
+	}
+	q := `SELECT event_id, job_id, requester_id, sequence, COALESCE(webhook_url, ''), payload, created_at, COALESCE(redriven_at, created_at)
+		FROM job_outbox_events WHERE event_id IN (` + strings.TrimSuffix(strings.Repeat("?,", len(args)), ",") + `)`
+	rows, err := s.DB.QueryContext(ctx, s.DB.Rebind(q), args...)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: load claimed: %w", err)
+	}
+	defer rows.Close()
+	out := make([]*Event, 0, len(claims))
+	for rows.Next() {
+		var id string
+		var ev Event
+		var payload any
+		var created, ageFrom int64
+		if err := rows.Scan(&id, &ev.JobID, &ev.RequesterID, &ev.Sequence, &ev.URL, &payload, &created, &ageFrom); err != nil {
+			return nil, fmt.Errorf("outbox: load claimed: %w", err)
+		}
+		e := byID[id]
+		if e == nil {
+			continue
+		}
+		ev.Claim = e.Claim
+		ev.Payload = asBytes(payload)
+		ev.CreatedAt = sqldb.FromMicros(created)
+		ev.AgeFrom = sqldb.FromMicros(ageFrom)
+		*e = ev
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("outbox: load claimed: %w", err)
+	}
+	// Keep claim order (due time, job, sequence).
+	ordered := out[:0]
+	for _, c := range claims {
+		if e := byID[c.ID]; e != nil && e.JobID != "" {
+			ordered = append(ordered, e)
+		}
+	}
+	return ordered, nil
+}
+
+func asBytes(v any) []byte {
+	switch p := v.(type) {
+	case []byte:
+		return append([]byte(nil), p...)
+	case string:
+		return []byte(p)
+	}
+	return nil
+}
+
+// Heartbeat extends e's delivery lease; a *lease.StaleError means stop.
+func (s *Store) Heartbeat(ctx context.Context, e *Event, ttl time.Duration) error {
+	return s.q.Heartbeat(ctx, &e.Claim, ttl)
+}
+
+const releaseLease = "worker_id = NULL, lease_expires_at = NULL"
+
+// Op is one fenced outcome write: move an event to a status with extra
+// columns. Ops are built by Delivered, Retry, Release and DeadLetter and
+// written by Apply, many to a transaction.
+type Op struct {
+	Event *Event
+	To    string
+	Set   string
+	Args  []any
+}
+
+// DeliveredOp records a 2xx.
+func (s *Store) DeliveredOp(e *Event, code int) Op {
+	return Op{e, schema.OutboxDelivered, "delivered_at = ?, last_status_code = ?, last_error = NULL, " + releaseLease,
+		[]any{sqldb.Micros(s.now()), code}}
+}
+
+// RetryOp returns e to pending until next, with the reason of the failure.
+func (s *Store) RetryOp(e *Event, next time.Time, code int, reason string) Op {
+	return Op{e, schema.OutboxPending, "next_attempt_at = ?, last_status_code = ?, last_error = ?, " + releaseLease,
+		[]any{sqldb.Micros(next), nullCode(code), daemon.CapMessage(reason)}}
+}
+
+// ReleaseOp returns an unsent event to pending at once, giving back the
+// attempt its claim counted (shutdown before the send started).
+func (s *Store) ReleaseOp(e *Event) Op {
+	return Op{e, schema.OutboxPending, "next_attempt_at = ?, attempt_count = attempt_count - 1, " + releaseLease,
+		[]any{sqldb.Micros(s.now())}}
+}
+
+// DeadLetterOp moves e to the outbox dead-letter.
+func (s *Store) DeadLetterOp(e *Event, code int, reason string) Op {
+	return Op{e, schema.OutboxDeadLetter, "dead_lettered_at = ?, last_status_code = ?, last_error = ?, " + releaseLease,
+		[]any{sqldb.Micros(s.now()), nullCode(code), daemon.CapMessage(reason)}}
+}
+
+// Apply writes ops in one transaction (one commit for many outcomes) and
+// returns an error per op: a *lease.StaleError for an op whose claim was
+// lost, which does not disturb the others. If the transaction itself fails
+// the ops are written one by one.
+func (s *Store) Apply(ctx context.Context, ops []Op) []error {
+	out := make([]error, len(ops))
+	saved := make([]lease.Claim, len(ops))
+	err := s.DB.Tx(ctx, func(tx *sql.Tx) error {
+		now := s.now()
+		for i, op := range ops {
+			saved[i] = op.Event.Claim
+			err := s.q.Move(ctx, tx, &op.Event.Claim, op.To, now, op.Set, op.Args...)
+			if err != nil && !errors.Is(err, lease.ErrStale) {
+				for j := 0; j <= i; j++ {
+					ops[j].Event.Claim = saved[j]
+				}
+				return err
+			}
+			out[i] = err
+		}
+		return nil
+	})
+	if err == nil || len(ops) == 1 {
+		if err != nil {
+			out[0] = err
+		}
+		return out
+	}
+	for i := range ops {
+		out[i] = s.Apply(ctx, ops[i:i+1])[0]
+	}
+	return out
+}
+
+func (s *Store) apply1(ctx context.Context, op Op) error { return s.Apply(ctx, []Op{op})[0] }
+
+// Delivered records a 2xx, fenced on e's claim.
+func (s *Store) Delivered(ctx context.Context, e *Event, code int) error {
+	return s.apply1(ctx, s.DeliveredOp(e, code))
+}
+
+// Retry returns e to pending until next.
+func (s *Store) Retry(ctx context.Context, e *Event, next time.Time, code int, reason string) error {
+	return s.apply1(ctx, s.RetryOp(e, next, code, reason))
+}
+
+// Release returns an unsent event to pending at once.
+func (s *Store) Release(ctx context.Context, e *Event) error { return s.apply1(ctx, s.ReleaseOp(e)) }
+
+// DeadLetter moves e to the outbox dead-letter.
+func (s *Store) DeadLetter(ctx context.Context, e *Event, code int, reason string) error {
+	return s.apply1(ctx, s.DeadLetterOp(e, code, reason))
+}
+
+func nullCode(code int) any {
+	if code == 0 {
+		return nil
+	}
+	return code
+}
+
+// RedriveFilter selects dead-lettered events to put back. At least one
+// field must be set; set fields are ANDed.
+type RedriveFilter struct {
+	EventIDs []string
+	JobID    string
+	Since    time.Time // dead-lettered at or after
+}
+
+// ErrEmptyFilter is returned by Redrive without any selector.
+var ErrEmptyFilter = errors.New("outbox redrive: give event ids, a job id or a since time")
+
+// Redrive moves matching dead-lettered events back to pending, due now, with
+// a fresh attempt count and age budget; a new claim_version fences out
+// anything that still held them. It returns how many moved.
+func (s *Store) Redrive(ctx context.Context, f RedriveFilter) (int64, error) {
+	if len(f.EventIDs) == 0 && f.JobID == "" && f.Since.IsZero() {
+		return 0, ErrEmptyFilter
+	}
+	if err := schema.OutboxTransitions.Check(schema.OutboxDeadLetter, schema.OutboxPending); err != nil {
+		return 0, err
+	}
+	now := sqldb.Micros(s.now())
+	where := []string{"status = ?"}
+	args := []any{schema.OutboxPending, now, now, schema.OutboxDeadLetter}
+	if len(f.EventIDs) > 0 {
+		where = append(where, "event_id IN ("+strings.TrimSuffix(strings.Repeat("?,", len(f.EventIDs)), ",")+")")
+		for _, id := range f.EventIDs {
+			args = append(args, id)
+		}
+	}
+	if f.JobID != "" {
+		where = append(where, "job_id = ?")
+		args = append(args, f.JobID)
+	}
+	if !f.Since.IsZero() {
+		where = append(where, "dead_lettered_at >= ?")
+		args = append(args, sqldb.Micros(f.Since))
+	}
+	q := `UPDATE job_outbox_events SET status = ?, next_attempt_at = ?, redriven_at = ?, attempt_count = 0,
+		dead_lettered_at = NULL, claim_version = claim_version + 1, worker_id = NULL, lease_expires_at = NULL
+		WHERE ` + strings.Join(where, " AND ")
+	var n int64
+	err := s.DB.Tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.DB.Rebind(q), args...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		if err != nil || n == 0 || s.DB.Engine != sqldb.Postgres {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, "SELECT pg_notify('"+NotifyChannel+"', '')")
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("outbox redrive: %w", err)
+	}
+	return n, nil
+}
+
+// DeadLetterCount is the number of events in the outbox dead-letter.
+func (s *Store) DeadLetterCount(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.DB.QueryRowContext(ctx, s.DB.Rebind("SELECT COUNT(*) FROM job_outbox_events WHERE status = ?"), schema.OutboxDeadLetter).Scan(&n)
+	return n, err
+}
+
+// Due reports whether any event is claimable now; the SQLite wake-up asks it
+// after every commit before paying for a write transaction.
+func (s *Store) Due(ctx context.Context) (bool, error) {
+	var one int
+	err := s.DB.QueryRowContext(ctx, s.DB.Rebind(
+		"SELECT 1 FROM job_outbox_events WHERE status = ? AND next_attempt_at <= ? AND "+inOrder+" LIMIT 1"),
+		schema.OutboxPending, sqldb.Micros(s.now())).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}

@@ -1,0 +1,228 @@
+package runner
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/vesta-cx/euterpe/central/credentials"
+	"github.com/vesta-cx/euterpe/central/inbox"
+	"github.com/vesta-cx/euterpe/central/schema"
+	"github.com/vesta-cx/euterpe/central/storage"
+	"github.com/vesta-cx/euterpe/central/transcode"
+	"github.com/vesta-cx/euterpe/daemon/lease"
+)
+
+// guardThreshold is the source size above which each output must stay
+// within guardFactor times the source (contract §11).
+const (
+	guardThreshold = 1 << 30
+	guardFactor    = 2
+)
+
+// Process runs one claimed job to its end: success, a recorded failure, or
+// a silent stop when the lease turns out to be lost. Its scratch directory
+// is removed on every path.
+func (r *Runner) Process(ctx context.Context, j *inbox.Job) {
+	log := r.log.With("job_id", j.ID, "claim_version", j.Version, "attempt", j.Attempt)
+	dir, cleanup, err := r.scratch.Attempt(j.ID, j.Version)
+	defer cleanup()
+	if err == nil {
+		// The store serialises access to j's claim, so the heartbeat and
+		// the work may both write through it.
+		err = lease.Keep(ctx, r.set.LeaseTTL,
+			func(ctx context.Context) error { return r.jobs.Heartbeat(ctx, j, r.set.LeaseTTL) },
+			func(ctx context.Context) error { return r.execute(ctx, j, dir, log) })
+	}
+	r.finish(ctx, j, err, log)
+}
+
+// finish records the outcome of an attempt.
+func (r *Runner) finish(ctx context.Context, j *inbox.Job, err error, log *slog.Logger) {
+	// Writes after shutdown began still need a little time of their own.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	switch {
+	case err == nil:
+		log.Info("job succeeded")
+	case errors.Is(err, lease.ErrStale):
+		log.Warn("lease lost; abandoning job", "err", err)
+	case ctx.Err() != nil || infrastructure(err):
+		if infrastructure(err) {
+			r.missing.Store(true)
+			log.Error("transcoder missing; giving job back without spending an attempt", "err", err)
+		}
+		if rerr := r.jobs.Release(wctx, j); rerr != nil && !errors.Is(rerr, lease.ErrStale) {
+			log.Warn("release failed; the lease will expire instead", "err", rerr)
+		}
+	default:
+		jerr := classify(err)
+		status, ferr := r.jobs.Fail(wctx, j, jerr)
+		if ferr != nil {
+			log.Warn("recording failure failed", "code", jerr.Code, "err", ferr)
+			return
+		}
+		log.Warn("attempt failed", "code", jerr.Code, "class", string(jerr.Class), "status", status, "err", jerr.Message)
+	}
+}
+
+// execute is one attempt: fetch, transcode each rendition, upload, succeed.
+func (r *Runner) execute(ctx context.Context, j *inbox.Job, dir string, log *slog.Logger) error {
+	rends := make([]transcode.Rendition, len(j.Renditions))
+	for i, x := range j.Renditions {
+		rends[i] = transcode.Rendition{Name: x.Name, Codec: x.Codec, BitrateKbps: x.BitrateKbps,
+			SampleRate: x.SampleRateHz, Channels: x.Channels, Container: x.Container}
+	}
+	if err := r.jobs.Advance(ctx, j, schema.StatusFetching); err != nil {
+		return err
+	}
+	for _, rd := range rends {
+		if err := rd.Validate(); err != nil {
+			return err
+		}
+	}
+	srcPath := filepath.Join(dir, "source")
+	var srcSize int64
+	err := r.withRefresh(ctx, j, "fetch", func(c credentials.Storage) error {
+		n, err := r.fetch(ctx, j, c, srcPath)
+		srcSize = n
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	log.Debug("fetched source", "bytes", srcSize)
+
+	if err := r.jobs.Advance(ctx, j, schema.StatusProcessing); err != nil {
+		return err
+	}
+	info, err := r.tools.Probe(ctx, srcPath)
+	if err != nil {
+		return err
+	}
+	var limit int64
+	if srcSize > guardThreshold {
+		limit = guardFactor * srcSize
+	}
+	outs, err := r.transcodeAll(ctx, j, rends, srcPath, dir, info.Duration, limit)
+	if err != nil {
+		return err
+	}
+	// The source is no longer needed; free the disk before uploading.
+	_ = os.Remove(srcPath)
+
+	if err := r.jobs.Advance(ctx, j, schema.StatusUploading); err != nil {
+		return err
+	}
+	files := make([]inbox.OutputFile, len(outs))
+	for i, o := range outs {
+		key := storage.ObjectKey(j.Output.Prefix, o.rend.FileName())
+		err := r.withRefresh(ctx, j, "upload", func(c credentials.Storage) error {
+			_, err := r.store.Upload(ctx, storage.Bucket{Endpoint: j.Output.Endpoint, Region: j.Output.Region, Name: j.Output.Bucket},
+				key, o.path, o.rend.ContentType(), s3Creds(&c.Output))
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		files[i] = inbox.OutputFile{
+			Rendition: o.rend.Name, Bucket: j.Output.Bucket, Key: key, SizeBytes: o.size,
+			ContentType: o.rend.ContentType(), Codec: o.rend.Codec, Container: o.rend.ContainerName(),
+			BitrateKbps: o.rend.BitrateKbps, SampleRateHz: o.rend.SampleRate, Channels: o.rend.Channels,
+			DurationMS: o.duration.Milliseconds(), Checksum: o.checksum,
+		}
+	}
+	return r.jobs.Succeed(ctx, j, files)
+}
+
+// fetch downloads the source into path, replacing any partial earlier try.
+func (r *Runner) fetch(ctx context.Context, j *inbox.Job, c credentials.Storage, path string) (int64, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	src := storage.Source{URL: c.SourceURL, Key: j.Source.Key,
+		Bucket: storage.Bucket{Endpoint: j.Source.Endpoint, Region: j.Source.Region, Name: j.Source.Bucket}}
+	var creds storage.Credentials
+	if c.Source != nil {
+		creds = s3Creds(c.Source)
+	}
+	n, err := r.store.Fetch(ctx, src, creds, f, int64(r.set.MaxSourceBytes))
+	if cerr := f.Close(); err == nil && cerr != nil {
+		return n, cerr
+	}
+	return n, err
+}
+
+func s3Creds(c *credentials.S3) storage.Credentials {
+	return storage.Credentials{AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey, SessionToken: c.SessionToken}
+}
+
+type output struct {
+	rend     transcode.Rendition
+	path     string
+	size     int64
+	duration time.Duration
+	checksum string
+}
+
+// transcodeAll encodes every rendition in turn, reporting overall progress.
+// limit > 0 caps each output's size (the §11 guardrail): ffmpeg is stopped
+// as soon as its output passes it.
+func (r *Runner) transcodeAll(ctx context.Context, j *inbox.Job, rends []transcode.Rendition, src, dir string, total time.Duration, limit int64) ([]output, error) {
+	rep := r.newReporter(j)
+	defer rep.stop()
+	outs := make([]output, 0, len(rends))
+	for i, rd := range rends {
+		path := filepath.Join(dir, "out-"+rd.FileName())
+		tctx, cancel := context.WithCancelCause(ctx)
+		encoded, err := r.tools.Transcode(tctx, rd, src, path, total, func(p transcode.Progress) {
+			if limit > 0 && p.Size > limit {
+				cancel(ErrOutputTooLarge)
+			}
+			rep.set((float64(i) + p.Percent/100) / float64(len(rends)) * 100)
+		})
+		cause := context.Cause(tctx)
+		cancel(nil)
+		if errors.Is(cause, ErrOutputTooLarge) {
+			return nil, fmt.Errorf("rendition %s: %w", rd.Name, ErrOutputTooLarge)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("rendition %s: %w", rd.Name, err)
+		}
+		o, err := describe(rd, path, encoded)
+		if err != nil {
+			return nil, err
+		}
+		if limit > 0 && o.size > limit {
+			return nil, fmt.Errorf("rendition %s: %d bytes: %w", rd.Name, o.size, ErrOutputTooLarge)
+		}
+		outs = append(outs, o)
+	}
+	return outs, nil
+}
+
+// describe measures an output: its size and SHA-256, streaming the file
+// through the hash; duration is what ffmpeg reported encoding.
+func describe(rd transcode.Rendition, path string, duration time.Duration) (output, error) {
+	o := output{rend: rd, path: path, duration: duration}
+	f, err := os.Open(path)
+	if err != nil {
+		return o, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.CopyBuffer(h, f, make([]byte, 256<<10))
+	if err != nil {
+		return o, err
+	}
+	o.size, o.checksum = n, "sha256:"+hex.EncodeToString(h.Sum(nil))
+	return o, nil
+}

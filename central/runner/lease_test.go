@@ -1,0 +1,87 @@
+package runner_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/vesta-cx/euterpe/central/inbox"
+	"github.com/vesta-cx/euterpe/central/runner"
+	"github.com/vesta-cx/euterpe/central/schema"
+)
+
+// TestStaleRunnerStops: a runner whose lease was reclaimed mid-transcode
+// (its clock or network stalled past the TTL) learns it on its next
+// heartbeat, kills ffmpeg at once and writes nothing more; the new owner
+// finishes the job and its outputs are recorded once.
+func TestStaleRunnerStops(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *env) {
+		e.putWAV("in/long.wav", 240)
+		id := e.enqueue("in/long.wav", []inbox.Rendition{{Name: "slow", Codec: "flac", SampleRateHz: 96000}}, nil)
+		a := e.runner(func(s *runner.Settings) { s.LeaseTTL = 600 * time.Millisecond })
+		done := make(chan time.Time, 1)
+		go func() {
+			_, _ = a.RunOnce(context.Background())
+			done <- time.Now()
+		}()
+		waitStatus(t, e, id, schema.StatusProcessing, 20*time.Second)
+
+		// Another runner whose clock is an hour ahead sees the lease as
+		// expired: it reclaims the job under a new claim_version.
+		ahead := inbox.New(e.db, e.keys, testPolicy(), inbox.WithClock(func() time.Time { return time.Now().Add(time.Hour) }))
+		jobs, err := ahead.Claim(context.Background(), "runner-b", 1, time.Minute)
+		if err != nil || len(jobs) != 1 {
+			t.Fatalf("reclaim: %v (%d jobs)", err, len(jobs))
+		}
+		reclaimed := time.Now()
+		var stopped time.Time
+		select {
+		case stopped = <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("stale runner still working 10s after losing its lease")
+		}
+		if d := stopped.Sub(reclaimed); d > 3*time.Second {
+			t.Fatalf("stale runner took %v to stop", d)
+		}
+		v := e.view(id)
+		if v.Status != schema.StatusClaimed || v.WorkerID == nil || *v.WorkerID != "runner-b" || v.ClaimVersion != jobs[0].Version {
+			t.Fatalf("after stale runner stopped: %+v", v)
+		}
+		evBefore := e.events(id)
+
+		// The new owner finishes; nothing the stale runner did shows.
+		b := e.runner(nil)
+		b.Process(context.Background(), reclaimedOn(t, e, jobs[0]))
+		v = e.view(id)
+		if v.Status != schema.StatusSucceeded || len(e.outputs(v)) != 1 {
+			t.Fatalf("status %s outputs %s", v.Status, v.Outputs)
+		}
+		ev := e.events(id)
+		if count(ev, "succeeded") != 1 || count(ev, "failed") != 0 || len(ev) <= len(evBefore) {
+			t.Fatalf("events %v", ev)
+		}
+		e.scratchEmpty()
+	})
+}
+
+// reclaimedOn returns j for use with the test's normal-clock store: the
+// claim came from a store an hour ahead, so its lease is renewed first.
+func reclaimedOn(t *testing.T, e *env, j *inbox.Job) *inbox.Job {
+	t.Helper()
+	if err := e.inbox.Heartbeat(context.Background(), j, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+func waitStatus(t *testing.T, e *env, id, status string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if e.view(id).Status == status {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("job %s never reached %s (now %s)", id, status, e.view(id).Status)
+}

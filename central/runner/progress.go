@@ -1,0 +1,69 @@
+package runner
+
+import (
+	"context"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/vesta-cx/euterpe/central/inbox"
+	"github.com/vesta-cx/euterpe/daemon/lease"
+)
+
+// reporter turns ffmpeg's frequent progress reports into occasional
+// intermediate status events: one when the percentage has grown by at least
+// 10 points, checked once per heartbeat interval. It owns one goroutine,
+// stopped by stop.
+type reporter struct {
+	mu      sync.Mutex
+	percent float64
+	done    chan struct{}
+	wg      sync.WaitGroup
+}
+
+func (r *Runner) newReporter(j *inbox.Job) *reporter {
+	rep := &reporter{done: make(chan struct{})}
+	if r.progress == nil {
+		return rep
+	}
+	rep.wg.Add(1)
+	go func() {
+		defer rep.wg.Done()
+		t := time.NewTicker(lease.HeartbeatInterval(r.set.LeaseTTL))
+		defer t.Stop()
+		last := 0
+		for {
+			select {
+			case <-rep.done:
+				return
+			case <-t.C:
+			}
+			rep.mu.Lock()
+			p := int(math.Floor(rep.percent))
+			rep.mu.Unlock()
+			if p/10 <= last/10 || p >= 100 {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err := r.progress.Progress(ctx, j, p)
+			cancel()
+			if err != nil {
+				r.log.Debug("progress event not recorded", "job_id", j.ID, "err", err)
+				continue
+			}
+			last = p
+		}
+	}()
+	return rep
+}
+
+func (rep *reporter) set(p float64) {
+	rep.mu.Lock()
+	rep.percent = p
+	rep.mu.Unlock()
+}
+
+func (rep *reporter) stop() {
+	close(rep.done)
+	rep.wg.Wait()
+}

@@ -1,0 +1,140 @@
+package runner_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vesta-cx/euterpe/central/credentials"
+	"github.com/vesta-cx/euterpe/central/inbox"
+	"github.com/vesta-cx/euterpe/central/runner"
+	"github.com/vesta-cx/euterpe/central/schema"
+	"github.com/vesta-cx/euterpe/central/webhook"
+)
+
+// requester is the test's stand-in for a requester's refresh endpoint: it
+// checks the signature like a real requester would and, when update is set,
+// answers by sending new credentials to euterpe.
+type requester struct {
+	calls  atomic.Int32
+	bad    atomic.Int32 // requests whose signature did not verify
+	srv    *httptest.Server
+	update func(jobID string) error // nil: accept but never refresh
+}
+
+func (e *env) newRequester(update func(jobID string) error) *requester {
+	rq := &requester{update: update}
+	secret := []byte(e.requester.WebhookSecret)
+	rq.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if _, err := webhook.Verify([][]byte{secret}, r.Header, body, time.Now()); err != nil {
+			rq.bad.Add(1)
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		rq.calls.Add(1)
+		var req runner.RefreshRequest
+		if err := json.Unmarshal(body, &req); err != nil || req.Type != "credentials.refresh" || req.JobID == "" {
+			http.Error(w, "bad body", http.StatusBadRequest)
+			return
+		}
+		if rq.update != nil {
+			if err := rq.update(req.JobID); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	e.t.Cleanup(rq.srv.Close)
+	return rq
+}
+
+// TestCredentialRefresh: storage rejects the job's credentials (an expired
+// or wrong key, for the source or the output); the runner calls refresh_url
+// signed with the requester's webhook secret, the requester sends new
+// credentials, and the job succeeds in the same attempt.
+func TestCredentialRefresh(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *env) {
+		e.putWAV("in/src.wav", 1)
+		bad := &credentials.S3{AccessKeyID: e.s3.AccessKey, SecretAccessKey: "expired-secret"}
+		good := credentials.Storage{Source: e.rootCreds(), Output: *e.rootCreds()}
+		rq := e.newRequester(func(jobID string) error { return e.sendCredentials(jobID, good) })
+		for _, tc := range []struct {
+			name  string
+			creds credentials.Storage
+		}{
+			{"source", credentials.Storage{Source: bad, Output: *e.rootCreds()}},
+			{"output", credentials.Storage{Source: e.rootCreds(), Output: *bad}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				before := rq.calls.Load()
+				id := e.enqueue("in/src.wav", oneOpus, func(j *inbox.NewJob) {
+					j.Credentials = tc.creds
+					j.RefreshURL = rq.srv.URL + "/refresh"
+				})
+				v := e.drive(e.runner(nil), id, 30*time.Second)
+				if v.Status != schema.StatusSucceeded || v.AttemptCount != 1 || v.CredentialVersion != 2 {
+					t.Fatalf("status %s attempts %d credential_version %d err %+v", v.Status, v.AttemptCount, v.CredentialVersion, v.LastError)
+				}
+				if n := rq.calls.Load() - before; n != 1 || rq.bad.Load() != 0 {
+					t.Fatalf("refresh calls %d, unverified %d", n, rq.bad.Load())
+				}
+				e.scratchEmpty()
+			})
+		}
+	})
+}
+
+// TestRefreshCeilingThenDeadLetter: a requester that never sends new
+// credentials gets MaxRefreshAttempts refresh calls in all; each attempt
+// then fails (credentials_expired) and is retried until max_attempts, then
+// the job is dead-lettered.
+func TestRefreshCeilingThenDeadLetter(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *env) {
+		e.putWAV("in/src.wav", 1)
+		rq := e.newRequester(nil)
+		bad := &credentials.S3{AccessKeyID: e.s3.AccessKey, SecretAccessKey: "expired-secret"}
+		id := e.enqueue("in/src.wav", oneOpus, func(j *inbox.NewJob) {
+			j.Credentials = credentials.Storage{Source: bad, Output: *e.rootCreds()}
+			j.RefreshURL = rq.srv.URL
+			j.MaxAttempts = 3
+		})
+		r := e.runner(func(s *runner.Settings) { s.RefreshWait = 200 * time.Millisecond })
+		v := e.drive(r, id, 30*time.Second)
+		if v.Status != schema.StatusDeadLetter || v.AttemptCount != 3 || v.LastError.Code != "credentials_expired" || v.CredentialVersion != 1 {
+			t.Fatalf("status %s attempts %d err %+v cv %d", v.Status, v.AttemptCount, v.LastError, v.CredentialVersion)
+		}
+		if n := rq.calls.Load(); n != int32(testPolicy().MaxRefreshAttempts) {
+			t.Fatalf("refresh calls %d, want %d", n, testPolicy().MaxRefreshAttempts)
+		}
+		var refreshCount int
+		if err := e.db.QueryRowContext(context.Background(), e.db.Rebind(`SELECT refresh_attempt_count FROM inbox_jobs WHERE id = ?`), id).Scan(&refreshCount); err != nil {
+			t.Fatal(err)
+		}
+		if refreshCount < testPolicy().MaxRefreshAttempts {
+			t.Fatalf("refresh_attempt_count %d", refreshCount)
+		}
+	})
+}
+
+// TestAuthFailureWithoutRefreshURL: a job with no refresh_url cannot renew
+// its credentials; the attempt fails and retries like any other.
+func TestAuthFailureWithoutRefreshURL(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *env) {
+		e.putWAV("in/src.wav", 1)
+		id := e.enqueue("in/src.wav", oneOpus, func(j *inbox.NewJob) {
+			j.Credentials = credentials.Storage{Source: &credentials.S3{AccessKeyID: e.s3.AccessKey, SecretAccessKey: "wrong"}, Output: *e.rootCreds()}
+			j.MaxAttempts = 2
+		})
+		v := e.drive(e.runner(nil), id, 20*time.Second)
+		if v.Status != schema.StatusDeadLetter || v.AttemptCount != 2 || v.LastError.Code != "credentials_expired" {
+			t.Fatalf("status %s attempts %d err %+v", v.Status, v.AttemptCount, v.LastError)
+		}
+	})
+}

@@ -1,0 +1,54 @@
+package runner
+
+import (
+	"context"
+	"time"
+
+	"github.com/vesta-cx/euterpe/central/serve"
+	"github.com/vesta-cx/euterpe/central/ssrf"
+	"github.com/vesta-cx/euterpe/daemon"
+)
+
+// RoleName is the runner's name in EUTERPE_CENTRAL_ROLES.
+const RoleName = "runner"
+
+// Definition registers the runner with euterpe-central serve. Its outbound
+// calls (storage, refresh_url) follow the address policy of central/ssrf
+// (EUTERPE_WEBHOOK_ALLOW_PRIVATE lifts it for development).
+func Definition() serve.Definition {
+	var set *Settings
+	return serve.Definition{
+		Name:      RoleName,
+		Executes:  true,
+		DefaultOn: true,
+		Settings:  func(c *daemon.Config) { set = Bind(c) },
+		New: func(d *serve.Deps) (serve.Role, error) {
+			s := DefaultSettings()
+			if set != nil {
+				s = *set
+			}
+			policy := ssrf.PolicyFromEnv(d.Getenv)
+			r, err := New(Options{
+				Jobs: d.Inbox, Secrets: d.Requesters, Settings: s, WorkerID: d.WorkerID, Logger: d.Log,
+				RefreshClient:  policy.NewClient(ssrf.ClientOptions{Timeout: 15 * time.Second}),
+				StorageControl: policy.Control,
+			})
+			if err != nil {
+				return nil, err
+			}
+			return role{r}, nil
+		},
+	}
+}
+
+// role adapts a Runner to serve.Role and serve.ReadinessReporter.
+type role struct{ r *Runner }
+
+func (role) Name() string { return RoleName }
+
+func (x role) Run(ctx context.Context) error {
+	defer x.r.Close()
+	return x.r.Run(ctx)
+}
+
+func (x role) ReadyChecks() []daemon.Check { return x.r.Checks() }

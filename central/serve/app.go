@@ -1,0 +1,298 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/vesta-cx/euterpe/central/api"
+	"github.com/vesta-cx/euterpe/central/credentials"
+	"github.com/vesta-cx/euterpe/central/idempotency"
+	"github.com/vesta-cx/euterpe/central/inbox"
+	"github.com/vesta-cx/euterpe/central/requesters"
+	"github.com/vesta-cx/euterpe/central/schema"
+	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
+	"golang.org/x/sync/errgroup"
+)
+
+// Settings are the core settings of euterpe-central.
+type Settings struct {
+	Addr           string
+	DatabaseURL    string
+	StateDir       string
+	LogLevel       string
+	Roles          string
+	Keyring        string
+	KeyringActive  string
+	IdempotencyTTL time.Duration
+	Retention      time.Duration
+	MaxAttempts    int
+	ShutdownGrace  time.Duration
+	SweepInterval  time.Duration
+}
+
+// App is the composition: the roles and migration sets the program has.
+type App struct {
+	defs       []Definition
+	migrations []sqldb.Migrations
+	// CheckURL is installed as the API's callback URL check (address policy).
+	CheckURL func(getenv func(string) string) func(string) error
+}
+
+// NewApp returns an App with the core schema and no roles beyond the
+// built-in api and sweeper.
+func NewApp() *App {
+	return &App{migrations: []sqldb.Migrations{schema.Migrations()}}
+}
+
+// Register adds a role definition. Names must be unique.
+func (a *App) Register(d Definition) {
+	for _, x := range a.defs {
+		if x.Name == d.Name {
+			panic("serve: role " + d.Name + " registered twice")
+		}
+	}
+	a.defs = append(a.defs, d)
+}
+
+// AddMigrations adds a migration set applied after the core schema by
+// `migrate` and at `serve` start.
+func (a *App) AddMigrations(m sqldb.Migrations) { a.migrations = append(a.migrations, m) }
+
+// Migrations lists every set, core first.
+func (a *App) Migrations() []sqldb.Migrations { return a.migrations }
+
+// Builtin role names.
+const (
+	RoleAPI     = "api"
+	RoleSweeper = "sweeper"
+)
+
+// Bind declares the core settings and every registered role's settings on c.
+func (a *App) Bind(c *daemon.Config, s *Settings) {
+	c.String(&s.Addr, "addr", "EUTERPE_CENTRAL_ADDR", "127.0.0.1:8090", "HTTP listen address", daemon.CheckHostPort)
+	c.String(&s.DatabaseURL, "database-url", "EUTERPE_DATABASE_URL", "", "postgres://… or sqlite:PATH; empty: <state-dir>/central.db", sqldb.CheckURL, daemon.Secret())
+	c.String(&s.StateDir, "state-dir", "EUTERPE_STATE_DIR", defaultStateDir(), "directory for the embedded database and local KEK", nil)
+	c.String(&s.LogLevel, "log-level", "EUTERPE_LOG_LEVEL", "info", "debug, info, warn or error", daemon.CheckOneOf("debug", "info", "warn", "error"))
+	c.String(&s.Roles, "roles", "EUTERPE_CENTRAL_ROLES", "", "comma-separated roles to run; empty: every default role ("+strings.Join(a.defaultRoles(), ",")+")", a.checkRoles)
+	c.String(&s.Keyring, "keyring", "EUTERPE_KEYRING", "", "credential KEKs: kek_id:base64(32 bytes)[,…]; required with Postgres", nil, daemon.Secret())
+	c.String(&s.KeyringActive, "keyring-active", "EUTERPE_KEYRING_ACTIVE", "", "kek_id that seals new credentials (default: first in the keyring)", nil)
+	c.Duration(&s.IdempotencyTTL, "idempotency-ttl", "EUTERPE_IDEMPOTENCY_TTL", idempotency.DefaultTTL, time.Minute, 30*24*time.Hour, "how long Idempotency-Key values are remembered")
+	c.Duration(&s.Retention, "job-retention", "EUTERPE_JOB_RETENTION", 30*24*time.Hour, 0, 10*365*24*time.Hour, "finished jobs older than this are pruned (status answers 410); 0 keeps them")
+	c.Int(&s.MaxAttempts, "max-attempts", "EUTERPE_MAX_ATTEMPTS", 5, 1, 100, "execution attempts before a job is dead-lettered")
+	c.Duration(&s.ShutdownGrace, "shutdown-grace", "EUTERPE_SHUTDOWN_GRACE", 20*time.Second, 0, 10*time.Minute, "time in-flight requests get to finish on shutdown")
+	c.Duration(&s.SweepInterval, "sweep-interval", "EUTERPE_SWEEP_INTERVAL", 30*time.Second, 100*time.Millisecond, time.Hour, "how often expired leases, keys and old jobs are swept")
+	for _, d := range a.defs {
+		if d.Settings != nil {
+			d.Settings(c)
+		}
+	}
+}
+
+func defaultStateDir() string {
+	if d := os.Getenv("STATE_DIRECTORY"); d != "" { // systemd StateDirectory=
+		return d
+	}
+	return filepath.Join(".", ".euterpe-central")
+}
+
+func (a *App) allRoles() []string {
+	out := []string{RoleAPI, RoleSweeper}
+	for _, d := range a.defs {
+		out = append(out, d.Name)
+	}
+	return out
+}
+
+func (a *App) defaultRoles() []string {
+	out := []string{RoleAPI, RoleSweeper}
+	for _, d := range a.defs {
+		if d.DefaultOn {
+			out = append(out, d.Name)
+		}
+	}
+	return out
+}
+
+func (a *App) checkRoles(v string) error {
+	for _, r := range splitList(v) {
+		if !slices.Contains(a.allRoles(), r) {
+			return fmt.Errorf("unknown role %q (known: %s)", r, strings.Join(a.allRoles(), ", "))
+		}
+	}
+	return nil
+}
+
+// Enabled resolves the role list of s.
+func (a *App) Enabled(s Settings) []string {
+	if strings.TrimSpace(s.Roles) == "" {
+		return a.defaultRoles()
+	}
+	return splitList(s.Roles)
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// ErrKeyringRequired stops serve on Postgres without a configured keyring.
+var ErrKeyringRequired = errors.New("EUTERPE_KEYRING is required with a Postgres database (kek_id:base64-32-byte-key[,…]); generate a key with `euterpe-central keys generate`")
+
+// OpenKeyring loads the configured keyring or, for the embedded SQLite
+// database only, the local KEK file (created on first use, logged once).
+func OpenKeyring(s Settings, engine sqldb.Engine, log *slog.Logger) (*credentials.Keyring, error) {
+	if s.Keyring != "" {
+		k, err := credentials.ParseKeyring(s.Keyring, s.KeyringActive)
+		if err != nil {
+			return nil, &daemon.SettingError{Setting: "EUTERPE_KEYRING", Value: "[REDACTED]", Reason: err.Error()}
+		}
+		return k, nil
+	}
+	if engine == sqldb.Postgres {
+		return nil, ErrKeyringRequired
+	}
+	k, created, err := credentials.LoadOrCreateLocal(s.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	if created {
+		log.Warn("no EUTERPE_KEYRING configured: created a local key-encryption key for the embedded database; configure a keyring for production",
+			"path", filepath.Join(s.StateDir, credentials.LocalKeyFile))
+	}
+	return k, nil
+}
+
+// Open opens and migrates the database and builds the shared dependencies.
+// close releases them.
+func (a *App) Open(ctx context.Context, s Settings, log *slog.Logger, getenv func(string) string) (d *Deps, closeFn func(), err error) {
+	db, err := sqldb.Open(ctx, s.DatabaseURL, s.StateDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = db.Close()
+		}
+	}()
+	keys, err := OpenKeyring(s, db.Engine, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	applied, err := sqldb.Migrate(ctx, db, a.migrations...)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(applied) > 0 {
+		log.Info("database migrated", "engine", string(db.Engine), "applied", applied)
+	}
+	pol := inbox.DefaultPolicy()
+	pol.MaxAttempts = s.MaxAttempts
+	d = &Deps{
+		DB:         db,
+		Keys:       keys,
+		Inbox:      inbox.New(db, keys, pol),
+		Requesters: requesters.New(db, keys),
+		Log:        log,
+		WorkerID:   daemon.WorkerID(getenv),
+		Getenv:     getenv,
+		StateDir:   s.StateDir,
+	}
+	d.Auth = api.Auth(d.Requesters)
+	return d, func() { _ = db.Close() }, nil
+}
+
+// Serve runs the enabled roles until ctx is done or one fails.
+func (a *App) Serve(ctx context.Context, s Settings, d *Deps) error {
+	log := d.Log
+	enabled := a.Enabled(s)
+	var roles []Role
+	var routes []RouteMounter
+	var checks []daemon.Check
+	executes := false
+	for _, def := range a.defs {
+		if !slices.Contains(enabled, def.Name) {
+			continue
+		}
+		r, err := def.New(d)
+		if err != nil {
+			return fmt.Errorf("role %s: %w", def.Name, err)
+		}
+		roles = append(roles, r)
+		executes = executes || def.Executes
+		if m, ok := r.(RouteMounter); ok {
+			routes = append(routes, m)
+		}
+		if rr, ok := r.(ReadinessReporter); ok {
+			checks = append(checks, rr.ReadyChecks()...)
+		}
+		if w, ok := r.(interface{ Wake() }); ok {
+			d.Inbox.OnEvents(w.Wake)
+		}
+	}
+	if slices.Contains(enabled, RoleSweeper) {
+		roles = append(roles, &Sweeper{Deps: d, Interval: s.SweepInterval, Retention: s.Retention,
+			Keys: idempotency.New(d.DB, s.IdempotencyTTL, nil)})
+	}
+	if !executes {
+		log.Warn("no executor role is enabled: accepted transcode jobs stay queued until a process with one runs",
+			"roles", strings.Join(enabled, ","))
+	}
+	var notifier *daemon.Notifier
+	if slices.Contains(enabled, RoleAPI) {
+		ln, err := daemon.Listen(s.Addr)
+		if err != nil {
+			return err
+		}
+		e := daemon.NewEcho(log)
+		dbCheck := daemon.Check{Name: "database", Probe: d.DB.Ping}
+		daemon.MountHealth(e, append([]daemon.Check{dbCheck}, checks...)...)
+		checkURL := func(string) error { return nil }
+		if a.CheckURL != nil {
+			checkURL = a.CheckURL(d.Getenv)
+		}
+		api.New(api.Config{DB: d.DB, Inbox: d.Inbox, Requesters: d.Requesters,
+			Idempotency: idempotency.New(d.DB, s.IdempotencyTTL, nil), Log: log, CheckURL: checkURL}).Mount(e)
+		for _, m := range routes {
+			m.MountRoutes(e)
+		}
+		srv := daemon.NewHTTPServer(e)
+		roles = append(roles, RoleFunc{RoleName: RoleAPI, Fn: func(ctx context.Context) error {
+			return daemon.ServeUntil(ctx, srv, ln, s.ShutdownGrace)
+		}})
+		log.Info("listening", "addr", ln.Addr().String())
+		notifier = daemon.NewNotifier(log)
+		go notifier.Watchdog(ctx, d.DB.Ping)
+	}
+	log.Info("euterpe-central started", "version", daemon.Version, "worker_id", d.WorkerID,
+		"engine", string(d.DB.Engine), "roles", strings.Join(enabled, ","))
+	if notifier != nil {
+		notifier.Ready()
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	for _, r := range roles {
+		g.Go(func() error {
+			if err := r.Run(gctx); err != nil && !errors.Is(err, context.Canceled) {
+				return fmt.Errorf("role %s: %w", r.Name(), err)
+			}
+			return nil
+		})
+	}
+	err := g.Wait()
+	if notifier != nil {
+		notifier.Stopping()
+	}
+	return err
+}

@@ -1,0 +1,82 @@
+package serve
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/labstack/echo/v4"
+	"github.com/vesta-cx/euterpe/central/credentials"
+	"github.com/vesta-cx/euterpe/central/inbox"
+	"github.com/vesta-cx/euterpe/central/requesters"
+	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
+)
+
+// Role is one loop of the central process. Run blocks until ctx is done
+// (return nil) or the role fails (return the error; the process stops).
+type Role interface {
+	Name() string
+	Run(ctx context.Context) error
+}
+
+// RouteMounter is implemented by enabled roles that add HTTP routes to the
+// API server; MountRoutes is called before the server starts.
+type RouteMounter interface {
+	MountRoutes(e *echo.Echo)
+}
+
+// A role with a Wake() method is woken after every commit that wrote outbox
+// events (the dispatcher).
+
+// ReadinessReporter is implemented by roles whose dependencies /ready
+// should report (e.g. object storage, ffmpeg).
+type ReadinessReporter interface {
+	ReadyChecks() []daemon.Check
+}
+
+// Deps are what serve builds once and hands to every role factory.
+type Deps struct {
+	DB         *sqldb.DB
+	Keys       *credentials.Keyring
+	Inbox      *inbox.Store
+	Requesters *requesters.Store
+	Log        *slog.Logger
+	WorkerID   string
+	// Getenv reads the process environment (roles read their own
+	// EUTERPE_* settings through it; tests pass a map).
+	Getenv func(string) string
+	// StateDir is the local state directory.
+	StateDir string
+	// Auth is the API-key middleware; a route a role mounts behind it reads
+	// the caller with api.Requester(c).
+	Auth echo.MiddlewareFunc
+}
+
+// Factory builds a role from the shared dependencies.
+type Factory func(d *Deps) (Role, error)
+
+// Definition registers a role with the composition.
+type Definition struct {
+	Name string
+	// Executes marks a role that executes inbox jobs (moves them out of
+	// queued). Without one, serve warns that jobs stay queued.
+	Executes bool
+	// DefaultOn: the role runs unless EUTERPE_CENTRAL_ROLES leaves it out.
+	DefaultOn bool
+	// Settings, when set, declares the role's EUTERPE_* settings on the
+	// process configuration, so they are validated before anything starts.
+	Settings func(c *daemon.Config)
+	New      Factory
+}
+
+// RoleFunc adapts a function to Role.
+type RoleFunc struct {
+	RoleName string
+	Fn       func(ctx context.Context) error
+}
+
+// Name is the role's name.
+func (r RoleFunc) Name() string { return r.RoleName }
+
+// Run runs the function.
+func (r RoleFunc) Run(ctx context.Context) error { return r.Fn(ctx) }

@@ -1,0 +1,46 @@
+package ssrf
+
+import (
+	"net"
+	"net/http"
+	"time"
+)
+
+// ClientOptions shape the outbound HTTP client.
+type ClientOptions struct {
+	// Timeout bounds a whole request, response body included.
+	Timeout time.Duration
+	// MaxConnsPerHost bounds parallel connections to one receiver; it is
+	// also the idle pool size per host. 0 means 64.
+	MaxConnsPerHost int
+}
+
+// NewClient returns an HTTP client that enforces the policy after DNS
+// resolution, ignores proxy environment variables (a proxy would hide the
+// real destination from the check), and never follows redirects: a 3xx is
+// returned to the caller as it is, since a redirect could point anywhere.
+func (p Policy) NewClient(o ClientOptions) *http.Client {
+	if o.MaxConnsPerHost <= 0 {
+		o.MaxConnsPerHost = 64
+	}
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: p.Control}
+	tr := &http.Transport{
+		Proxy:                 nil,
+		DialContext:           d.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   o.MaxConnsPerHost,
+		MaxConnsPerHost:       o.MaxConnsPerHost,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		ResponseHeaderTimeout: o.Timeout,
+	}
+	return &http.Client{
+		Transport: tr,
+		Timeout:   o.Timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+}

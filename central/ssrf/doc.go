@@ -1,0 +1,15 @@
+// Package ssrf keeps central's outbound calls — status webhooks and
+// credential-refresh requests to requester URLs — from reaching the inside of
+// the cluster: loopback, private (RFC 1918, IPv6 ULA), link-local (with the
+// 169.254.169.254 cloud metadata service), CGNAT, unspecified, multicast and
+// reserved addresses, including IPv4 addresses hidden in IPv6 forms
+// (IPv4-mapped, NAT64, 6to4).
+//
+// A URL is checked twice. CheckURL runs when a job is enqueued and looks only
+// at the URL (scheme, IP literals, obviously internal names), so a bad URL is
+// a 400 at once. The client from NewClient checks again at send time, in the
+// dialer's Control hook, against the address actually being connected to
+// after DNS resolution; a name that resolves, or rebinds, to an internal
+// address is refused there. Policy.AllowPrivate (EUTERPE_WEBHOOK_ALLOW_PRIVATE)
+// lifts the address checks for development and tests on loopback.
+package ssrf

@@ -1,0 +1,79 @@
+package ssrf
+
+import "net/netip"
+
+// blockedRange is one refused address block and why, as data.
+type blockedRange struct {
+	prefix netip.Prefix
+	reason string
+}
+
+var blocked = func() []blockedRange {
+	rows := []struct{ cidr, reason string }{
+		{"0.0.0.0/8", "unspecified (this network)"},
+		{"10.0.0.0/8", "private (RFC 1918)"},
+		{"100.64.0.0/10", "carrier-grade NAT (RFC 6598)"},
+		{"127.0.0.0/8", "loopback"},
+		{"169.254.0.0/16", "link-local (cloud metadata)"},
+		{"172.16.0.0/12", "private (RFC 1918)"},
+		{"192.0.0.0/24", "IETF protocol assignments"},
+		{"192.168.0.0/16", "private (RFC 1918)"},
+		{"198.18.0.0/15", "benchmarking (RFC 2544)"},
+		{"224.0.0.0/4", "multicast"},
+		{"240.0.0.0/4", "reserved"},
+		{"::/128", "unspecified"},
+		{"::1/128", "loopback"},
+		{"::/96", "IPv4-compatible (deprecated)"},
+		{"100::/64", "discard-only"},
+		{"fc00::/7", "private (unique local)"},
+		{"fe80::/10", "link-local"},
+		{"fec0::/10", "site-local (deprecated)"},
+		{"ff00::/8", "multicast"},
+	}
+	out := make([]blockedRange, len(rows))
+	for i, r := range rows {
+		out[i] = blockedRange{netip.MustParsePrefix(r.cidr), r.reason}
+	}
+	return out
+}()
+
+// IPv6 forms that carry an IPv4 address which must itself be checked.
+var (
+	nat64  = netip.MustParsePrefix("64:ff9b::/96")
+	sixTo4 = netip.MustParsePrefix("2002::/16")
+)
+
+// Reason returns why ip is refused, or "" when it is a public address.
+// IPv4-mapped, NAT64 and 6to4 addresses are judged by the IPv4 address they
+// embed.
+func Reason(ip netip.Addr) string {
+	if !ip.IsValid() {
+		return "invalid address"
+	}
+	ip = ip.WithZone("")
+	if ip.Is4In6() {
+		return Reason(ip.Unmap())
+	}
+	if ip.Is6() {
+		b := ip.As16()
+		if nat64.Contains(ip) {
+			if r := Reason(netip.AddrFrom4([4]byte(b[12:16]))); r != "" {
+				return r + " via NAT64"
+			}
+		}
+		if sixTo4.Contains(ip) {
+			if r := Reason(netip.AddrFrom4([4]byte(b[2:6]))); r != "" {
+				return r + " via 6to4"
+			}
+		}
+	}
+	for _, r := range blocked {
+		if r.prefix.Contains(ip) {
+			return r.reason
+		}
+	}
+	if ip == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+		return "broadcast"
+	}
+	return ""
+}

@@ -1,0 +1,138 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Class says what the runner should do about a storage failure.
+type Class int
+
+const (
+	// Final: retrying cannot help (e.g. 404, 400, a source over the limit).
+	Final Class = iota
+	// Retryable: back off with jitter and try again (network errors, 423,
+	// 500, 502, 503, 504).
+	Retryable
+	// Throttled: 429, retry from the larger backoff bucket.
+	Throttled
+	// Auth: 401 or 403, refresh the job's credentials first.
+	Auth
+)
+
+func (c Class) String() string {
+	return [...]string{"final", "retryable", "throttled", "auth"}[c]
+}
+
+// statusClass is the retry table of contract §5 for storage responses.
+var statusClass = map[int]Class{
+	http.StatusLocked:              Retryable,
+	http.StatusInternalServerError: Retryable,
+	http.StatusBadGateway:          Retryable,
+	http.StatusServiceUnavailable:  Retryable,
+	http.StatusGatewayTimeout:      Retryable,
+	http.StatusTooManyRequests:     Throttled,
+	http.StatusUnauthorized:        Auth,
+	http.StatusForbidden:           Auth,
+}
+
+// codeClass classifies by S3 error code, which wins over the status: some
+// S3-compatible servers answer an unknown access key with 404 rather than
+// AWS's 403 InvalidAccessKeyId, and it is still a credentials problem.
+var codeClass = map[string]Class{
+	"InvalidAccessKeyId":    Auth,
+	"SignatureDoesNotMatch": Auth,
+	"AccessDenied":          Auth,
+	"ExpiredToken":          Auth,
+	"InvalidToken":          Auth,
+	"TokenRefreshRequired":  Auth,
+	"XAdminUserNotFound":    Auth, // versitygw: no such access key
+	"SlowDown":              Throttled,
+	"RequestTimeout":        Retryable,
+	"InternalError":         Retryable,
+	"ServiceUnavailable":    Retryable,
+}
+
+// ErrTooLarge is matched with errors.Is when a source exceeds the limit.
+var ErrTooLarge = errors.New("source exceeds the maximum size")
+
+// Error is a failed storage operation. It never holds credentials or a
+// signed URL's query string.
+type Error struct {
+	Op     string // "fetch" or "upload"
+	Target string // bucket/key or the URL without its query
+	Status int    // HTTP status; 0 for a network failure
+	Code   string // S3 error code when the server sent one
+	Err    error
+	class  Class
+}
+
+func (e *Error) Error() string {
+	s := fmt.Sprintf("%s %s", e.Op, e.Target)
+	if e.Status != 0 {
+		s += fmt.Sprintf(": HTTP %d", e.Status)
+	}
+	if e.Code != "" {
+		s += " " + e.Code
+	}
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Class is what to do about the failure.
+func (e *Error) Class() Class { return e.class }
+
+// ErrorCode is the short code a job failure records.
+func (e *Error) ErrorCode() string {
+	switch {
+	case errors.Is(e.Err, ErrTooLarge):
+		return "source_too_large"
+	case e.class == Auth:
+		return "storage_auth"
+	case e.Status == http.StatusNotFound && e.Op == "fetch":
+		return "source_not_found"
+	case e.class == Throttled:
+		return "storage_throttled"
+	case e.Status == 0:
+		return "storage_unreachable"
+	case e.class == Retryable:
+		return "storage_unavailable"
+	}
+	return "storage_rejected"
+}
+
+// newError classifies a failure by status; status 0 is a network error and
+// retryable unless the context itself ended.
+func newError(op, target string, status int, code string, err error) *Error {
+	e := &Error{Op: op, Target: target, Status: status, Code: code, Err: err}
+	switch {
+	case status == 0 && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		e.class = Final
+	case status == 0 && errors.Is(err, ErrTooLarge):
+		e.class = Final
+	case status == 0:
+		e.class = Retryable
+	default:
+		cl, ok := codeClass[code]
+		if !ok {
+			cl = statusClass[status] // absent: Final
+		}
+		e.class = cl
+	}
+	return e
+}
+
+// ClassOf returns the class of err if it is (or wraps) an *Error.
+func ClassOf(err error) (Class, bool) {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.class, true
+	}
+	return Final, false
+}

@@ -1,0 +1,272 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+// Credentials are scoped, short-lived S3 keys. String and LogValue hide them
+// so a careless format verb or log call prints nothing secret.
+type Credentials struct {
+	AccessKeyID     string `json:"access_key_id"`
+	SecretAccessKey string `json:"secret_access_key"`
+	SessionToken    string `json:"session_token,omitempty"`
+}
+
+func (Credentials) String() string   { return "[REDACTED]" }
+func (Credentials) GoString() string { return "[REDACTED]" }
+
+// Bucket locates an S3-compatible bucket. Endpoint is a URL such as
+// https://s3.eu-west-1.amazonaws.com or http://127.0.0.1:7070; empty means
+// AWS S3.
+type Bucket struct {
+	Endpoint string
+	Region   string
+	Name     string
+}
+
+// Source is where a job's input is: a signed URL, or an object.
+type Source struct {
+	URL    string // when set, fetched with a plain GET; Bucket and Key are ignored
+	Bucket Bucket
+	Key    string
+}
+
+// Client fetches and uploads. One Client is shared by all jobs of a runner;
+// it keeps connections, never credentials.
+type Client struct {
+	http *http.Client // for signed URLs
+	tr   http.RoundTripper
+	// PartSize is the multipart part size for uploads (default 16 MiB).
+	PartSize uint64
+}
+
+// Options tune a Client.
+type Options struct {
+	// HeaderTimeout bounds how long a server may take to start answering
+	// (0 means 30 s); a body may take as long as it keeps streaming.
+	HeaderTimeout time.Duration
+	// Control, when set, vets every address dialled after DNS resolution
+	// (central/ssrf's Policy.Control keeps requester-supplied endpoints and
+	// signed URLs away from the cluster's inside).
+	Control func(network, address string, c syscall.RawConn) error
+}
+
+// NewClient returns a Client.
+func NewClient(o Options) *Client {
+	if o.HeaderTimeout <= 0 {
+		o.HeaderTimeout = 30 * time.Second
+	}
+	tr := &http.Transport{
+		// No proxy from the environment: it would hide the real
+		// destination from Control.
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: o.Control}).DialContext,
+		MaxIdleConns:          64,
+		MaxIdleConnsPerHost:   16,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: o.HeaderTimeout,
+		ExpectContinueTimeout: time.Second,
+		// Audio rarely compresses and a transparent gzip would hide the
+		// real Content-Length from the size check.
+		DisableCompression: true,
+	}
+	return &Client{
+		http: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse // a redirect could point anywhere; 3xx is an error
+		}},
+		tr: tr, PartSize: 16 << 20,
+	}
+}
+
+// s3 builds a minio client for one call. minio's own retries are off: the
+// runner owns retry policy, with backoff, counters and the lease.
+func (c *Client) s3(b Bucket, creds Credentials) (*minio.Client, error) {
+	ep := b.Endpoint
+	if ep == "" {
+		ep = "https://s3.amazonaws.com"
+	}
+	u, err := url.Parse(ep)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("endpoint %q: want http(s)://host[:port]", ep)
+	}
+	return minio.New(u.Host, &minio.Options{
+		Creds:        credentials.NewStaticV4(creds.AccessKeyID, creds.SecretAccessKey, creds.SessionToken),
+		Secure:       u.Scheme == "https",
+		Region:       b.Region,
+		Transport:    c.tr,
+		BucketLookup: minio.BucketLookupPath,
+		MaxRetries:   1,
+	})
+}
+
+// Fetch streams the source into w and returns the number of bytes written.
+// The declared size (Content-Length of the GET, or the object's size from a
+// HEAD) is checked against limit before any of the body is read; the stream
+// is cut at limit+1 bytes whatever was declared. limit <= 0 means no limit.
+func (c *Client) Fetch(ctx context.Context, src Source, creds Credentials, w io.Writer, limit int64) (int64, error) {
+	if src.URL != "" {
+		return c.fetchURL(ctx, src.URL, w, limit)
+	}
+	return c.fetchObject(ctx, src, creds, w, limit)
+}
+
+func (c *Client) fetchURL(ctx context.Context, raw string, w io.Writer, limit int64) (int64, error) {
+	target := redactURL(raw)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, raw, nil)
+	if err != nil {
+		return 0, newError("fetch", target, 0, "", errors.New("invalid source URL"))
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, newError("fetch", target, 0, "", scrubURLError(err))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+		return 0, newError("fetch", target, resp.StatusCode, "", errors.New(http.StatusText(resp.StatusCode)))
+	}
+	if limit > 0 && resp.ContentLength > limit {
+		return 0, newError("fetch", target, 0, "", tooLarge(resp.ContentLength, limit))
+	}
+	return copyLimited(ctx, "fetch", target, w, resp.Body, limit)
+}
+
+func (c *Client) fetchObject(ctx context.Context, src Source, creds Credentials, w io.Writer, limit int64) (int64, error) {
+	target := src.Bucket.Name + "/" + src.Key
+	cl, err := c.s3(src.Bucket, creds)
+	if err != nil {
+		return 0, newError("fetch", target, 0, "", err)
+	}
+	st, err := cl.StatObject(ctx, src.Bucket.Name, src.Key, minio.StatObjectOptions{})
+	if err != nil {
+		return 0, s3Error("fetch", target, err)
+	}
+	if limit > 0 && st.Size > limit {
+		return 0, newError("fetch", target, 0, "", tooLarge(st.Size, limit))
+	}
+	opts := minio.GetObjectOptions{}
+	if st.ETag != "" {
+		_ = opts.SetMatchETag(st.ETag) // the object must not change under us
+	}
+	obj, err := cl.GetObject(ctx, src.Bucket.Name, src.Key, opts)
+	if err != nil {
+		return 0, s3Error("fetch", target, err)
+	}
+	defer obj.Close()
+	return copyLimited(ctx, "fetch", target, w, obj, limit)
+}
+
+// copyLimited copies r to w, failing once more than limit bytes arrive.
+func copyLimited(ctx context.Context, op, target string, w io.Writer, r io.Reader, limit int64) (int64, error) {
+	src := r
+	if limit > 0 {
+		src = io.LimitReader(r, limit+1)
+	}
+	n, err := io.CopyBuffer(w, src, make([]byte, 256<<10))
+	if err != nil {
+		if ctx.Err() != nil {
+			return n, newError(op, target, 0, "", ctx.Err())
+		}
+		if me, ok := err.(minio.ErrorResponse); ok && me.StatusCode != 0 {
+			return n, s3Error(op, target, me)
+		}
+		return n, newError(op, target, 0, "", scrubURLError(err))
+	}
+	if limit > 0 && n > limit {
+		return n, newError(op, target, 0, "", tooLarge(n, limit))
+	}
+	return n, nil
+}
+
+func tooLarge(size, limit int64) error {
+	if size <= limit {
+		return ErrTooLarge
+	}
+	return fmt.Errorf("%w: %d bytes > limit %d", ErrTooLarge, size, limit)
+}
+
+// Upload stores the local file at path as bucket/key with contentType. The
+// size is known from the file, so minio streams parts straight from it
+// (io.ReaderAt) instead of buffering them.
+func (c *Client) Upload(ctx context.Context, b Bucket, key, path, contentType string, creds Credentials) (int64, error) {
+	target := b.Name + "/" + key
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("upload %s: %w", target, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("upload %s: %w", target, err)
+	}
+	cl, err := c.s3(b, creds)
+	if err != nil {
+		return 0, newError("upload", target, 0, "", err)
+	}
+	_, err = cl.PutObject(ctx, b.Name, key, f, fi.Size(), minio.PutObjectOptions{
+		ContentType: contentType,
+		PartSize:    c.PartSize,
+		NumThreads:  2,
+	})
+	if err != nil {
+		return 0, s3Error("upload", target, err)
+	}
+	return fi.Size(), nil
+}
+
+// ObjectKey joins the output prefix and a file name with exactly one "/".
+func ObjectKey(prefix, name string) string {
+	prefix = strings.TrimRight(prefix, "/")
+	if prefix == "" {
+		return name
+	}
+	return prefix + "/" + name
+}
+
+func s3Error(op, target string, err error) *Error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return newError(op, target, 0, "", err)
+	}
+	resp := minio.ToErrorResponse(err)
+	if resp.StatusCode == 0 {
+		return newError(op, target, 0, "", scrubURLError(err))
+	}
+	msg := resp.Message
+	if msg == "" {
+		msg = http.StatusText(resp.StatusCode)
+	}
+	return newError(op, target, resp.StatusCode, resp.Code, errors.New(msg))
+}
+
+// redactURL drops the query (signatures) and userinfo from a URL.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(invalid URL)"
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return u.String()
+}
+
+// scrubURLError rewrites *url.Error so its URL carries no signature.
+func scrubURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return &url.Error{Op: ue.Op, URL: redactURL(ue.URL), Err: ue.Err}
+	}
+	return err
+}

@@ -1,0 +1,98 @@
+// Package storagetest puts a fault-injecting reverse proxy in front of the
+// real S3-compatible test server. The proxy stands in for a flaky network
+// path (gateways answering 503 or 429, a server that stops declaring
+// Content-Length); the storage behind it stays real.
+package storagetest
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"sync"
+	"testing"
+)
+
+// Proxy forwards to an upstream S3 endpoint unless told to fail.
+type Proxy struct {
+	URL string // endpoint to give clients: http://127.0.0.1:port
+
+	mu          sync.Mutex
+	faults      []int // statuses to answer with, one per request, in order
+	stripLength bool
+	methods     map[string]int
+}
+
+// New starts a proxy to upstream (e.g. testsvc.S3Bucket.Endpoint), closed
+// when the test ends.
+func New(t testing.TB, upstream string) *Proxy {
+	t.Helper()
+	u, err := url.Parse(upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{methods: map[string]int{}}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	// SigV4 signs the Host header: keep the one the client sent.
+	rp.ModifyResponse = func(r *http.Response) error {
+		p.mu.Lock()
+		strip := p.stripLength
+		p.mu.Unlock()
+		if strip && r.Request.Method == http.MethodGet {
+			r.ContentLength = -1
+			r.Header.Del("Content-Length")
+		}
+		return nil
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		p.methods[r.Method]++
+		status := 0
+		if len(p.faults) > 0 {
+			status, p.faults = p.faults[0], p.faults[1:]
+		}
+		p.mu.Unlock()
+		if status != 0 {
+			if status == http.StatusTooManyRequests {
+				w.Header().Set("Retry-After", "1")
+			}
+			http.Error(w, http.StatusText(status), status)
+			return
+		}
+		if f, ok := w.(http.Flusher); ok && r.Method == http.MethodGet {
+			defer f.Flush()
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	p.URL = srv.URL
+	return p
+}
+
+// Fail makes the next len(statuses) requests answer with those statuses.
+func (p *Proxy) Fail(statuses ...int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.faults = append(p.faults, statuses...)
+}
+
+// Pending is how many injected faults are still to be served.
+func (p *Proxy) Pending() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.faults)
+}
+
+// StripLength makes GET responses stream without Content-Length.
+func (p *Proxy) StripLength(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stripLength = on
+}
+
+// Requests is how many requests with method reached the proxy.
+func (p *Proxy) Requests(method string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.methods[method]
+}

@@ -1,0 +1,63 @@
+package transcode
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinels matched with errors.Is.
+var (
+	// ErrMissing: ffmpeg or ffprobe is not on PATH. The machine, not the
+	// job, is at fault.
+	ErrMissing = errors.New("program not found on PATH")
+	// ErrInvalidMedia: ffprobe cannot read the source or it has no audio.
+	ErrInvalidMedia = errors.New("invalid media")
+	// ErrFailed: ffmpeg exited non-zero on a source ffprobe accepted.
+	ErrFailed = errors.New("ffmpeg failed")
+)
+
+// MissingError reports a program that could not be found.
+type MissingError struct {
+	Program string
+	Err     error
+}
+
+func (e *MissingError) Error() string {
+	return fmt.Sprintf("%s not found on PATH: %v", e.Program, e.Err)
+}
+
+func (e *MissingError) Is(target error) bool { return target == ErrMissing }
+func (e *MissingError) Unwrap() error        { return e.Err }
+
+// RunError reports a program that ran and failed. Stderr is the tail of what
+// it printed (bounded), which names the problem with the media.
+type RunError struct {
+	Program  string
+	ExitCode int
+	Stderr   string
+	kind     error // ErrInvalidMedia or ErrFailed
+}
+
+func (e *RunError) Error() string {
+	msg := fmt.Sprintf("%s exited with status %d", e.Program, e.ExitCode)
+	if e.Stderr != "" {
+		msg += ": " + e.Stderr
+	}
+	return msg
+}
+
+func (e *RunError) Is(target error) bool { return target == e.kind }
+
+// Code is the short error code a job failure records for err, or "" when err
+// is not one of this package's errors.
+func Code(err error) string {
+	switch {
+	case errors.Is(err, ErrMissing):
+		return "ffmpeg_missing"
+	case errors.Is(err, ErrInvalidMedia):
+		return "invalid_media"
+	case errors.Is(err, ErrFailed):
+		return "transcode_failed"
+	}
+	return ""
+}

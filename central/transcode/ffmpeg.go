@@ -1,0 +1,211 @@
+package transcode
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Tools locates ffmpeg and ffprobe. The zero value looks both up on PATH at
+// every call, so installing ffmpeg fixes a running daemon.
+type Tools struct {
+	FFmpeg  string // program name or path; "" means "ffmpeg"
+	FFprobe string // "" means "ffprobe"
+}
+
+func (t Tools) lookup(name, def string) (string, error) {
+	if name == "" {
+		name = def
+	}
+	p, err := exec.LookPath(name)
+	if err != nil {
+		return "", &MissingError{Program: name, Err: err}
+	}
+	return p, nil
+}
+
+// Check reports whether both programs are available; the runner's
+// readiness probe uses it.
+func (t Tools) Check(context.Context) error {
+	if _, err := t.lookup(t.FFmpeg, "ffmpeg"); err != nil {
+		return err
+	}
+	_, err := t.lookup(t.FFprobe, "ffprobe")
+	return err
+}
+
+// Info is what ffprobe reports about a source.
+type Info struct {
+	Duration time.Duration
+	Codec    string // of the first audio stream
+}
+
+// Probe reads the duration and first audio codec of the file at path.
+func (t Tools) Probe(ctx context.Context, path string) (Info, error) {
+	bin, err := t.lookup(t.FFprobe, "ffprobe")
+	if err != nil {
+		return Info{}, err
+	}
+	cmd := exec.CommandContext(ctx, bin, "-v", "error",
+		"-show_entries", "format=duration:stream=codec_type,codec_name",
+		"-of", "json", "--", path)
+	dieWithParent(cmd)
+	stderr := &tail{max: 2048}
+	cmd.Stderr = stderr
+	out, err := cmd.Output()
+	if ctx.Err() != nil {
+		return Info{}, ctx.Err()
+	}
+	if err != nil {
+		return Info{}, runErr("ffprobe", err, stderr.String(), ErrInvalidMedia)
+	}
+	var doc struct {
+		Format struct {
+			Duration string `json:"duration"`
+		} `json:"format"`
+		Streams []struct {
+			CodecType string `json:"codec_type"`
+			CodecName string `json:"codec_name"`
+		} `json:"streams"`
+	}
+	if err := json.Unmarshal(out, &doc); err != nil {
+		return Info{}, &RunError{Program: "ffprobe", Stderr: "unreadable output", kind: ErrInvalidMedia}
+	}
+	var info Info
+	for _, s := range doc.Streams {
+		if s.CodecType == "audio" {
+			info.Codec = s.CodecName
+			break
+		}
+	}
+	if info.Codec == "" {
+		return Info{}, &RunError{Program: "ffprobe", Stderr: "no audio stream", kind: ErrInvalidMedia}
+	}
+	if secs, err := strconv.ParseFloat(doc.Format.Duration, 64); err == nil && secs > 0 {
+		info.Duration = time.Duration(secs * float64(time.Second))
+	}
+	return info, nil
+}
+
+// Progress is one report from a running ffmpeg.
+type Progress struct {
+	Done    time.Duration // media time encoded so far
+	Percent float64       // 0-100; 0 when the duration is unknown
+	Size    int64         // bytes of output written so far
+}
+
+// Transcode encodes in into out for rendition r and returns the duration
+// of the encoded media, as ffmpeg last reported it. total is the source's
+// duration (from Probe) used to compute percentages; progress, if not nil,
+// is called from the goroutine reading ffmpeg's progress output each time
+// ffmpeg reports (about twice a second). Cancelling ctx kills ffmpeg at once.
+func (t Tools) Transcode(ctx context.Context, r Rendition, in, out string, total time.Duration, progress func(Progress)) (time.Duration, error) {
+	if err := r.Validate(); err != nil {
+		return 0, err
+	}
+	bin, err := t.lookup(t.FFmpeg, "ffmpeg")
+	if err != nil {
+		return 0, err
+	}
+	cmd := exec.CommandContext(ctx, bin, r.Args(in, out)...)
+	cmd.WaitDelay = 2 * time.Second
+	dieWithParent(cmd)
+	stderr := &tail{max: 2048}
+	cmd.Stderr = stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, fmt.Errorf("ffmpeg stdout: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("start ffmpeg: %w", err)
+	}
+	done := readProgress(stdout, total, progress)
+	err = cmd.Wait()
+	if ctx.Err() != nil {
+		return 0, ctx.Err()
+	}
+	if err != nil {
+		return 0, runErr("ffmpeg", err, stderr.String(), ErrFailed)
+	}
+	return done, nil
+}
+
+// readProgress parses ffmpeg's key=value progress blocks until EOF and
+// returns the last media time reported. Each block ends with
+// "progress=continue" or "progress=end".
+func readProgress(r io.Reader, total time.Duration, progress func(Progress)) time.Duration {
+	sc := bufio.NewScanner(r)
+	var done time.Duration
+	var size int64
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), "=")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "out_time_us", "out_time_ms": // both are microseconds in ffmpeg
+			if us, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && us >= 0 {
+				done = time.Duration(us) * time.Microsecond
+			}
+		case "total_size":
+			if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && n >= 0 {
+				size = n
+			}
+		case "progress":
+			if progress == nil {
+				continue
+			}
+			p := Progress{Done: done, Size: size}
+			if total > 0 {
+				p.Percent = min(100, 100*float64(done)/float64(total))
+			}
+			if v == "end" {
+				p.Percent = 100
+			}
+			progress(p)
+		}
+	}
+	_, _ = io.Copy(io.Discard, r)
+	return done
+}
+
+func runErr(program string, err error, stderr string, kind error) error {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return fmt.Errorf("run %s: %w", program, err)
+	}
+	return &RunError{Program: program, ExitCode: ee.ExitCode(), Stderr: stderr, kind: kind}
+}
+
+// tail is an io.Writer keeping only the last max bytes written, so a chatty
+// ffmpeg cannot grow memory.
+type tail struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.Join(strings.Fields(string(bytes.ToValidUTF8(t.buf, nil))), " ")
+}

@@ -1,0 +1,97 @@
+package webhook
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+)
+
+// maxRequestBody bounds what the command reads from stdin.
+const maxRequestBody = 16 << 20
+
+// RunVerifyCommand is `euterpectl webhook verify`: it reads one raw HTTP
+// request (request line, headers, body — as saved by a receiver or `nc -l`)
+// from stdin and checks its signature and timestamp. Secrets come from
+// --secret (repeatable: current and previous) or, to keep them out of shell
+// history, --secret-env NAME. It prints a JSON line and returns the exit
+// code: 0 valid, 1 rejected, 2 usage. A one-shot check has no nonce memory,
+// so replays are not detected here.
+func RunVerifyCommand(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string, now time.Time) int {
+	fs := flag.NewFlagSet("webhook verify", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var secrets multiFlag
+	fs.Var(&secrets, "secret", "webhook secret (repeat for current and previous)")
+	envName := fs.String("secret-env", "", "read the secret from this environment variable")
+	skew := fs.Duration("skew", DefaultSkew, "allowed timestamp skew")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *envName != "" {
+		if getenv == nil {
+			getenv = os.Getenv
+		}
+		if v := getenv(*envName); v != "" {
+			secrets = append(secrets, v)
+		}
+	}
+	if len(secrets) == 0 {
+		fmt.Fprintln(stderr, "webhook verify: give --secret or --secret-env")
+		return 2
+	}
+	req, err := http.ReadRequest(bufio.NewReader(stdin))
+	if err != nil {
+		fmt.Fprintln(stderr, "webhook verify: stdin is not an HTTP request:", err)
+		return 2
+	}
+	body, err := io.ReadAll(io.LimitReader(req.Body, maxRequestBody))
+	if err != nil {
+		fmt.Fprintln(stderr, "webhook verify: reading body:", err)
+		return 2
+	}
+	keys := make([][]byte, len(secrets))
+	for i, s := range secrets {
+		keys[i] = []byte(s)
+	}
+	v := &Verifier{Secrets: keys, Skew: *skew, Nonces: NewMemoryNonces(1)}
+	d, err := v.Verify(context.Background(), req.Header, body, now)
+	enc := json.NewEncoder(stdout)
+	if err != nil {
+		_ = enc.Encode(map[string]any{"valid": false, "error": err.Error(), "reason": reasonCode(err)})
+		return 1
+	}
+	_ = enc.Encode(map[string]any{"valid": true, "event_id": d.EventID, "timestamp": d.Timestamp.UTC().Format(time.RFC3339)})
+	return 0
+}
+
+func reasonCode(err error) string {
+	for _, c := range []struct {
+		err  error
+		code string
+	}{
+		{ErrMissingHeader, "missing_header"}, {ErrBadTimestamp, "bad_timestamp"}, {ErrStaleTimestamp, "stale_timestamp"},
+		{ErrBadNonce, "bad_nonce"}, {ErrBadSignature, "bad_signature"}, {ErrReplayedNonce, "replayed_nonce"},
+		{ErrNoSecret, "no_secret"},
+	} {
+		if errors.Is(err, c.err) {
+			return c.code
+		}
+	}
+	return "error"
+}
+
+type multiFlag []string
+
+func (m *multiFlag) String() string { return strings.Repeat("[REDACTED] ", len(*m)) }
+
+func (m *multiFlag) Set(v string) error {
+	*m = append(*m, v)
+	return nil
+}

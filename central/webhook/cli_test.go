@@ -1,0 +1,58 @@
+package webhook
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+func rawRequest(t *testing.T, now time.Time, body string, secret string) string {
+	h, err := NewHeaders(now, "evt_9", []byte(body), []byte(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "POST /hook HTTP/1.1\r\nHost: example.com\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", len(body))
+	for k, v := range h {
+		fmt.Fprintf(&b, "%s: %s\r\n", k, v[0])
+	}
+	b.WriteString("\r\n" + body)
+	return b.String()
+}
+
+func TestRunVerifyCommand(t *testing.T) {
+	now := time.Unix(1700000000, 0)
+	body := `{"event_id":"evt_9","status":"succeeded"}`
+	req := rawRequest(t, now, body, "s3cret")
+	cases := []struct {
+		name  string
+		args  []string
+		in    string
+		at    time.Time
+		code  int
+		inOut string
+	}{
+		{"valid", []string{"--secret", "s3cret"}, req, now, 0, `"valid":true`},
+		{"secret from env", []string{"--secret-env", "WH"}, req, now, 0, `"event_id":"evt_9"`},
+		{"old and new", []string{"--secret", "new", "--secret", "s3cret"}, req, now, 0, `"valid":true`},
+		{"wrong secret", []string{"--secret", "nope"}, req, now, 1, `"reason":"bad_signature"`},
+		{"tampered", []string{"--secret", "s3cret"}, strings.Replace(req, "succeeded", "succeedes", 1), now, 1, "bad_signature"},
+		{"stale", []string{"--secret", "s3cret"}, req, now.Add(time.Hour), 1, "stale_timestamp"},
+		{"no secret", nil, req, now, 2, ""},
+		{"not http", []string{"--secret", "x"}, "garbage", now, 2, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := RunVerifyCommand(c.args, strings.NewReader(c.in), &out, &errb, func(string) string { return "s3cret" }, c.at)
+			if code != c.code || !strings.Contains(out.String(), c.inOut) {
+				t.Fatalf("code %d out %q err %q", code, out.String(), errb.String())
+			}
+			if strings.Contains(out.String()+errb.String(), "s3cret") {
+				t.Fatal("secret printed")
+			}
+		})
+	}
+}

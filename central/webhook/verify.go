@@ -1,0 +1,187 @@
+package webhook
+
+import (
+	"context"
+	"crypto/hmac"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Errors returned by Verify; match them with errors.Is. Messages name the
+// header at fault but never echo a secret or a signature.
+var (
+	ErrMissingHeader  = errors.New("webhook: missing header")
+	ErrBadTimestamp   = errors.New("webhook: malformed timestamp")
+	ErrStaleTimestamp = errors.New("webhook: timestamp outside the allowed skew")
+	ErrBadNonce       = errors.New("webhook: malformed nonce")
+	ErrBadSignature   = errors.New("webhook: signature does not match")
+	ErrReplayedNonce  = errors.New("webhook: nonce already seen (replay)")
+	ErrNonceStoreFull = errors.New("webhook: nonce store is full")
+)
+
+// Defaults of a zero Verifier.
+const (
+	DefaultSkew = 5 * time.Minute
+	// DefaultNonceWindow covers a timestamp's whole acceptance range
+	// (-skew..+skew), so a nonce is remembered as long as its request
+	// could still pass the timestamp check.
+	DefaultNonceWindow = 2 * DefaultSkew
+	maxNonceLen        = 128
+	maxSignatures      = 8
+)
+
+// Verifier checks signed requests. The zero value is not usable: Nonces must
+// be set (NewVerifier does it); a Verifier is safe for concurrent use when its
+// NonceStore is.
+type Verifier struct {
+	// Secrets are the receiver's secrets; during a rotation both the new
+	// and the old one, in any order.
+	Secrets [][]byte
+	// Skew is the largest accepted |now - timestamp|; 0 means DefaultSkew.
+	Skew time.Duration
+	// NonceWindow is how long a nonce is remembered; 0 means twice Skew.
+	// It must be at least 5 minutes and at least Skew.
+	NonceWindow time.Duration
+	// Nonces remembers nonces of verified requests.
+	Nonces NonceStore
+}
+
+// NewVerifier returns a Verifier with the default skew and window and an
+// in-memory nonce store bounded to DefaultNonceCapacity entries.
+func NewVerifier(secrets ...[]byte) *Verifier {
+	return &Verifier{Secrets: secrets, Nonces: NewMemoryNonces(DefaultNonceCapacity)}
+}
+
+// Delivery is what a verified request says about itself.
+type Delivery struct {
+	EventID   string
+	Nonce     string
+	Timestamp time.Time
+}
+
+var defaultNonces = NewMemoryNonces(DefaultNonceCapacity)
+
+// Verify checks headers and body against secrets at now with the default
+// skew (±5 min) and a process-wide in-memory nonce store (10 min window).
+// Receivers running several replicas should use a Verifier with a shared
+// NonceStore instead.
+func Verify(secrets [][]byte, headers http.Header, body []byte, now time.Time) (Delivery, error) {
+	v := Verifier{Secrets: secrets, Nonces: defaultNonces}
+	return v.Verify(context.Background(), headers, body, now)
+}
+
+// Verify checks, in order: the four headers are present, the timestamp is
+// within the skew of now, one of the v1 signatures matches one of the secrets
+// (constant-time), and the nonce has not been seen in the window. The nonce
+// is recorded only after the signature matched, so forged requests cannot
+// fill the store.
+func (v *Verifier) Verify(ctx context.Context, headers http.Header, body []byte, now time.Time) (Delivery, error) {
+	var d Delivery
+	sig, ts, nonce, eventID := headers.Get(HeaderSignature), headers.Get(HeaderTimestamp), headers.Get(HeaderNonce), headers.Get(HeaderEventID)
+	for _, p := range [][2]string{{HeaderSignature, sig}, {HeaderTimestamp, ts}, {HeaderNonce, nonce}, {HeaderEventID, eventID}} {
+		if strings.TrimSpace(p[1]) == "" {
+			return d, fmt.Errorf("%w: %s", ErrMissingHeader, p[0])
+		}
+	}
+	secrets := nonEmpty(v.Secrets)
+	if len(secrets) == 0 {
+		return d, ErrNoSecret
+	}
+	if len(nonce) > maxNonceLen || strings.ContainsAny(nonce, " .\t\r\n") {
+		return d, fmt.Errorf("%w: at most %d characters, no spaces or dots", ErrBadNonce, maxNonceLen)
+	}
+	unix, err := parseTimestamp(ts)
+	if err != nil {
+		return d, err
+	}
+	skew := v.Skew
+	if skew <= 0 {
+		skew = DefaultSkew
+	}
+	at := time.Unix(unix, 0)
+	if diff := now.Sub(at); diff > skew || diff < -skew {
+		return d, fmt.Errorf("%w: %s off by %s, allowed ±%s", ErrStaleTimestamp, HeaderTimestamp, diff.Round(time.Second), skew)
+	}
+	if !matches(sig, secrets, ts, nonce, body) {
+		return d, ErrBadSignature
+	}
+	window := v.NonceWindow
+	if window <= 0 {
+		window = 2 * skew
+	}
+	if window < 5*time.Minute {
+		window = 5 * time.Minute
+	}
+	if window < skew {
+		window = skew
+	}
+	if v.Nonces == nil {
+		return d, fmt.Errorf("%w: Verifier has no NonceStore", ErrReplayedNonce)
+	}
+	if err := v.Nonces.Remember(ctx, nonce, now.Add(window), now); err != nil {
+		return d, err
+	}
+	return Delivery{EventID: eventID, Nonce: nonce, Timestamp: at}, nil
+}
+
+func parseTimestamp(ts string) (int64, error) {
+	if len(ts) == 0 || len(ts) > 12 {
+		return 0, fmt.Errorf("%w: %s must be Unix seconds", ErrBadTimestamp, HeaderTimestamp)
+	}
+	for _, c := range ts {
+		if c < '0' || c > '9' {
+			return 0, fmt.Errorf("%w: %s must be Unix seconds", ErrBadTimestamp, HeaderTimestamp)
+		}
+	}
+	n, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s must be Unix seconds", ErrBadTimestamp, HeaderTimestamp)
+	}
+	return n, nil
+}
+
+// matches reports whether any v1 signature in header equals the HMAC of any
+// secret. Every candidate is compared with hmac.Equal; unknown versions are
+// skipped so a future scheme can be sent alongside v1.
+func matches(header string, secrets [][]byte, ts, nonce string, body []byte) bool {
+	var got [][]byte
+	for i, f := range strings.Fields(header) {
+		if i >= maxSignatures {
+			break
+		}
+		ver, hexsig, ok := strings.Cut(f, "=")
+		if !ok || ver != SignatureVersion {
+			continue
+		}
+		b, err := hex.DecodeString(hexsig)
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		got = append(got, b)
+	}
+	ok := false
+	for _, s := range secrets {
+		want := mac(s, ts, nonce, body)
+		for _, g := range got {
+			if hmac.Equal(want, g) {
+				ok = true // keep comparing: time does not depend on which matched
+			}
+		}
+	}
+	return ok
+}
+
+func nonEmpty(in [][]byte) [][]byte {
+	out := make([][]byte, 0, len(in))
+	for _, s := range in {
+		if len(s) > 0 {
+			out = append(out, s)
+		}
+	}
+	return out
+}

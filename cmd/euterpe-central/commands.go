@@ -1,0 +1,20 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+
+	"github.com/vesta-cx/euterpe/central/serve"
+	"github.com/vesta-cx/euterpe/daemon"
+)
+
+// command is a subcommand contributed by its own file: flags declares its
+// settings before parsing, run executes it.
+type command struct {
+	flags func(c *daemon.Config)
+	run   func(ctx context.Context, app *serve.App, s serve.Settings, getenv func(string) string, log *slog.Logger, stdout io.Writer) error
+}
+
+// commands maps "command sub" to its implementation.
+var commands = map[string]*command{}

@@ -1,0 +1,165 @@
+// Command euterpe-central is the cloud transcode service: `serve` runs the
+// HTTP API and the enabled roles, `migrate` applies the schema, `requester
+// create` issues API keys, `keys generate|rewrap` manage credential KEKs.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/vesta-cx/euterpe/central/serve"
+	"github.com/vesta-cx/euterpe/daemon"
+)
+
+const usage = `usage: euterpe-central [command] [flags]
+
+commands:
+  serve                       run the API and the enabled roles (default)
+  migrate                     apply database migrations and exit
+  requester create --name N   create a requester; prints {requester_id, api_key, webhook_secret} once
+  keys generate [--id ID]     print a new keyring entry for EUTERPE_KEYRING
+  keys rewrap                 move stored credentials and webhook secrets to the active KEK
+  requester rotate-secret --id ID [--overlap 24h]
+                              new webhook secret (printed once); the old one still signs during the overlap
+  outbox redrive [--event-id ID,…] [--job-id ID] [--since RFC3339|duration]
+                              put dead-lettered outbox events back for delivery
+  version                     print the version
+
+settings (flag, then environment, then default):
+`
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+// run is main without the process: customize adjusts the composition
+// (tests add a test executor role through it).
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, customize ...func(*serve.App)) int {
+	app := serve.NewApp()
+	register(app)
+	for _, f := range customize {
+		f(app)
+	}
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	sub := ""
+	if (cmd == "requester" || cmd == "keys" || cmd == "outbox") && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		sub, args = args[0], args[1:]
+	}
+	var s serve.Settings
+	cfg := daemon.NewConfig("euterpe-central", getenv)
+	app.Bind(cfg, &s)
+	var name, keyID string
+	if cmd == "requester" {
+		cfg.String(&name, "name", "", "", "requester name (requester create)", nil)
+	}
+	if cmd == "keys" {
+		cfg.String(&keyID, "id", "", "", "kek_id for keys generate (default: a dated id)", nil)
+	}
+	extra := commands[cmd+" "+sub]
+	if extra != nil {
+		extra.flags(cfg)
+	}
+	switch cmd {
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		cfg.Usage(stdout)
+		return 0
+	case "version":
+		fmt.Fprintln(stdout, daemon.Version)
+		return 0
+	}
+	if err := cfg.Parse(args); err != nil {
+		fmt.Fprintln(stderr, "euterpe-central:", err)
+		return 2
+	}
+	log, err := daemon.NewLogger(stderr, s.LogLevel)
+	if err != nil {
+		fmt.Fprintln(stderr, "euterpe-central:", err)
+		return 2
+	}
+	dispatchFn := func() error { return dispatch(ctx, app, cmd, sub, s, name, keyID, getenv, log, stdout) }
+	if extra != nil {
+		dispatchFn = func() error { return extra.run(ctx, app, s, getenv, log, stdout) }
+	}
+	if err := dispatchFn(); err != nil {
+		var se *daemon.SettingError
+		if errors.As(err, &se) || errors.Is(err, serve.ErrKeyringRequired) {
+			fmt.Fprintln(stderr, "euterpe-central:", err)
+			return 2
+		}
+		log.Error("euterpe-central stopped", "command", cmd, "err", err)
+		return 1
+	}
+	return 0
+}
+
+func dispatch(ctx context.Context, app *serve.App, cmd, sub string, s serve.Settings, name, keyID string,
+	getenv func(string) string, log *slog.Logger, stdout io.Writer) error {
+	switch {
+	case cmd == "keys" && sub == "generate":
+		if keyID == "" {
+			keyID = "kek-" + strings.ToLower(daemon.BootID()[:8])
+		}
+		fmt.Fprintf(stdout, "%s:%s\n", keyID, credentialsNewKey())
+		return nil
+	case cmd == "serve":
+		sctx, stop := daemon.SignalContext(ctx)
+		defer stop()
+		d, closeFn, err := app.Open(sctx, s, log, getenv)
+		if err != nil {
+			return err
+		}
+		defer closeFn()
+		return app.Serve(sctx, s, d)
+	case cmd == "migrate":
+		d, closeFn, err := app.Open(ctx, s, log, getenv)
+		if err != nil {
+			return err
+		}
+		closeFn()
+		log.Info("database is up to date", "engine", string(d.DB.Engine))
+		return nil
+	case cmd == "requester" && sub == "create":
+		if strings.TrimSpace(name) == "" {
+			return &daemon.SettingError{Setting: "-name", Value: name, Reason: "is required"}
+		}
+		d, closeFn, err := app.Open(ctx, s, log, getenv)
+		if err != nil {
+			return err
+		}
+		defer closeFn()
+		created, err := d.Requesters.Create(ctx, name)
+		if err != nil {
+			return err
+		}
+		enc := json.NewEncoder(stdout)
+		return enc.Encode(created)
+	case cmd == "keys" && sub == "rewrap":
+		d, closeFn, err := app.Open(ctx, s, log, getenv)
+		if err != nil {
+			return err
+		}
+		defer closeFn()
+		jobs, err := d.Inbox.Rewrap(ctx)
+		if err != nil {
+			return err
+		}
+		secrets, err := d.Requesters.Rewrap(ctx)
+		if err != nil {
+			return err
+		}
+		log.Info("rewrapped to the active KEK", "kek_id", d.Keys.ActiveID(), "jobs", jobs, "webhook_secrets", secrets)
+		fmt.Fprintf(stdout, "{\"active_kek_id\":%q,\"jobs\":%d,\"webhook_secrets\":%d}\n", d.Keys.ActiveID(), jobs, secrets)
+		return nil
+	}
+	return &daemon.SettingError{Setting: "command", Value: strings.TrimSpace(cmd + " " + sub), Reason: "unknown command (see euterpe-central help)"}
+}

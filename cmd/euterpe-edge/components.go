@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/labstack/echo/v4"
+	"github.com/redis/go-redis/v9"
+	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/edge/jobs"
+)
+
+// Component is one part of the running daemon.
+type Component interface {
+	// Mount adds the component's HTTP routes (it may add none).
+	Mount(e *echo.Echo)
+	// Run blocks until ctx is cancelled and returns nil on a clean stop.
+	// An error before shutdown stops the whole daemon.
+	Run(ctx context.Context) error
+}
+
+// checker is implemented by components that add dependencies to /ready.
+type checker interface {
+	Checks() []daemon.Check
+}
+
+// Deps are what every component is built from.
+type Deps struct {
+	Log      *slog.Logger
+	Redis    *redis.Client  // the shared pool
+	RedisOpt *redis.Options // for dedicated connections (blocking reads, pub/sub)
+	Jobs     *jobs.Store
+	StateDir string
+	WorkerID string
+}
+
+// Plugin registers a component with `serve`. Each part of the daemon
+// registers itself from an init function in a file of its own here.
+type Plugin struct {
+	Name string
+	// Settings declares the plugin's settings; it runs before parsing.
+	Settings func(cfg *daemon.Config)
+	// Build makes the component once settings are parsed.
+	Build func(ctx context.Context, d Deps) (Component, error)
+}
+
+var plugins []Plugin
+
+func register(p Plugin) { plugins = append(plugins, p) }

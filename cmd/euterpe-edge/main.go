@@ -1,0 +1,53 @@
+// Command euterpe-edge is the Jetson daemon: the Redis Streams job gateway
+// with its SSE event streams, plus every component registered in this
+// package (workers, the media library), run under systemd.
+//
+//	euterpe-edge serve [flags]   run the daemon (flags or EUTERPE_* variables)
+//	euterpe-edge version         print the version
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/vesta-cx/euterpe/daemon"
+)
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return serve(ctx, args[1:], stderr, getenv)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, daemon.Version)
+		return 0
+	case "help", "-h", "--help":
+		usage(stdout)
+		if len(args) > 1 && args[1] == "serve" {
+			cfg, _ := newServeConfig(getenv)
+			cfg.Usage(stdout)
+		}
+		return 0
+	default:
+		fmt.Fprintf(stderr, "euterpe-edge: unknown command %q\n", args[0])
+		usage(stderr)
+		return 2
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `usage: euterpe-edge <command>
+  serve     run the gateway, event streams and registered components
+  version   print the version
+  help serve   list every setting of serve
+`)
+}

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/edge/gateway"
+	"github.com/vesta-cx/euterpe/edge/jobs"
+)
+
+// serveSettings are the daemon-wide settings of `serve`; the gateway's own
+// and every plugin's are declared on the same Config.
+type serveSettings struct {
+	Addr      string
+	RedisURL  string
+	RedisPool int
+	StateDir  string
+	Grace     time.Duration
+	LogLevel  string
+	Gateway   gateway.Settings
+}
+
+func newServeConfig(getenv func(string) string) (*daemon.Config, *serveSettings) {
+	cfg := daemon.NewConfig("euterpe-edge serve", getenv)
+	s := &serveSettings{}
+	cfg.String(&s.Addr, "addr", "EUTERPE_EDGE_ADDR", "127.0.0.1:8070", "HTTP listen address", daemon.CheckHostPort)
+	cfg.String(&s.RedisURL, "redis-url", "EUTERPE_REDIS_URL", "redis://127.0.0.1:6379/0", "Redis server URL", checkRedisURL, daemon.Secret())
+	cfg.Int(&s.RedisPool, "redis-pool-size", "EUTERPE_REDIS_POOL_SIZE", 6, 2, 1024, "connections in the shared Redis pool (the SSE reader adds one)")
+	cfg.String(&s.StateDir, "state-dir", "EUTERPE_STATE_DIR", "/var/lib/euterpe", "directory for persistent state", checkAbsDir)
+	cfg.Duration(&s.Grace, "shutdown-grace", "EUTERPE_SHUTDOWN_GRACE", 10*time.Second, 0, 10*time.Minute, "time in-flight work gets to finish on shutdown")
+	cfg.String(&s.LogLevel, "log-level", "EUTERPE_LOG_LEVEL", "info", "log level: debug, info, warn, error", daemon.CheckOneOf("debug", "info", "warn", "error"))
+	s.Gateway.Declare(cfg)
+	for _, p := range plugins {
+		if p.Settings != nil {
+			p.Settings(cfg)
+		}
+	}
+	return cfg, s
+}
+
+func checkRedisURL(v string) error {
+	if _, err := redis.ParseURL(v); err != nil {
+		return errors.New("not a redis:// or rediss:// URL")
+	}
+	return nil
+}
+
+func checkAbsDir(v string) error {
+	if !filepath.IsAbs(v) {
+		return errors.New("must be an absolute path")
+	}
+	return nil
+}
+
+func serve(parent context.Context, args []string, stderr io.Writer, getenv func(string) string) int {
+	cfg, s := newServeConfig(getenv)
+	if err := cfg.Parse(args); err != nil {
+		fmt.Fprintln(stderr, "euterpe-edge:", err)
+		return 2
+	}
+	log, err := daemon.NewLogger(stderr, s.LogLevel)
+	if err != nil {
+		fmt.Fprintln(stderr, "euterpe-edge:", err)
+		return 2
+	}
+	if err := runDaemon(parent, log, s, getenv); err != nil {
+		log.Error("euterpe-edge stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func runDaemon(parent context.Context, log *slog.Logger, s *serveSettings, getenv func(string) string) error {
+	ctx, stop := daemon.SignalContext(parent)
+	defer stop()
+
+	opt, err := redis.ParseURL(s.RedisURL)
+	if err != nil {
+		return fmt.Errorf("EUTERPE_REDIS_URL: %w", err)
+	}
+	opt.PoolSize = s.RedisPool
+	opt.ClientName = "euterpe-edge"
+	// The shared pool (gateway, SSE catch-up) and its fan-out reader are
+	// named euterpe-edge-gw[-sse] in CLIENT LIST; components that copy
+	// RedisOpt for clients of their own show up as euterpe-edge.
+	gwOpt := *opt
+	gwOpt.ClientName = "euterpe-edge-gw"
+	rdb := redis.NewClient(&gwOpt)
+	defer rdb.Close()
+	store := jobs.NewStore(rdb)
+	ping := func(ctx context.Context) error { return rdb.Ping(ctx).Err() }
+
+	deps := Deps{Log: log, Redis: rdb, RedisOpt: opt, Jobs: store, StateDir: s.StateDir, WorkerID: daemon.WorkerID(getenv)}
+	type named struct {
+		name string
+		c    Component
+	}
+	comps := []named{{"gateway", gateway.New(log, s.Gateway, store, &gwOpt)}}
+	for _, p := range plugins {
+		c, err := p.Build(ctx, deps)
+		if err != nil {
+			return fmt.Errorf("build %s: %w", p.Name, err)
+		}
+		comps = append(comps, named{p.Name, c})
+	}
+
+	e := daemon.NewEcho(log)
+	checks := []daemon.Check{{Name: "redis", Probe: ping}}
+	for _, c := range comps {
+		if ch, ok := c.c.(checker); ok {
+			checks = append(checks, ch.Checks()...)
+		}
+	}
+	daemon.MountHealth(e, checks...)
+	for _, c := range comps {
+		c.c.Mount(e)
+	}
+
+	ln, err := daemon.Listen(s.Addr)
+	if err != nil {
+		return err
+	}
+
+	runCtx, cancelRun := context.WithCancel(ctx)
+	defer cancelRun()
+	var failed error
+	var failOnce sync.Once
+	var wg sync.WaitGroup
+	for _, c := range comps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.c.Run(runCtx); err != nil && runCtx.Err() == nil {
+				failOnce.Do(func() { failed = fmt.Errorf("%s: %w", c.name, err) })
+				cancelRun()
+			}
+		}()
+	}
+	notifier := daemon.NewNotifier(log)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		notifier.Watchdog(runCtx, ping)
+	}()
+	go func() {
+		<-runCtx.Done()
+		notifier.Stopping()
+		log.Info("shutting down", "grace", s.Grace.String())
+	}()
+
+	notifier.Ready()
+	log.Info("serving", "addr", ln.Addr().String(), "version", daemon.Version, "components", len(comps))
+	serveErr := daemon.ServeUntil(runCtx, daemon.NewHTTPServer(e), ln, s.Grace)
+	cancelRun()
+
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(s.Grace):
+		log.Warn("components did not stop within the shutdown grace")
+	}
+	if failed != nil {
+		return failed
+	}
+	return serveErr
+}

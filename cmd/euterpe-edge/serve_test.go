@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
+)
+
+func envMap(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestBadSettingStopsWithOneLineNamingIt(t *testing.T) {
+	tests := []struct {
+		env     map[string]string
+		args    []string
+		setting string
+	}{
+		{map[string]string{"EUTERPE_EDGE_ADDR": "nohost"}, nil, "EUTERPE_EDGE_ADDR"},
+		{map[string]string{"EUTERPE_REDIS_URL": "http://x"}, nil, "EUTERPE_REDIS_URL"},
+		{map[string]string{"EUTERPE_STATE_DIR": "relative/dir"}, nil, "EUTERPE_STATE_DIR"},
+		{map[string]string{"EUTERPE_SHUTDOWN_GRACE": "soon"}, nil, "EUTERPE_SHUTDOWN_GRACE"},
+		{map[string]string{"EUTERPE_LOG_LEVEL": "loud"}, nil, "EUTERPE_LOG_LEVEL"},
+		{map[string]string{"EUTERPE_JOB_TTL_S": "0"}, nil, "EUTERPE_JOB_TTL_S"},
+		{map[string]string{"EUTERPE_MAX_BODY_BYTES": "lots"}, nil, "EUTERPE_MAX_BODY_BYTES"},
+		{map[string]string{"EUTERPE_BACKLOG_LIMIT": "-1"}, nil, "EUTERPE_BACKLOG_LIMIT"},
+		{map[string]string{"EUTERPE_SSE_HEARTBEAT": "1h"}, nil, "EUTERPE_SSE_HEARTBEAT"},
+		{map[string]string{"EUTERPE_REDIS_POOL_SIZE": "1"}, nil, "EUTERPE_REDIS_POOL_SIZE"},
+		{nil, []string{"-backlog-limit", "x"}, "-backlog-limit"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.setting, func(t *testing.T) {
+			var stderr bytes.Buffer
+			code := run(context.Background(), append([]string{"serve"}, tt.args...), io.Discard, &stderr, envMap(tt.env))
+			assert.Equal(t, 2, code)
+			out := strings.TrimSpace(stderr.String())
+			assert.NotContains(t, out, "\n", "one line")
+			assert.Contains(t, out, tt.setting)
+		})
+	}
+}
+
+func TestRedisPasswordNotEchoed(t *testing.T) {
+	var stderr bytes.Buffer
+	code := run(context.Background(), []string{"serve"}, io.Discard, &stderr, envMap(map[string]string{"EUTERPE_REDIS_URL": "ftp://:hunter2@x"}))
+	assert.Equal(t, 2, code)
+	assert.NotContains(t, stderr.String(), "hunter2")
+}
+
+func TestVersion(t *testing.T) {
+	var out bytes.Buffer
+	assert.Equal(t, 0, run(context.Background(), []string{"version"}, &out, io.Discard, envMap(nil)))
+	assert.Equal(t, daemon.Version+"\n", out.String())
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// serveInProcess runs `serve` until the test ends and returns its base URL.
+func serveInProcess(t *testing.T, env map[string]string) string {
+	t.Helper()
+	addr := freeAddr(t)
+	env["EUTERPE_EDGE_ADDR"] = addr
+	env["EUTERPE_STATE_DIR"] = t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int)
+	go func() { done <- run(ctx, []string{"serve"}, io.Discard, io.Discard, envMap(env)) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case code := <-done:
+			assert.Equal(t, 0, code)
+		case <-time.After(10 * time.Second):
+			t.Error("serve did not stop")
+		}
+	})
+	base := "http://" + addr
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	}, 5*time.Second, 20*time.Millisecond)
+	return base
+}
+
+func TestReadyReportsRedis(t *testing.T) {
+	_, opt := testsvc.Redis(t)
+	up := serveInProcess(t, map[string]string{"EUTERPE_REDIS_URL": fmt.Sprintf("redis://%s/%d", opt.Addr, opt.DB)})
+	resp, err := http.Get(up + "/ready")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+
+	down := serveInProcess(t, map[string]string{"EUTERPE_REDIS_URL": "redis://" + freeAddr(t) + "/0"})
+	resp, err = http.Get(down + "/ready")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	var body map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+	assert.Contains(t, body["redis"], "error(")
+	resp, err = http.Get(down + "/healthz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+// The watchdog is fed only while the Redis ping serve uses succeeds.
+func TestWatchdogGatedOnRedis(t *testing.T) {
+	_, opt := testsvc.Redis(t)
+	for _, tc := range []struct {
+		name string
+		addr string
+		want bool
+	}{{"redis up", opt.Addr, true}, {"redis down", freeAddr(t), false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			rdb := redis.NewClient(&redis.Options{Addr: tc.addr, MaxRetries: -1})
+			defer rdb.Close()
+			var pings atomic.Int32
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			daemon.WatchdogLoop(ctx, 20*time.Millisecond, func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+				func() { pings.Add(1) }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			assert.Equal(t, tc.want, pings.Load() > 0, "pings=%d", pings.Load())
+		})
+	}
+}
+
+func TestSystemdUnitVerifies(t *testing.T) {
+	tool, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze not installed")
+	}
+	unit, err := os.ReadFile("../../systemd/euterpe-edge.service")
+	require.NoError(t, err)
+	for _, want := range []string{"Type=notify", "WatchdogSec=", "Restart=on-failure", "After=network-online.target redis-server.service",
+		"Wants=redis-server.service", "EnvironmentFile=-/etc/euterpe/edge.env", "StateDirectory=euterpe", "ProtectSystem=strict",
+		"NoNewPrivileges=yes", "PrivateTmp=yes"} {
+		assert.Contains(t, string(unit), want)
+	}
+	self, err := os.Executable()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "euterpe-edge.service")
+	require.NoError(t, os.WriteFile(path, bytes.ReplaceAll(unit, []byte("/usr/local/bin/euterpe-edge"), []byte(self)), 0o644))
+	out, err := exec.Command(tool, "verify", path).CombinedOutput()
+	assert.NoError(t, err, "%s", out)
+	assert.Empty(t, strings.TrimSpace(string(out)))
+}

@@ -1,0 +1,295 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+)
+
+// The jobs commands talk to euterpe-edge's /v1/jobs API.
+func init() {
+	register(&Command{Path: "jobs submit", Usage: "--task T --payload @file.json|JSON [--ttl S] [--idempotency-key K] [--follow]",
+		Summary: "enqueue a job (with --follow: print events, exit 0 only on done)", Run: jobsSubmit})
+	register(&Command{Path: "jobs get", Usage: "ID", Summary: "print a job", Run: jobsGet})
+	register(&Command{Path: "jobs events", Usage: "ID [--after EVENT_ID]", Summary: "print a job's events until it ends", Run: jobsEvents})
+	register(&Command{Path: "jobs cancel", Usage: "ID", Summary: "cancel a job", Run: jobsCancel})
+}
+
+// edgeClient is an HTTP client for one euterpe-edge server.
+type edgeClient struct {
+	base string
+	http *http.Client
+}
+
+func newFlags(name string, env Env) (*flag.FlagSet, *string) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	def := env.Getenv("EUTERPE_EDGE_URL")
+	if def == "" {
+		def = "http://127.0.0.1:8070"
+	}
+	server := fs.String("server", def, "euterpe-edge base URL (env EUTERPE_EDGE_URL)")
+	return fs, server
+}
+
+func client(server string) *edgeClient {
+	return &edgeClient{base: strings.TrimRight(server, "/"), http: &http.Client{}}
+}
+
+// parseArgs parses flags wherever they appear among positional arguments.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// apiErr renders an error response body.
+func apiErr(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var e struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	if json.Unmarshal(b, &e) == nil && e.Error.Code != "" {
+		return fmt.Errorf("%s: %s (%s)", resp.Status, e.Error.Message, e.Error.Code)
+	}
+	return fmt.Errorf("%s", resp.Status)
+}
+
+func (c *edgeClient) do(ctx context.Context, method, path string, body []byte, hdr map[string]string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return nil, apiErr(resp)
+	}
+	return io.ReadAll(resp.Body)
+}
+
+func jobsSubmit(ctx context.Context, env Env, args []string) int {
+	fs, server := newFlags("jobs submit", env)
+	task := fs.String("task", "", "task: chat, plan, code, tool, rag or embed")
+	payload := fs.String("payload", "{}", "payload JSON, @file to read a file, @- for stdin")
+	ttl := fs.Int("ttl", 0, "job TTL in seconds (0: server default)")
+	key := fs.String("idempotency-key", "", "Idempotency-Key header")
+	follow := fs.Bool("follow", false, "stream events until the job ends")
+	if _, err := parseArgs(fs, args); err != nil {
+		return 2
+	}
+	if *task == "" {
+		fmt.Fprintln(env.Stderr, "euterpectl: --task is required")
+		return 2
+	}
+	raw, err := readPayload(*payload, env.Stdin)
+	if err != nil {
+		fmt.Fprintln(env.Stderr, "euterpectl:", err)
+		return 2
+	}
+	req := map[string]any{"task": *task, "payload": raw}
+	if *ttl > 0 {
+		req["ttl_s"] = *ttl
+	}
+	body, _ := json.Marshal(req)
+	hdr := map[string]string{}
+	if *key != "" {
+		hdr["Idempotency-Key"] = *key
+	}
+	c := client(*server)
+	out, err := c.do(ctx, http.MethodPost, "/v1/jobs", body, hdr)
+	if err != nil {
+		fmt.Fprintln(env.Stderr, "euterpectl:", err)
+		return 1
+	}
+	fmt.Fprintln(env.Stdout, strings.TrimSpace(string(out)))
+	if !*follow {
+		return 0
+	}
+	var cr struct {
+		JobID string `json:"job_id"`
+	}
+	if err := json.Unmarshal(out, &cr); err != nil {
+		fmt.Fprintln(env.Stderr, "euterpectl: unreadable response:", err)
+		return 1
+	}
+	return c.follow(ctx, env, cr.JobID, "")
+}
+
+func readPayload(v string, stdin io.Reader) (json.RawMessage, error) {
+	var b []byte
+	var err error
+	switch {
+	case v == "@-":
+		b, err = io.ReadAll(stdin)
+	case strings.HasPrefix(v, "@"):
+		b, err = os.ReadFile(v[1:])
+	default:
+		b = []byte(v)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("payload: %w", err)
+	}
+	if !json.Valid(b) {
+		return nil, errors.New("payload is not valid JSON")
+	}
+	return json.RawMessage(b), nil
+}
+
+func oneID(name string, env Env, args []string, extra func(*flag.FlagSet)) (string, *string, bool) {
+	fs, server := newFlags(name, env)
+	if extra != nil {
+		extra(fs)
+	}
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return "", nil, false
+	}
+	if len(pos) != 1 {
+		fmt.Fprintf(env.Stderr, "euterpectl: %s needs exactly one job id\n", name)
+		return "", nil, false
+	}
+	return pos[0], server, true
+}
+
+func jobsGet(ctx context.Context, env Env, args []string) int {
+	id, server, ok := oneID("jobs get", env, args, nil)
+	if !ok {
+		return 2
+	}
+	out, err := client(*server).do(ctx, http.MethodGet, "/v1/jobs/"+id, nil, nil)
+	if err != nil {
+		fmt.Fprintln(env.Stderr, "euterpectl:", err)
+		return 1
+	}
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, out, "", "  ") == nil {
+		out = pretty.Bytes()
+	}
+	fmt.Fprintln(env.Stdout, string(out))
+	return 0
+}
+
+func jobsCancel(ctx context.Context, env Env, args []string) int {
+	id, server, ok := oneID("jobs cancel", env, args, nil)
+	if !ok {
+		return 2
+	}
+	out, err := client(*server).do(ctx, http.MethodPost, "/v1/jobs/"+id+"/cancel", nil, nil)
+	if err != nil {
+		fmt.Fprintln(env.Stderr, "euterpectl:", err)
+		return 1
+	}
+	fmt.Fprintln(env.Stdout, strings.TrimSpace(string(out)))
+	return 0
+}
+
+func jobsEvents(ctx context.Context, env Env, args []string) int {
+	var after *string
+	id, server, ok := oneID("jobs events", env, args, func(fs *flag.FlagSet) {
+		after = fs.String("after", "", "resume after this event id")
+	})
+	if !ok {
+		return 2
+	}
+	return client(*server).follow(ctx, env, id, *after)
+}
+
+// follow prints each event as one JSON line and returns 0 if the job ended
+// done, 1 if it ended error or canceled or the stream broke. A dropped
+// connection is resumed from the last event id.
+func (c *edgeClient) follow(ctx context.Context, env Env, id, after string) int {
+	for attempt := 0; ; attempt++ {
+		end, last, err := c.stream(ctx, env, id, after)
+		if end != "" {
+			if end == "done" {
+				return 0
+			}
+			return 1
+		}
+		if ctx.Err() != nil {
+			return 1
+		}
+		var perm *permanentError
+		if errors.As(err, &perm) || attempt >= 5 {
+			fmt.Fprintln(env.Stderr, "euterpectl:", err)
+			return 1
+		}
+		if last != "" {
+			after = last
+		}
+		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
+	}
+}
+
+type permanentError struct{ error }
+
+func (c *edgeClient) stream(ctx context.Context, env Env, id, after string) (end, last string, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/jobs/"+id+"/events", nil)
+	if err != nil {
+		return "", "", permanentError{err}
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if after != "" {
+		req.Header.Set("Last-Event-ID", after)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return "", "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", "", permanentError{apiErr(resp)}
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	var evID, evType string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "id: "):
+			evID = line[4:]
+		case strings.HasPrefix(line, "event: "):
+			evType = line[7:]
+		case strings.HasPrefix(line, "data: ") && evType != "hello":
+			fmt.Fprintln(env.Stdout, line[6:])
+			last = evID
+			switch evType {
+			case "done", "error", "canceled":
+				return evType, last, nil
+			}
+		case line == "":
+			evID, evType = "", ""
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", last, err
+	}
+	return "", last, errors.New("event stream closed before the job ended")
+}

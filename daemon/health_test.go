@@ -1,0 +1,124 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/stretchr/testify/require"
+)
+
+func TestReadyNamesFailingDependency(t *testing.T) {
+	var down atomic.Bool
+	e := NewEcho(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	MountHealth(e,
+		Check{Name: "redis", Probe: func(context.Context) error {
+			if down.Load() {
+				return errors.New("connection refused")
+			}
+			return nil
+		}},
+		Check{Name: "repo", Probe: func(context.Context) error { return nil }},
+	)
+	get := func(path string) (int, map[string]any) {
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		var body map[string]any
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body))
+		return rec.Code, body
+	}
+	code, body := get("/ready")
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "ok", body["redis"])
+
+	down.Store(true)
+	code, body = get("/ready")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Equal(t, "error(connection refused)", body["redis"])
+	require.Equal(t, "ok", body["repo"])
+	require.NotEmpty(t, body["timestamp"])
+
+	code, _ = get("/healthz")
+	require.Equal(t, http.StatusOK, code, "alive even when not ready")
+}
+
+func TestErrorHandlerShape(t *testing.T) {
+	e := NewEcho(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e.GET("/busy", func(c echo.Context) error {
+		return &APIError{Status: http.StatusTooManyRequests, Code: "backpressure", Message: "slow down", RetryAfter: 3}
+	})
+	e.GET("/boom", func(c echo.Context) error { return errors.New("db password=hunter2 exploded") })
+	rec := httptest.NewRecorder()
+	e.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/busy", nil))
+	require.Equal(t, http.StatusTooManyRequests, rec.Code)
+	require.Equal(t, "3", rec.Header().Get("Retry-After"))
+	require.JSONEq(t, `{"error":{"code":"backpressure","message":"slow down"}}`, rec.Body.String())
+
+	rec = httptest.NewRecorder()
+	e.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/boom", nil))
+	require.Equal(t, http.StatusInternalServerError, rec.Code)
+	require.NotContains(t, rec.Body.String(), "hunter2")
+
+	rec = httptest.NewRecorder()
+	e.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/nowhere", nil))
+	require.Equal(t, http.StatusNotFound, rec.Code)
+	require.Contains(t, rec.Body.String(), `"code":"not_found"`)
+}
+
+func TestWatchdogOnlyWhileHealthy(t *testing.T) {
+	var healthy atomic.Bool
+	var pings atomic.Int32
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		WatchdogLoop(ctx, 10*time.Millisecond, func(context.Context) error {
+			if healthy.Load() {
+				return nil
+			}
+			return errors.New("redis down")
+		}, func() { pings.Add(1) }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}()
+	time.Sleep(60 * time.Millisecond)
+	require.Zero(t, pings.Load(), "no WATCHDOG=1 while unhealthy")
+	healthy.Store(true)
+	require.Eventually(t, func() bool { return pings.Load() >= 2 }, time.Second, 5*time.Millisecond)
+	cancel()
+	<-done
+}
+
+func TestServeUntilGraceful(t *testing.T) {
+	ln, err := Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	started := make(chan struct{})
+	srv := NewHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(started)
+		time.Sleep(100 * time.Millisecond)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- ServeUntil(ctx, srv, ln, 2*time.Second) }()
+	respc := make(chan int, 1)
+	go func() {
+		resp, err := http.Get("http://" + ln.Addr().String())
+		if err != nil {
+			respc <- 0
+			return
+		}
+		resp.Body.Close()
+		respc <- resp.StatusCode
+	}()
+	<-started
+	cancel()
+	require.Equal(t, http.StatusNoContent, <-respc, "in-flight request finishes during grace")
+	require.NoError(t, <-errc)
+}

@@ -1,0 +1,86 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestBackoffFullJitter(t *testing.T) {
+	b := Backoff{Base: time.Second, Cap: 30 * time.Second}
+	cases := []struct {
+		n    int
+		ceil time.Duration
+	}{{0, time.Second}, {1, time.Second}, {2, 2 * time.Second}, {3, 4 * time.Second}, {5, 16 * time.Second}, {6, 30 * time.Second}, {60, 30 * time.Second}}
+	for _, tc := range cases {
+		t.Run(fmt.Sprint(tc.n), func(t *testing.T) {
+			require.Equal(t, tc.ceil, b.Ceiling(tc.n))
+			for i := 0; i < 100; i++ {
+				d := b.Delay(tc.n)
+				require.GreaterOrEqual(t, d, time.Duration(0))
+				require.Less(t, d, tc.ceil)
+			}
+		})
+	}
+	fixed := Backoff{Base: time.Second, Cap: time.Minute, Rand: func() float64 { return 0.5 }}
+	require.Equal(t, 2*time.Second, fixed.Delay(3))
+}
+
+var machine = Transitions{
+	Machine:  "test",
+	Terminal: []string{"done"},
+	Allowed:  map[string][]string{"queued": {"running"}, "running": {"done", "queued"}},
+}
+
+func TestTransitions(t *testing.T) {
+	require.NoError(t, machine.Check("queued", "running"))
+	err := machine.Check("done", "running")
+	require.ErrorIs(t, err, ErrInvalidTransition)
+	var te *TransitionError
+	require.ErrorAs(t, err, &te)
+	require.Contains(t, err.Error(), "done -> running")
+	require.True(t, machine.IsTerminal("done"))
+	require.False(t, machine.IsTerminal("queued"))
+	require.Equal(t, []string{"done", "queued", "running"}, machine.States())
+	require.Equal(t, []string{"queued"}, machine.Sources("running"))
+}
+
+func TestStaleErrorIs(t *testing.T) {
+	err := fmt.Errorf("write status: %w", &StaleError{Table: "inbox_jobs", ID: "j", Version: 3})
+	require.ErrorIs(t, err, ErrStale)
+	require.Contains(t, err.Error(), "claim_version 3")
+}
+
+func TestKeepCancelsWorkWhenStale(t *testing.T) {
+	var beats atomic.Int32
+	start := time.Now()
+	err := Keep(context.Background(), 30*time.Millisecond, func(context.Context) error {
+		if beats.Add(1) >= 2 {
+			return &StaleError{Table: "t", ID: "1", Version: 1}
+		}
+		return nil
+	}, func(ctx context.Context) error {
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	require.ErrorIs(t, err, ErrStale)
+	require.Less(t, time.Since(start), time.Second)
+}
+
+func TestKeepSurvivesTransientRenewErrors(t *testing.T) {
+	var beats atomic.Int32
+	err := Keep(context.Background(), 15*time.Millisecond, func(context.Context) error {
+		beats.Add(1)
+		return errors.New("database busy")
+	}, func(ctx context.Context) error {
+		time.Sleep(60 * time.Millisecond)
+		return nil
+	})
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, beats.Load(), int32(2))
+}

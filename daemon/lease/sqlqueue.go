@@ -1,0 +1,556 @@
+package lease
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
+)
+
+// Spec names the columns of a leased table, so one implementation of claim,
+// heartbeat, reclaim and fenced writes serves every queue (the transcode
+// inbox, the webhook outbox, …). Time columns hold Unix microseconds.
+type Spec struct {
+	Table        string
+	ID           string // primary key, text
+	Status       string
+	WorkerID     string
+	LeaseExpires string
+	HeartbeatAt  string
+	ClaimVersion string
+	// AttemptCount, when set, is incremented by every claim: a claim starts a
+	// new execution (or delivery) attempt.
+	AttemptCount string
+	// ReadyAt, when set, makes a row claimable only once ReadyAt <= now
+	// (retry backoff, scheduled work).
+	ReadyAt string
+	// Sequence, when set, is a per-row counter bumped by every status write
+	// and returned, so each transition can number the event it records.
+	Sequence string
+	// UpdatedAt, when set, is stamped by every write through the queue.
+	UpdatedAt string
+	// Order is the ORDER BY of the claim scan, e.g. "priority DESC, next_attempt_at".
+	Order string
+	// Where, when set, is an extra predicate of the claim scan, written
+	// against the unaliased table (e.g. the outbox's "no earlier event of
+	// this job is still undelivered", which keeps per-job order).
+	Where string
+
+	Ready   string   // the status a claim takes rows from
+	Claimed string   // the status a claim moves rows to
+	Leased  []string // statuses held under a lease; expired ones are reclaimed
+	// Requeue is where an expired lease returns its row when the queue has
+	// no OnExpire hook.
+	Requeue string
+}
+
+// Claim is a worker's hold on one row. Version is the fencing token every
+// write carries; Status is the row's status as this worker last wrote it.
+type Claim struct {
+	ID             string
+	Version        int64
+	Attempt        int
+	Status         string
+	Seq            int64
+	Worker         string
+	LeaseExpiresAt time.Time
+}
+
+// Execer is what fenced writes run on: a *sql.Tx inside sqldb.DB.Tx.
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Queue runs the lease protocol on one table of one database.
+type Queue struct {
+	DB      *sqldb.DB
+	Spec    Spec
+	Machine Transitions
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// OnClaim runs inside the claim transaction with the rows just claimed
+	// (Status = Spec.Claimed, the transition from Spec.Ready). The inbox
+	// records its outbox events here.
+	OnClaim func(ctx context.Context, tx *sql.Tx, claims []Claim, now time.Time) error
+	// OnExpire, when set, runs inside the claim (or Reclaim) transaction with
+	// rows whose lease had expired. Each has already been fenced with a new
+	// claim version (Version) and lost its worker and lease, but keeps the
+	// status it had (Status); the hook must move it along Machine with Move.
+	// Without a hook the row goes to Spec.Requeue.
+	OnExpire func(ctx context.Context, tx *sql.Tx, expired []Claim, now time.Time) error
+
+	claimSQL, reclaimSQL, heartbeatSQL string
+}
+
+func (q *Queue) now() time.Time {
+	if q.Now != nil {
+		return q.Now()
+	}
+	return time.Now()
+}
+
+func (q *Queue) build() {
+	if q.claimSQL != "" {
+		return
+	}
+	s := q.Spec
+	var set strings.Builder
+	fmt.Fprintf(&set, "%s = %s, %s = ?, %s = ?, %s = ?, %s = %s + 1", s.Status, quoteList([]string{s.Claimed}), s.WorkerID, s.LeaseExpires, s.HeartbeatAt, s.ClaimVersion, s.ClaimVersion)
+	ret := []string{s.ID, s.ClaimVersion, zeroIf(s.AttemptCount), zeroIf(s.Sequence)}
+	if s.AttemptCount != "" {
+		fmt.Fprintf(&set, ", %s = %s + 1", s.AttemptCount, s.AttemptCount)
+	}
+	if s.Sequence != "" {
+		fmt.Fprintf(&set, ", %s = %s + 1", s.Sequence, s.Sequence)
+	}
+	if s.UpdatedAt != "" {
+		fmt.Fprintf(&set, ", %s = ?", s.UpdatedAt)
+	}
+	// Statuses are inlined as literals (they are constants of the spec) so
+	// Postgres can use partial indexes even with generic prepared plans.
+	where := fmt.Sprintf("%s = %s", s.Status, quoteList([]string{s.Ready}))
+	if s.ReadyAt != "" {
+		where += fmt.Sprintf(" AND %s <= ?", s.ReadyAt)
+	}
+	if s.Where != "" {
+		where += " AND (" + s.Where + ")"
+	}
+	order := s.Order
+	if order == "" {
+		order = s.ID
+	}
+	sel := fmt.Sprintf("SELECT %s FROM %s WHERE %s ORDER BY %s LIMIT ?", s.ID, s.Table, where, order)
+	if q.DB.Engine == sqldb.Postgres {
+		// The CTE locks the chosen rows once; concurrent claimers skip them.
+		q.claimSQL = fmt.Sprintf("WITH c AS (%s FOR UPDATE SKIP LOCKED) UPDATE %s t SET %s FROM c WHERE t.%s = c.%s RETURNING %s",
+			sel, s.Table, set.String(), s.ID, s.ID, qualify("t", ret))
+	} else {
+		q.claimSQL = fmt.Sprintf("UPDATE %s SET %s WHERE %s IN (%s) RETURNING %s", s.Table, set.String(), s.ID, sel, strings.Join(ret, ", "))
+	}
+
+	var rset strings.Builder
+	fmt.Fprintf(&rset, "%s = %s + 1, %s = NULL, %s = NULL", s.ClaimVersion, s.ClaimVersion, s.WorkerID, s.LeaseExpires)
+	if q.OnExpire == nil {
+		fmt.Fprintf(&rset, ", %s = '%s'", s.Status, s.Requeue)
+		if s.Sequence != "" {
+			fmt.Fprintf(&rset, ", %s = %s + 1", s.Sequence, s.Sequence)
+		}
+	}
+	if s.UpdatedAt != "" {
+		fmt.Fprintf(&rset, ", %s = ?", s.UpdatedAt)
+	}
+	rsel := fmt.Sprintf("SELECT %s FROM %s WHERE %s IN (%s) AND %s < ? ORDER BY %s LIMIT ?",
+		s.ID, s.Table, s.Status, quoteList(s.Leased), s.LeaseExpires, s.LeaseExpires)
+	rret := []string{s.ID, s.Status, s.ClaimVersion, zeroIf(s.AttemptCount), zeroIf(s.Sequence)}
+	if q.DB.Engine == sqldb.Postgres {
+		q.reclaimSQL = fmt.Sprintf("WITH c AS (%s FOR UPDATE SKIP LOCKED) UPDATE %s t SET %s FROM c WHERE t.%s = c.%s RETURNING %s",
+			rsel, s.Table, rset.String(), s.ID, s.ID, qualify("t", rret))
+	} else {
+		q.reclaimSQL = fmt.Sprintf("UPDATE %s SET %s WHERE %s IN (%s) RETURNING %s", s.Table, rset.String(), s.ID, rsel, strings.Join(rret, ", "))
+	}
+	q.heartbeatSQL = fmt.Sprintf("UPDATE %s SET %s = ?, %s = ? WHERE %s = ? AND %s = ? AND %s IN (%s)",
+		s.Table, s.LeaseExpires, s.HeartbeatAt, s.ID, s.ClaimVersion, s.Status, quoteList(s.Leased))
+}
+
+func zeroIf(col string) string {
+	if col == "" {
+		return "0"
+	}
+	return col
+}
+
+func qualify(alias string, cols []string) string {
+	out := make([]string, len(cols))
+	for i, c := range cols {
+		if c == "0" {
+			out[i] = c
+			continue
+		}
+		out[i] = alias + "." + c
+	}
+	return strings.Join(out, ", ")
+}
+
+func quoteList(vals []string) string {
+	out := make([]string, len(vals))
+	for i, v := range vals {
+		out[i] = "'" + strings.ReplaceAll(v, "'", "''") + "'"
+	}
+	return strings.Join(out, ", ")
+}
+
+// Claim atomically takes up to n ready rows for worker under a lease of
+// ttl. In the same transaction it first reclaims up to n rows whose lease
+// expired (new claim version, OnExpire or Requeue), then claims: on Postgres
+// with FOR UPDATE SKIP LOCKED so concurrent claimers never block on or share
+// a row, on SQLite inside one BEGIN IMMEDIATE transaction. Each claimed row
+// gets worker_id, status Claimed, lease_expires_at = now+ttl, heartbeat_at,
+// claim_version+1 and attempt_count+1.
+func (q *Queue) Claim(ctx context.Context, worker string, n int, ttl time.Duration) ([]Claim, error) {
+	var out []Claim
+	err := q.DB.Tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = q.ClaimTx(ctx, tx, worker, n, ttl, q.now())
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: claim: %w", q.Spec.Table, err)
+	}
+	return out, nil
+}
+
+// ClaimTx is Claim inside a transaction the caller owns (which must be a
+// sqldb.DB.Tx transaction), for callers that write more in the same commit.
+func (q *Queue) ClaimTx(ctx context.Context, tx *sql.Tx, worker string, n int, ttl time.Duration, now time.Time) ([]Claim, error) {
+	if n < 1 {
+		return nil, nil
+	}
+	q.build()
+	if _, err := q.reclaim(ctx, tx, now, n); err != nil {
+		return nil, err
+	}
+	claims, err := q.claim(ctx, tx, worker, n, ttl, now)
+	if err != nil {
+		return nil, err
+	}
+	if q.OnClaim != nil && len(claims) > 0 {
+		if err := q.OnClaim(ctx, tx, claims, now); err != nil {
+			return nil, err
+		}
+	}
+	return claims, nil
+}
+
+func (q *Queue) claim(ctx context.Context, tx *sql.Tx, worker string, n int, ttl time.Duration, now time.Time) ([]Claim, error) {
+	s := q.Spec
+	nowUS := sqldb.Micros(now)
+	exp := now.Add(ttl)
+	setArgs := []any{worker, sqldb.Micros(exp), nowUS}
+	if s.UpdatedAt != "" {
+		setArgs = append(setArgs, nowUS)
+	}
+	var selArgs []any
+	if s.ReadyAt != "" {
+		selArgs = append(selArgs, nowUS)
+	}
+	selArgs = append(selArgs, n)
+	var args []any
+	if q.DB.Engine == sqldb.Postgres {
+		args = append(selArgs, setArgs...)
+	} else {
+		args = append(setArgs, selArgs...)
+	}
+	rows, err := tx.QueryContext(ctx, q.DB.Rebind(q.claimSQL), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	claims := make([]Claim, 0, n)
+	for rows.Next() {
+		c := Claim{Status: s.Claimed, Worker: worker, LeaseExpiresAt: exp}
+		if err := rows.Scan(&c.ID, &c.Version, &c.Attempt, &c.Seq); err != nil {
+			return nil, err
+		}
+		claims = append(claims, c)
+	}
+	return claims, rows.Err()
+}
+
+// Reclaim fences up to n rows whose lease expired before now and hands them
+// to OnExpire (or requeues them). Claim does this itself; a sweeper may call
+// it to recover rows while no worker is claiming.
+func (q *Queue) Reclaim(ctx context.Context, n int) (int, error) {
+	q.build()
+	var count int
+	err := q.DB.Tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		count, err = q.reclaim(ctx, tx, q.now(), n)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("%s: reclaim: %w", q.Spec.Table, err)
+	}
+	return count, nil
+}
+
+func (q *Queue) reclaim(ctx context.Context, tx *sql.Tx, now time.Time, n int) (int, error) {
+	nowUS := sqldb.Micros(now)
+	var setArgs []any
+	if q.Spec.UpdatedAt != "" {
+		setArgs = append(setArgs, nowUS)
+	}
+	selArgs := []any{nowUS, n}
+	var args []any
+	if q.DB.Engine == sqldb.Postgres {
+		args = append(selArgs, setArgs...)
+	} else {
+		args = append(setArgs, selArgs...)
+	}
+	rows, err := tx.QueryContext(ctx, q.DB.Rebind(q.reclaimSQL), args...)
+	if err != nil {
+		return 0, err
+	}
+	var expired []Claim
+	for rows.Next() {
+		var c Claim
+		if err := rows.Scan(&c.ID, &c.Status, &c.Version, &c.Attempt, &c.Seq); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		expired = append(expired, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	if q.OnExpire != nil && len(expired) > 0 {
+		if err := q.OnExpire(ctx, tx, expired, now); err != nil {
+			return 0, err
+		}
+	}
+	return len(expired), nil
+}
+
+// Heartbeat extends c's lease to now+ttl, only while c.Version is still the
+// row's claim_version and the row is in a leased status; otherwise it
+// returns a *StaleError and the worker must stop.
+func (q *Queue) Heartbeat(ctx context.Context, c *Claim, ttl time.Duration) error {
+	q.build()
+	now := q.now()
+	exp := now.Add(ttl)
+	err := q.DB.Tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, q.DB.Rebind(q.heartbeatSQL), sqldb.Micros(exp), sqldb.Micros(now), c.ID, c.Version)
+		if err != nil {
+			return err
+		}
+		return q.fenced(res, c)
+	})
+	if err != nil {
+		return fmt.Errorf("%s: heartbeat: %w", q.Spec.Table, err)
+	}
+	c.LeaseExpiresAt = exp
+	return nil
+}
+
+// Exec runs a fenced write "UPDATE table SET <set> WHERE id=? AND
+// claim_version=?" in tx. Zero rows means the claim is stale: *StaleError.
+// set must not change the status column; use Move for that.
+func (q *Queue) Exec(ctx context.Context, tx Execer, c *Claim, set string, args ...any) error {
+	query := fmt.Sprintf("UPDATE %s SET %s WHERE %s = ? AND %s = ?", q.Spec.Table, set, q.Spec.ID, q.Spec.ClaimVersion)
+	res, err := tx.ExecContext(ctx, q.DB.Rebind(query), append(args, c.ID, c.Version)...)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", q.Spec.Table, c.ID, err)
+	}
+	return q.fenced(res, c)
+}
+
+// Move changes c's row from c.Status to to inside tx, after checking the move
+// against Machine, fenced on claim_version and the current status. extraSet
+// ("col = ?, col2 = ?") and extraArgs are written in the same statement. On
+// success c.Status and c.Seq (the bumped sequence) are updated.
+func (q *Queue) Move(ctx context.Context, tx Execer, c *Claim, to string, now time.Time, extraSet string, extraArgs ...any) error {
+	if err := q.Machine.Check(c.Status, to); err != nil {
+		return err
+	}
+	s := q.Spec
+	var set strings.Builder
+	args := make([]any, 0, len(extraArgs)+5)
+	fmt.Fprintf(&set, "%s = ?", s.Status)
+	args = append(args, to)
+	if s.UpdatedAt != "" {
+		fmt.Fprintf(&set, ", %s = ?", s.UpdatedAt)
+		args = append(args, sqldb.Micros(now))
+	}
+	if extraSet != "" {
+		set.WriteString(", " + extraSet)
+		args = append(args, extraArgs...)
+	}
+	seq := "0"
+	if s.Sequence != "" {
+		fmt.Fprintf(&set, ", %s = %s + 1", s.Sequence, s.Sequence)
+		seq = s.Sequence
+	}
+	query := fmt.Sprintf("UPDATE %s SET %s WHERE %s = ? AND %s = ? AND %s = ? RETURNING %s",
+		s.Table, set.String(), s.ID, s.ClaimVersion, s.Status, seq)
+	args = append(args, c.ID, c.Version, c.Status)
+	var newSeq int64
+	err := tx.QueryRowContext(ctx, q.DB.Rebind(query), args...).Scan(&newSeq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return &StaleError{Table: s.Table, ID: c.ID, Version: c.Version}
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s: %s -> %s: %w", s.Table, c.ID, c.Status, to, err)
+	}
+	c.Status = to
+	c.Seq = newSeq
+	return nil
+}
+
+func (q *Queue) fenced(res sql.Result, c *Claim) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return &StaleError{Table: q.Spec.Table, ID: c.ID, Version: c.Version}
+	}
+	return nil
+}
+
+// MoveMany moves every claim in claims along path (each hop checked against
+// Machine) with one fenced statement: rows whose claim_version or status no
+// longer match are left alone and returned as stale. The row's Sequence
+// advances by len(path), one number per recorded transition; on return each
+// moved claim has Status = the last state and Seq = its final sequence. A
+// worker with nothing to do between states (a no-op executor, a batch
+// drain) uses it to record the whole path in one write.
+func (q *Queue) MoveMany(ctx context.Context, tx Execer, claims []*Claim, path []string, now time.Time, extraSet string, extraArgs ...any) (stale []*Claim, err error) {
+	if len(claims) == 0 || len(path) == 0 {
+		return nil, nil
+	}
+	from := claims[0].Status
+	for _, c := range claims {
+		if c.Status != from {
+			return nil, fmt.Errorf("%s: MoveMany needs claims in one status, got %s and %s", q.Spec.Table, from, c.Status)
+		}
+	}
+	prev := from
+	for _, to := range path {
+		if err := q.Machine.Check(prev, to); err != nil {
+			return nil, err
+		}
+		prev = to
+	}
+	s := q.Spec
+	var set strings.Builder
+	args := make([]any, 0, len(extraArgs)+2*len(claims)+4)
+	fmt.Fprintf(&set, "%s = ?", s.Status)
+	args = append(args, prev)
+	if s.UpdatedAt != "" {
+		fmt.Fprintf(&set, ", %s = ?", s.UpdatedAt)
+		args = append(args, sqldb.Micros(now))
+	}
+	if extraSet != "" {
+		set.WriteString(", " + extraSet)
+		args = append(args, extraArgs...)
+	}
+	seq := "0"
+	if s.Sequence != "" {
+		fmt.Fprintf(&set, ", %s = %s + %d", s.Sequence, s.Sequence, len(path))
+		seq = s.Sequence
+	}
+	if q.DB.Engine == sqldb.SQLite {
+		// SQLite joins a VALUES list to the primary key; chunks stay small
+		// because the driver binds parameters in quadratic time.
+		const chunk = 100
+		for i := 0; i < len(claims); i += chunk {
+			part := claims[i:min(i+chunk, len(claims))]
+			st, err := q.moveJoin(ctx, tx, part, from, prev, set.String(), seq, args)
+			if err != nil {
+				return nil, err
+			}
+			stale = append(stale, st...)
+		}
+		return stale, nil
+	}
+	// Postgres: the (id, version) pairs travel as two array parameters.
+	byID := make(map[string]*Claim, len(claims))
+	ids, versions := make([]string, len(claims)), make([]int64, len(claims))
+	for i, c := range claims {
+		ids[i], versions[i] = c.ID, c.Version
+		byID[c.ID] = c
+	}
+	args = append(args, ids, versions, from)
+	query := fmt.Sprintf("UPDATE %s t SET %s FROM unnest(?::text[], ?::bigint[]) AS v(id, ver) WHERE t.%s = v.id AND t.%s = v.ver AND t.%s = ? RETURNING t.%s, %s",
+		s.Table, set.String(), s.ID, s.ClaimVersion, s.Status, s.ID, qualify("t", []string{seq}))
+	rows, err := tx.QueryContext(ctx, q.DB.Rebind(query), args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s -> %s: %w", s.Table, from, prev, err)
+	}
+	defer rows.Close()
+	moved := make(map[string]bool, len(claims))
+	for rows.Next() {
+		var id string
+		var n int64
+		if err := rows.Scan(&id, &n); err != nil {
+			return nil, err
+		}
+		if c := byID[id]; c != nil {
+			c.Status = prev
+			c.Seq = n
+			moved[id] = true
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for _, c := range claims {
+		if !moved[c.ID] {
+			stale = append(stale, c)
+		}
+	}
+	return stale, nil
+}
+
+// Preparer is satisfied by *sql.Tx, for callers that prepare a statement
+// once and execute it per row.
+type Preparer interface {
+	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
+}
+
+// moveJoin is MoveMany for SQLite: UPDATE … FROM (VALUES (id, version), …).
+func (q *Queue) moveJoin(ctx context.Context, tx Execer, claims []*Claim, from, to, set, seq string, setArgs []any) ([]*Claim, error) {
+	s := q.Spec
+	var b strings.Builder
+	args := make([]any, 0, len(setArgs)+2*len(claims)+1)
+	args = append(args, setArgs...)
+	byID := make(map[string]*Claim, len(claims))
+	for i, c := range claims {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(?, ?)")
+		args = append(args, c.ID, c.Version)
+		byID[c.ID] = c
+	}
+	args = append(args, from)
+	ret := seq
+	if seq != "0" {
+		ret = s.Table + "." + seq
+	}
+	query := fmt.Sprintf("UPDATE %s SET %s FROM (VALUES %s) AS v WHERE %s.%s = v.column1 AND %s.%s = v.column2 AND %s.%s = ? RETURNING %s.%s, %s",
+		s.Table, set, b.String(), s.Table, s.ID, s.Table, s.ClaimVersion, s.Table, s.Status, s.Table, s.ID, ret)
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s -> %s: %w", s.Table, from, to, err)
+	}
+	defer rows.Close()
+	moved := make(map[string]bool, len(claims))
+	for rows.Next() {
+		var id string
+		var n int64
+		if err := rows.Scan(&id, &n); err != nil {
+			return nil, err
+		}
+		if c := byID[id]; c != nil {
+			c.Status, c.Seq = to, n
+			moved[id] = true
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var stale []*Claim
+	for _, c := range claims {
+		if !moved[c.ID] {
+			stale = append(stale, c)
+		}
+	}
+	return stale, nil
+}

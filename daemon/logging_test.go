@@ -1,0 +1,52 @@
+package daemon
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestLoggerRedactsSecrets(t *testing.T) {
+	var buf bytes.Buffer
+	log, err := NewLogger(&buf, "debug")
+	require.NoError(t, err)
+	const planted = "hunter2-planted"
+	log.Info("connecting",
+		"api_key", planted,
+		"webhook_secret", planted,
+		"Authorization", "Bearer "+planted,
+		"url", "redis://:"+planted+"@127.0.0.1:6379/0",
+		"err", errors.New("dial postgres://u:"+planted+"@db:5432/x failed"),
+		"job_id", "j-1",
+	)
+	out := buf.String()
+	require.NotContains(t, out, planted)
+	require.Contains(t, out, `"job_id":"j-1"`)
+	require.Contains(t, out, "127.0.0.1:6379")
+}
+
+func TestLoggerRejectsBadLevel(t *testing.T) {
+	_, err := NewLogger(&bytes.Buffer{}, "loud")
+	require.Error(t, err)
+}
+
+func TestCapMessage(t *testing.T) {
+	require.Equal(t, "short", CapMessage("short"))
+	long := strings.Repeat("é", 400) // 800 bytes
+	got := CapMessage(long)
+	require.LessOrEqual(t, len(got), MaxMessage)
+	require.True(t, strings.HasPrefix(long, got))
+	require.Equal(t, 0, len(got)%2, "no split rune")
+}
+
+func TestWorkerID(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	require.Equal(t, "pod-a", WorkerID(env(map[string]string{"POD_NAME": "pod-a", "HOSTNAME": "h"})))
+	require.Equal(t, "h", WorkerID(env(map[string]string{"HOSTNAME": "h"})))
+	id := WorkerID(env(nil))
+	require.Len(t, id, 36)
+	require.Equal(t, id, WorkerID(env(nil)), "stable within one process")
+}

@@ -1,0 +1,17 @@
+// Package sqldb is the SQL engine layer euterpe-central runs on. One URL
+// chooses the engine: postgres://… opens a pgx/v5 connection pool, while
+// sqlite:PATH (or no URL at all) opens an embedded modernc.org/sqlite file in
+// the state directory, so the service runs on a machine with no database
+// server. Both are exposed as one *DB over database/sql with the same
+// behaviour: queries are written once with ? placeholders (Rebind turns
+// them into $n for Postgres), every time column holds Unix microseconds in a
+// BIGINT so comparisons and ordering are identical on both engines, and
+// write transactions go through Tx, which on SQLite serialises writers in the
+// process and opens each transaction with BEGIN IMMEDIATE so two processes
+// never deadlock upgrading a read lock.
+//
+// Migrate applies embedded, versioned goose migrations for the engine. On
+// Postgres it holds a session advisory lock while it runs, and on SQLite an
+// exclusive file lock, so pods or processes starting together never race
+// to create the same table.
+package sqldb

@@ -1,0 +1,303 @@
+package sqldb
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
+)
+
+// Engine names the SQL engine behind a DB.
+type Engine string
+
+const (
+	Postgres Engine = "postgres"
+	SQLite   Engine = "sqlite"
+)
+
+// DefaultFile is the embedded database created in the state directory when
+// no URL is configured.
+const DefaultFile = "central.db"
+
+// DB is a database handle with the knowledge of its engine that the few
+// engine-specific statements need.
+type DB struct {
+	*sql.DB
+	Engine Engine
+	// Path is the database file for SQLite, empty for Postgres.
+	Path string
+
+	pool    *pgxpool.Pool
+	writeMu sync.Mutex // SQLite: one writer per process at a time
+	// writer is the one connection SQLite write transactions use: SQLite
+	// drops a connection's page cache whenever another connection has
+	// written, so funnelling every write through one keeps its cache warm.
+	writer *sql.Conn
+	// stopCheckpoints ends the background WAL checkpointer (SQLite).
+	stopCheckpoints func()
+	rebinds         sync.Map // query -> rebound query (Postgres)
+}
+
+// Open connects to url: "postgres://…" or "postgresql://…" for Postgres,
+// "sqlite:PATH" for a SQLite file, and "" for <stateDir>/central.db. It pings
+// the database before returning.
+func Open(ctx context.Context, rawURL, stateDir string) (*DB, error) {
+	switch {
+	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
+		return openPostgres(ctx, rawURL)
+	case rawURL == "":
+		if stateDir == "" {
+			return nil, errors.New("sqlite: no database URL and no state directory")
+		}
+		return openSQLite(ctx, filepath.Join(stateDir, DefaultFile))
+	case strings.HasPrefix(rawURL, "sqlite:"):
+		p := strings.TrimPrefix(strings.TrimPrefix(rawURL, "sqlite:"), "//")
+		if p == "" {
+			return nil, errors.New("sqlite: URL names no file (want sqlite:PATH)")
+		}
+		return openSQLite(ctx, p)
+	default:
+		return nil, fmt.Errorf("database URL %q: want postgres://… or sqlite:PATH", redactURL(rawURL))
+	}
+}
+
+// CheckURL validates a database URL without connecting, for settings.
+func CheckURL(v string) error {
+	switch {
+	case v == "", strings.HasPrefix(v, "postgres://"), strings.HasPrefix(v, "postgresql://"):
+		if v != "" {
+			if _, err := pgxpool.ParseConfig(v); err != nil {
+				return errors.New("not a valid postgres URL")
+			}
+		}
+		return nil
+	case strings.HasPrefix(v, "sqlite:") && len(v) > len("sqlite:"):
+		return nil
+	}
+	return errors.New("want postgres://… or sqlite:PATH")
+}
+
+func openPostgres(ctx context.Context, rawURL string) (*DB, error) {
+	cfg, err := pgxpool.ParseConfig(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: parse URL %s: %w", redactURL(rawURL), errors.New("invalid URL"))
+	}
+	if !strings.Contains(rawURL, "pool_max_conns") {
+		cfg.MaxConns = 16
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres at %s: %w", redactURL(rawURL), err)
+	}
+	sdb := stdlib.OpenDBFromPool(pool)
+	return &DB{DB: sdb, Engine: Postgres, pool: pool}, nil
+}
+
+func openSQLite(ctx context.Context, path string) (*DB, error) {
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("sqlite: state directory: %w", err)
+		}
+	}
+	q := url.Values{}
+	for _, p := range []string{"journal_mode(WAL)", "busy_timeout(15000)", "foreign_keys(1)", "synchronous(NORMAL)",
+		"cache_size(-65536)", "temp_store(MEMORY)", "wal_autocheckpoint(0)"} {
+		q.Add("_pragma", p)
+	}
+	q.Set("_txlock", "immediate")
+	sdb, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("sqlite %s: %w", path, err)
+	}
+	sdb.SetMaxOpenConns(8)
+	sdb.SetMaxIdleConns(8)
+	sdb.SetConnMaxIdleTime(0)
+	if err := sdb.PingContext(ctx); err != nil {
+		_ = sdb.Close()
+		return nil, fmt.Errorf("sqlite %s: %w", path, err)
+	}
+	w, err := sdb.Conn(ctx)
+	if err != nil {
+		_ = sdb.Close()
+		return nil, fmt.Errorf("sqlite %s: %w", path, err)
+	}
+	_ = os.Chmod(path, 0o600)
+	db := &DB{DB: sdb, Engine: SQLite, Path: path, writer: w}
+	db.stopCheckpoints = db.checkpointLoop(250 * time.Millisecond)
+	return db, nil
+}
+
+// Close closes the handle and, for Postgres, its pool.
+func (db *DB) Close() error {
+	if db.stopCheckpoints != nil {
+		db.stopCheckpoints()
+	}
+	if db.writer != nil {
+		_ = db.writer.Close()
+	}
+	err := db.DB.Close()
+	if db.pool != nil {
+		db.pool.Close()
+	}
+	return err
+}
+
+// Rebind rewrites ? placeholders as $1, $2, … for Postgres; SQLite accepts
+// ? as written. Question marks inside quoted literals are left alone.
+func (db *DB) Rebind(query string) string {
+	if db.Engine != Postgres {
+		return query
+	}
+	if v, ok := db.rebinds.Load(query); ok {
+		return v.(string)
+	}
+	var b strings.Builder
+	b.Grow(len(query) + 8)
+	n := 0
+	var quote byte
+	for i := 0; i < len(query); i++ {
+		c := query[i]
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '"':
+			quote = c
+		case c == '?':
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteByte(c)
+	}
+	out := b.String()
+	db.rebinds.Store(query, out)
+	return out
+}
+
+// Tx runs fn in a write transaction and commits when it returns nil. On
+// SQLite writers in this process take turns (the file allows one writer) and
+// the transaction begins IMMEDIATE; on Postgres a serialization failure or
+// deadlock is retried a few times. fn may run more than once, so it must not
+// have effects outside the transaction.
+func (db *DB) Tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if db.Engine == SQLite {
+		db.writeMu.Lock()
+		defer db.writeMu.Unlock()
+	}
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		err = db.tx(ctx, fn)
+		if !retryable(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(attempt+1) * 5 * time.Millisecond):
+		}
+	}
+	return err
+}
+
+func (db *DB) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	var tx *sql.Tx
+	var err error
+	if db.writer != nil {
+		tx, err = db.writer.BeginTx(ctx, nil)
+	} else {
+		tx, err = db.BeginTx(ctx, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "40001" || pe.Code == "40P01"
+	}
+	return false
+}
+
+// IsUniqueViolation reports a primary-key or unique constraint failure on
+// either engine.
+func IsUniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "23505"
+	}
+	return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed")
+}
+
+// Ping checks the database answers; /ready uses it.
+func (db *DB) Ping(ctx context.Context) error { return db.PingContext(ctx) }
+
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "[unparseable URL]"
+	}
+	if u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), "[REDACTED]")
+		}
+	}
+	return u.String()
+}
+
+// checkpointLoop copies the WAL back into the database file every period
+// with a PASSIVE checkpoint on a pool connection. Writers never checkpoint
+// themselves (wal_autocheckpoint=0), so the fsyncs a checkpoint needs stay
+// off the commit path; a passive checkpoint never blocks a writer. The
+// returned func stops the loop and waits for it.
+func (db *DB) checkpointLoop(period time.Duration) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_, _ = db.DB.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)")
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		// Leave a compact file behind for the next process.
+		_, _ = db.DB.ExecContext(context.Background(), "PRAGMA wal_checkpoint(TRUNCATE)")
+	}
+}

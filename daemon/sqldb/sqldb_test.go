@@ -1,0 +1,125 @@
+package sqldb_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"testing/fstest"
+
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
+	"github.com/vesta-cx/euterpe/daemon/sqldb/sqltest"
+)
+
+var set = sqldb.Migrations{
+	Postgres: fstest.MapFS{
+		"00001_a.sql": {Data: []byte("-- +goose Up\nCREATE TABLE a (id TEXT PRIMARY KEY, at BIGINT);\n")},
+		"00002_b.sql": {Data: []byte("-- +goose Up\nCREATE TABLE b (id TEXT PRIMARY KEY);\n")},
+	},
+	SQLite: fstest.MapFS{
+		"00001_a.sql": {Data: []byte("-- +goose Up\nCREATE TABLE a (id TEXT PRIMARY KEY, at BIGINT);\n")},
+		"00002_b.sql": {Data: []byte("-- +goose Up\nCREATE TABLE b (id TEXT PRIMARY KEY);\n")},
+	},
+}
+
+func TestOpenURLs(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := sqldb.Open(ctx, "", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if db.Engine != sqldb.SQLite || db.Path != filepath.Join(dir, sqldb.DefaultFile) {
+		t.Fatalf("default: %s %s", db.Engine, db.Path)
+	}
+	var mode, fk string
+	_ = db.QueryRow("PRAGMA journal_mode").Scan(&mode)
+	_ = db.QueryRow("PRAGMA foreign_keys").Scan(&fk)
+	if mode != "wal" || fk != "1" {
+		t.Fatalf("pragmas: journal_mode=%s foreign_keys=%s", mode, fk)
+	}
+	_ = db.Close()
+	if st, err := os.Stat(filepath.Join(dir, sqldb.DefaultFile)); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("database file mode: %v %v", st, err)
+	}
+	for _, bad := range []string{"mysql://x", "sqlite:", "redis://:pw@h/0"} {
+		if _, err := sqldb.Open(ctx, bad, dir); err == nil {
+			t.Errorf("%q opened", bad)
+		} else if strings.Contains(err.Error(), "pw") {
+			t.Errorf("error leaks a password: %v", err)
+		}
+		if sqldb.CheckURL(bad) == nil {
+			t.Errorf("CheckURL(%q) accepted", bad)
+		}
+	}
+	if _, err := sqldb.Open(ctx, "", ""); err == nil {
+		t.Error("no URL and no state dir opened")
+	}
+	if _, err := sqldb.Open(ctx, "postgres://u:hunter2@127.0.0.1:1/x?connect_timeout=1", dir); err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("unreachable postgres: %v", err)
+	}
+}
+
+func TestRebind(t *testing.T) {
+	ctx := context.Background()
+	db := sqltest.Open(t, sqldb.Postgres)
+	got := db.Rebind(`SELECT ? , '?' , "a?" , ?`)
+	if got != `SELECT $1 , '?' , "a?" , $2` {
+		t.Fatalf("rebind: %s", got)
+	}
+	var s string
+	if err := db.QueryRowContext(ctx, db.Rebind(`SELECT ? || '?'`), "x").Scan(&s); err != nil || s != "x?" {
+		t.Fatalf("%q %v", s, err)
+	}
+	lite := sqltest.Open(t, sqldb.SQLite)
+	if lite.Rebind("SELECT ?") != "SELECT ?" {
+		t.Fatal("sqlite must keep ?")
+	}
+}
+
+// Many processes' worth of migrators racing on one fresh database: the
+// lock makes exactly one apply each version and the rest see it applied.
+func TestConcurrentMigrate(t *testing.T) {
+	for _, e := range sqltest.Engines {
+		t.Run(string(e), func(t *testing.T) {
+			url := sqltest.URL(t, e)
+			ctx := context.Background()
+			var wg sync.WaitGroup
+			applied := make([][]string, 6)
+			errs := make([]error, 6)
+			for i := range applied {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					db, err := sqldb.Open(ctx, url, "")
+					if err != nil {
+						errs[i] = err
+						return
+					}
+					defer db.Close()
+					applied[i], errs[i] = sqldb.Migrate(ctx, db, set)
+				}()
+			}
+			wg.Wait()
+			total := 0
+			for i := range applied {
+				if errs[i] != nil {
+					t.Fatalf("migrator %d: %v", i, errs[i])
+				}
+				total += len(applied[i])
+			}
+			if total != 2 {
+				t.Fatalf("versions applied %d times in total, want 2", total)
+			}
+		})
+	}
+}
+
+func TestMigrateRejectsDuplicateVersions(t *testing.T) {
+	db := sqltest.Open(t, sqldb.SQLite)
+	if _, err := sqldb.Migrate(context.Background(), db, set, set); err == nil {
+		t.Fatal("duplicate migration files accepted")
+	}
+}

@@ -1,0 +1,114 @@
+package backend
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Exec runs a program per job: payload JSON on stdin, result JSON on stdout.
+// The program runs in a process group of its own; on timeout or
+// cancellation the whole group is killed (kill(-pgid, SIGKILL)), so nothing
+// it started outlives the job. It gets a minimal environment (PATH, HOME,
+// LANG, TMPDIR, EUTERPE_JOB_ID, EUTERPE_TASK), never the daemon's, which
+// holds secrets.
+type Exec struct {
+	Path    string
+	Args    []string
+	Timeout time.Duration
+}
+
+// waitDelay is how long Wait keeps reading pipes after the program exited
+// or was killed, in case something it started still holds them.
+const waitDelay = 2 * time.Second
+
+// maxStderr is how much of stderr is kept for the error message.
+const maxStderr = 4096
+
+// Run executes the program.
+func (e *Exec) Run(ctx context.Context, req Request, _ Delta) (json.RawMessage, error) {
+	if e.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.Timeout)
+		defer cancel()
+	}
+	cmd := exec.CommandContext(ctx, e.Path, e.Args...)
+	cmd.Stdin = bytes.NewReader(req.Payload)
+	var stdout limitedBuffer
+	stdout.max = maxBody
+	stderr := limitedBuffer{max: maxStderr}
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Env = childEnv(req)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return killGroup(cmd) }
+	cmd.WaitDelay = waitDelay
+	err := cmd.Run()
+	// Whatever happened, nothing of the group may outlive the job.
+	_ = killGroup(cmd)
+	if ctx.Err() != nil {
+		return nil, ctxErr(ctx, "exec backend")
+	}
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			msg := strings.TrimSpace(stderr.String())
+			if msg == "" {
+				msg = ee.String()
+			}
+			return nil, Errorf(CodeBackendError, ee.ExitCode(), "exec backend: %s", msg)
+		}
+		if errors.Is(err, exec.ErrWaitDelay) {
+			return jsonResult(stdout.Bytes(), 0, "exec backend")
+		}
+		return nil, Errorf(CodeBackendUnreachable, 0, "exec backend: %v", err)
+	}
+	if stdout.overflow {
+		return nil, Errorf(CodeInvalidResult, 0, "exec backend: result larger than %d bytes", maxBody)
+	}
+	return jsonResult(stdout.Bytes(), 0, "exec backend")
+}
+
+func killGroup(cmd *exec.Cmd) error {
+	if cmd.Process == nil {
+		return nil
+	}
+	err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	if errors.Is(err, syscall.ESRCH) {
+		return nil
+	}
+	return err
+}
+
+func childEnv(req Request) []string {
+	env := []string{"EUTERPE_JOB_ID=" + req.JobID, "EUTERPE_TASK=" + req.Task}
+	for _, k := range []string{"PATH", "HOME", "LANG", "TMPDIR"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+// limitedBuffer keeps the first max bytes written and notes the overflow.
+type limitedBuffer struct {
+	bytes.Buffer
+	max      int
+	overflow bool
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	if room := b.max - b.Len(); room < len(p) {
+		b.overflow = true
+		if room > 0 {
+			b.Buffer.Write(p[:room])
+		}
+		return len(p), nil
+	}
+	return b.Buffer.Write(p)
+}

@@ -1,0 +1,196 @@
+package backend
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func shell(script string, timeout time.Duration) *Exec {
+	return &Exec{Path: "/bin/sh", Args: []string{"-c", script}, Timeout: timeout}
+}
+
+func TestExecBackend(t *testing.T) {
+	t.Setenv("EUTERPE_LLM_API_KEY", "sk-must-not-leak")
+	tests := []struct {
+		name   string
+		script string
+		want   string
+		code   string
+		status int
+	}{
+		{"echoes payload", `cat`, `{"q":1}`, "", 0},
+		{"sees job env only", `printf '{"job":"%s","task":"%s","key":"%s"}' "$EUTERPE_JOB_ID" "$EUTERPE_TASK" "$EUTERPE_LLM_API_KEY"`, `{"job":"j9","task":"tool","key":""}`, "", 0},
+		{"empty output", `cat >/dev/null`, `{}`, "", 0},
+		{"exit status and stderr", `echo "bad thing happened" >&2; exit 3`, "", CodeBackendError, 3},
+		{"not json", `echo hello`, "", CodeInvalidResult, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := shell(tc.script, 5*time.Second).Run(context.Background(), Request{JobID: "j9", Task: "tool", Payload: json.RawMessage(`{"q":1}`)}, nil)
+			if tc.code == "" {
+				if err != nil || string(out) != tc.want {
+					t.Fatalf("got %s, %v; want %s", out, err, tc.want)
+				}
+				return
+			}
+			var be *Error
+			if !errors.As(err, &be) || be.Code != tc.code || be.Status != tc.status {
+				t.Fatalf("err = %#v, want %s status %d", err, tc.code, tc.status)
+			}
+			if tc.status == 3 && !strings.Contains(be.Message, "bad thing happened") {
+				t.Fatalf("message = %q", be.Message)
+			}
+		})
+	}
+}
+
+func TestExecLongStderrCapped(t *testing.T) {
+	_, err := shell(`head -c 5000 /dev/zero | tr '\0' e >&2; exit 1`, 5*time.Second).Run(context.Background(), Request{Payload: []byte(`{}`)}, nil)
+	var be *Error
+	if !errors.As(err, &be) || be.Status != 1 || len(be.Message) != 512 {
+		t.Fatalf("err = %v (len %d)", err, len(be.Message))
+	}
+}
+
+// groupScript starts a grandchild that records its pid, then waits forever.
+func groupScript(dir string) string {
+	return `sleep 60 & echo $! > ` + filepath.Join(dir, "grandchild") + `; echo started > ` + filepath.Join(dir, "ready") + `; wait`
+}
+
+func waitFile(t *testing.T, path string) string {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+			return strings.TrimSpace(string(b))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s never written", path)
+	return ""
+}
+
+// gone reports whether pid has exited (absent or a zombie awaiting reaping).
+func gone(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(f) > 0 && f[0] == "Z"
+}
+
+func assertGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for !gone(pid) {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("grandchild %d survived the process-group kill", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestExecTimeoutKillsProcessGroup(t *testing.T) {
+	dir := t.TempDir()
+	start := time.Now()
+	_, err := shell(groupScript(dir), 300*time.Millisecond).Run(context.Background(), Request{Payload: []byte(`{}`)}, nil)
+	var be *Error
+	if !errors.As(err, &be) || be.Code != CodeBackendTimeout {
+		t.Fatalf("err = %v, want %s", err, CodeBackendTimeout)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("timeout took %v", d)
+	}
+	pid, _ := strconv.Atoi(waitFile(t, filepath.Join(dir, "grandchild")))
+	assertGone(t, pid)
+}
+
+func TestExecCancelKillsProcessGroup(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := shell(groupScript(dir), time.Minute).Run(ctx, Request{Payload: []byte(`{}`)}, nil)
+		errc <- err
+	}()
+	waitFile(t, filepath.Join(dir, "ready"))
+	pid, _ := strconv.Atoi(waitFile(t, filepath.Join(dir, "grandchild")))
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v, want context.Canceled", err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("cancel took %v", d)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("exec backend ignored cancel")
+	}
+	assertGone(t, pid)
+}
+
+func TestHTTPBackend(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		switch r.URL.Path {
+		case "/ok":
+			w.Write([]byte(`{"echo":` + string(b) + `,"job":"` + r.Header.Get("X-Euterpe-Job-Id") + `"}`))
+		case "/fail":
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte(strings.Repeat("busy ", 300)))
+		case "/text":
+			w.Write([]byte("plain"))
+		case "/slow":
+			select {
+			case <-time.After(5 * time.Second):
+			case <-r.Context().Done():
+			}
+		}
+	}))
+	defer srv.Close()
+	tests := []struct {
+		path   string
+		want   string
+		code   string
+		status int
+	}{
+		{"/ok", `{"echo":{"a":1},"job":"j1"}`, "", 0},
+		{"/fail", "", CodeBackendError, 503},
+		{"/text", "", CodeInvalidResult, 200},
+		{"/slow", "", CodeBackendTimeout, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.path, func(t *testing.T) {
+			h := &HTTP{URL: srv.URL + tc.path, Timeout: 300 * time.Millisecond, Client: srv.Client()}
+			out, err := h.Run(context.Background(), Request{JobID: "j1", Task: "rag", Payload: json.RawMessage(`{"a":1}`)}, nil)
+			if tc.code == "" {
+				if err != nil || string(out) != tc.want {
+					t.Fatalf("got %s, %v", out, err)
+				}
+				return
+			}
+			var be *Error
+			if !errors.As(err, &be) || be.Code != tc.code || be.Status != tc.status || len(be.Message) > 512 {
+				t.Fatalf("err = %v", err)
+			}
+		})
+	}
+}

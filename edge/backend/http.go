@@ -1,0 +1,61 @@
+package backend
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"time"
+)
+
+// HTTP POSTs the payload JSON to URL and takes the JSON response body as the
+// result. The job id and task travel in X-Euterpe-Job-Id and X-Euterpe-Task.
+type HTTP struct {
+	URL     string
+	Timeout time.Duration
+	Client  *http.Client
+}
+
+// Run posts the payload.
+func (h *HTTP) Run(ctx context.Context, req Request, _ Delta) (json.RawMessage, error) {
+	if h.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, h.Timeout)
+		defer cancel()
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(req.Payload))
+	if err != nil {
+		return nil, Errorf(CodeBackendUnreachable, 0, "build request: %v", err)
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set("Accept", "application/json")
+	hr.Header.Set("X-Euterpe-Job-Id", req.JobID)
+	hr.Header.Set("X-Euterpe-Task", req.Task)
+	resp, err := do(ctx, h.Client, hr, "http backend")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctxErr(ctx, "http backend")
+		}
+		return nil, Errorf(CodeBackendUnreachable, resp.StatusCode, "http backend: read response: %v", err)
+	}
+	return jsonResult(body, resp.StatusCode, "http backend")
+}
+
+// jsonResult checks that a backend answered with one JSON value; an empty
+// answer is the empty object.
+func jsonResult(b []byte, status int, what string) (json.RawMessage, error) {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return json.RawMessage(`{}`), nil
+	}
+	if !json.Valid(b) {
+		return nil, Errorf(CodeInvalidResult, status, "%s: result is not JSON: %s", what, describe(b))
+	}
+	return json.RawMessage(b), nil
+}

@@ -1,0 +1,305 @@
+package backend
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// LLM talks to an OpenAI-compatible server. chat, plan and code stream from
+// /v1/chat/completions; embed calls /v1/embeddings.
+type LLM struct {
+	BaseURL string
+	Model   string
+	APIKey  string
+	Timeout time.Duration
+	Client  *http.Client
+}
+
+// ChatResult is the result document of a chat, plan or code job.
+type ChatResult struct {
+	Text         string          `json:"text"`
+	FinishReason string          `json:"finish_reason"`
+	Usage        json.RawMessage `json:"usage"`
+	Model        string          `json:"model"`
+}
+
+// EmbedResult is the result document of an embed job.
+type EmbedResult struct {
+	Embeddings []json.RawMessage `json:"embeddings"`
+	Model      string            `json:"model"`
+	Usage      json.RawMessage   `json:"usage"`
+}
+
+// dropped are payload fields that are ours, not the server's.
+var dropped = []string{"prompt", "system", "stream", "stream_options", "_raw"}
+
+// Run dispatches on the task: embed to embeddings, the rest to chat.
+func (l *LLM) Run(ctx context.Context, req Request, delta Delta) (json.RawMessage, error) {
+	if l.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.Timeout)
+		defer cancel()
+	}
+	var p map[string]json.RawMessage
+	if err := json.Unmarshal(req.Payload, &p); err != nil || p == nil {
+		return nil, Errorf(CodeInvalidPayload, 0, "payload is not a JSON object")
+	}
+	if req.Task == "embed" {
+		return l.embed(ctx, p)
+	}
+	return l.chat(ctx, p, delta)
+}
+
+func (l *LLM) body(p map[string]json.RawMessage) map[string]json.RawMessage {
+	out := make(map[string]json.RawMessage, len(p)+3)
+	for k, v := range p {
+		out[k] = v
+	}
+	for _, k := range dropped {
+		delete(out, k)
+	}
+	if _, ok := out["model"]; !ok && l.Model != "" {
+		out["model"], _ = json.Marshal(l.Model)
+	}
+	return out
+}
+
+func (l *LLM) chat(ctx context.Context, p map[string]json.RawMessage, delta Delta) (json.RawMessage, error) {
+	body := l.body(p)
+	if _, ok := body["messages"]; !ok {
+		var prompt, system string
+		if err := json.Unmarshal(p["prompt"], &prompt); err != nil || prompt == "" {
+			return nil, Errorf(CodeInvalidPayload, 0, "payload needs messages (array) or prompt (string)")
+		}
+		_ = json.Unmarshal(p["system"], &system)
+		var msgs []map[string]string
+		if system != "" {
+			msgs = append(msgs, map[string]string{"role": "system", "content": system})
+		}
+		msgs = append(msgs, map[string]string{"role": "user", "content": prompt})
+		body["messages"], _ = json.Marshal(msgs)
+	}
+	body["stream"] = json.RawMessage(`true`)
+	body["stream_options"] = json.RawMessage(`{"include_usage":true}`)
+	resp, err := l.post(ctx, "/v1/chat/completions", body, "text/event-stream")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	res, err := readChatStream(ctx, resp.Body, delta)
+	if err != nil {
+		return nil, err
+	}
+	if len(res.Usage) == 0 {
+		res.Usage = json.RawMessage(`null`)
+	}
+	return json.Marshal(res)
+}
+
+// chunk is one streamed chat.completion.chunk, or an error object.
+type chunk struct {
+	Model   string `json:"model"`
+	Choices []struct {
+		Delta struct {
+			Content string `json:"content"`
+		} `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage json.RawMessage `json:"usage"`
+	Error json.RawMessage `json:"error"`
+}
+
+// readChatStream reads SSE "data: {...}" lines until "data: [DONE]".
+func readChatStream(ctx context.Context, r io.Reader, delta Delta) (*ChatResult, error) {
+	res := &ChatResult{}
+	var text strings.Builder
+	done := false
+	err := scanSSE(r, func(data string) bool {
+		if data == "[DONE]" {
+			done = true
+			return false
+		}
+		var c chunk
+		if err := json.Unmarshal([]byte(data), &c); err != nil {
+			return true // keep-alives and vendor extensions are skipped
+		}
+		if len(c.Error) > 0 && string(c.Error) != "null" {
+			res = nil
+			text.Reset()
+			text.WriteString(errorMessage([]byte(`{"error":` + string(c.Error) + `}`)))
+			return false
+		}
+		if c.Model != "" {
+			res.Model = c.Model
+		}
+		if len(c.Usage) > 0 && string(c.Usage) != "null" {
+			res.Usage = c.Usage
+		}
+		for _, ch := range c.Choices {
+			if s := ch.Delta.Content; s != "" {
+				text.WriteString(s)
+				if delta != nil {
+					delta(s)
+				}
+			}
+			if ch.FinishReason != nil && *ch.FinishReason != "" {
+				res.FinishReason = *ch.FinishReason
+			}
+		}
+		return true
+	})
+	if ctx.Err() != nil {
+		return nil, ctxErr(ctx, "llm")
+	}
+	if res == nil {
+		return nil, Errorf(CodeBackendError, 0, "llm stream error: %s", text.String())
+	}
+	if err != nil {
+		return nil, Errorf(CodeBackendUnreachable, 0, "llm stream: %v", err)
+	}
+	if !done && res.FinishReason == "" {
+		return nil, Errorf(CodeBackendError, 0, "llm stream ended before [DONE]")
+	}
+	res.Text = text.String()
+	return res, nil
+}
+
+func (l *LLM) embed(ctx context.Context, p map[string]json.RawMessage) (json.RawMessage, error) {
+	body := l.body(p)
+	if _, ok := body["input"]; !ok {
+		return nil, Errorf(CodeInvalidPayload, 0, "payload needs input (string or array of strings)")
+	}
+	resp, err := l.post(ctx, "/v1/embeddings", body, "application/json")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Data []struct {
+			Embedding json.RawMessage `json:"embedding"`
+		} `json:"data"`
+		Model string          `json:"model"`
+		Usage json.RawMessage `json:"usage"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxBody)).Decode(&out); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctxErr(ctx, "llm")
+		}
+		return nil, Errorf(CodeInvalidResult, resp.StatusCode, "embeddings response: %v", err)
+	}
+	res := EmbedResult{Model: out.Model, Usage: out.Usage, Embeddings: make([]json.RawMessage, 0, len(out.Data))}
+	for _, d := range out.Data {
+		res.Embeddings = append(res.Embeddings, d.Embedding)
+	}
+	if len(res.Usage) == 0 {
+		res.Usage = json.RawMessage(`null`)
+	}
+	return json.Marshal(res)
+}
+
+// post sends body and returns a 2xx response; anything else is an *Error
+// (or ctx.Err() when the context ended).
+func (l *LLM) post(ctx context.Context, path string, body any, accept string) (*http.Response, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, Errorf(CodeInvalidPayload, 0, "encode request: %v", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(l.BaseURL, "/")+path, bytes.NewReader(b))
+	if err != nil {
+		return nil, Errorf(CodeBackendUnreachable, 0, "build request: %v", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", accept)
+	if l.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+l.APIKey)
+	}
+	return do(ctx, l.Client, req, "llm")
+}
+
+// maxBody bounds what is read from any backend response.
+const maxBody = 16 << 20
+
+// do runs req and maps transport failures and non-2xx answers to *Error.
+func do(ctx context.Context, c *http.Client, req *http.Request, what string) (*http.Response, error) {
+	resp, err := c.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctxErr(ctx, what)
+		}
+		return nil, Errorf(CodeBackendUnreachable, 0, "%s: %v", what, stripURL(err))
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		msg := strings.TrimSpace(string(raw))
+		if m := errorMessage(raw); m != "" {
+			msg = m
+		}
+		if msg == "" {
+			msg = http.StatusText(resp.StatusCode)
+		}
+		return nil, Errorf(CodeBackendError, resp.StatusCode, "%s: %s", what, msg)
+	}
+	return resp, nil
+}
+
+// ctxErr maps the end of ctx: the backend's own deadline is a job error
+// (backend_timeout); the caller's cancellation is returned as ctx.Err().
+func ctxErr(ctx context.Context, what string) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return Errorf(CodeBackendTimeout, 0, "%s: timed out", what)
+	}
+	return ctx.Err()
+}
+
+// stripURL keeps the cause of a *url.Error without the URL, which may carry
+// a query string the operator considers private.
+func stripURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// errorMessage extracts the message of {"error":{"message":...}},
+// {"error":"..."} or {"message":...}; "" when there is none.
+func errorMessage(raw []byte) string {
+	var v struct {
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+	}
+	if json.Unmarshal(raw, &v) != nil {
+		return ""
+	}
+	if v.Message != "" {
+		return v.Message
+	}
+	var s string
+	if json.Unmarshal(v.Error, &s) == nil {
+		return s
+	}
+	var obj struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(v.Error, &obj) == nil && obj.Message != "" {
+		return obj.Message
+	}
+	return strings.TrimSpace(string(v.Error))
+}
+
+// describe is used in messages about a result that is not JSON.
+func describe(b []byte) string {
+	if len(b) > 80 {
+		return fmt.Sprintf("%q...", b[:80])
+	}
+	return fmt.Sprintf("%q", b)
+}

@@ -1,0 +1,233 @@
+package backend
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeLLM speaks the OpenAI-compatible streaming wire format.
+type fakeLLM struct {
+	mu      sync.Mutex
+	bodies  []map[string]any
+	headers []http.Header
+	tokens  []string
+	delay   time.Duration
+	status  int
+	errBody string
+}
+
+func (f *fakeLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var body map[string]any
+	_ = json.NewDecoder(r.Body).Decode(&body)
+	f.mu.Lock()
+	f.bodies = append(f.bodies, body)
+	f.headers = append(f.headers, r.Header.Clone())
+	f.mu.Unlock()
+	if f.status != 0 {
+		w.WriteHeader(f.status)
+		_, _ = io.WriteString(w, f.errBody)
+		return
+	}
+	switch r.URL.Path {
+	case "/v1/embeddings":
+		_, _ = io.WriteString(w, `{"object":"list","data":[{"index":0,"embedding":[0.5,-1.25]}],"model":"emb","usage":{"prompt_tokens":2,"total_tokens":2}}`)
+		return
+	case "/v1/chat/completions":
+	default:
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	fl := w.(http.Flusher)
+	for _, tok := range f.tokens {
+		if f.delay > 0 {
+			select {
+			case <-time.After(f.delay):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		b, _ := json.Marshal(map[string]any{"model": "m1", "choices": []any{map[string]any{"index": 0, "delta": map[string]string{"content": tok}, "finish_reason": nil}}})
+		fmt.Fprintf(w, "data: %s\n\n", b)
+		fl.Flush()
+	}
+	fmt.Fprint(w, ": keep-alive\n\n")
+	fmt.Fprint(w, `data: {"model":"m1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\n")
+	fmt.Fprint(w, `data: {"model":"m1","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`+"\n\n")
+	fmt.Fprint(w, "data: [DONE]\n\n")
+}
+
+func newLLM(t *testing.T, f *fakeLLM) *LLM {
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	return &LLM{BaseURL: srv.URL + "/", Model: "default-model", APIKey: "sk-test-secret", Timeout: 5 * time.Second, Client: srv.Client()}
+}
+
+func TestLLMChatStreams(t *testing.T) {
+	tests := []struct {
+		name     string
+		payload  string
+		wantMsgs int
+		model    string
+	}{
+		{"prompt with system", `{"prompt":"hi","system":"be brief","temperature":0.2}`, 2, "default-model"},
+		{"messages and model", `{"messages":[{"role":"user","content":"hi"}],"model":"other"}`, 1, "other"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeLLM{tokens: []string{"Hel", "lo", " world"}}
+			l := newLLM(t, f)
+			var got []string
+			out, err := l.Run(context.Background(), Request{JobID: "j1", Task: "chat", Payload: json.RawMessage(tc.payload)}, func(s string) { got = append(got, s) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			var res ChatResult
+			if err := json.Unmarshal(out, &res); err != nil {
+				t.Fatal(err)
+			}
+			if res.Text != "Hello world" || res.FinishReason != "stop" || res.Model != "m1" || !strings.Contains(string(res.Usage), `"total_tokens":5`) {
+				t.Fatalf("result = %s", out)
+			}
+			if strings.Join(got, "") != "Hello world" || len(got) != 3 {
+				t.Fatalf("deltas = %q", got)
+			}
+			body := f.bodies[0]
+			if body["stream"] != true || body["model"] != tc.model || len(body["messages"].([]any)) != tc.wantMsgs {
+				t.Fatalf("request body = %v", body)
+			}
+			if _, ok := body["prompt"]; ok {
+				t.Fatalf("prompt forwarded: %v", body)
+			}
+			if f.headers[0].Get("Authorization") != "Bearer sk-test-secret" {
+				t.Fatalf("authorization header = %q", f.headers[0].Get("Authorization"))
+			}
+		})
+	}
+}
+
+func TestLLMErrors(t *testing.T) {
+	long := strings.Repeat("x", 3000)
+	tests := []struct {
+		name       string
+		f          *fakeLLM
+		payload    string
+		code       string
+		status     int
+		msgContain string
+	}{
+		{"upstream 500 with long body", &fakeLLM{status: 500, errBody: `{"error":{"message":"` + long + `"}}`}, `{"prompt":"x"}`, CodeBackendError, 500, "xxxx"},
+		{"upstream 429 plain text", &fakeLLM{status: 429, errBody: "slow down"}, `{"prompt":"x"}`, CodeBackendError, 429, "slow down"},
+		{"no prompt", &fakeLLM{}, `{"foo":1}`, CodeInvalidPayload, 0, "messages"},
+		{"raw payload", &fakeLLM{}, `{"_raw":"not json"}`, CodeInvalidPayload, 0, "prompt"},
+		{"embed without input", &fakeLLM{}, `{}`, CodeInvalidPayload, 0, "input"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLLM(t, tc.f)
+			task := "chat"
+			if strings.HasPrefix(tc.name, "embed") {
+				task = "embed"
+			}
+			_, err := l.Run(context.Background(), Request{JobID: "j", Task: task, Payload: json.RawMessage(tc.payload)}, nil)
+			var be *Error
+			if !errors.As(err, &be) {
+				t.Fatalf("err = %v, want *Error", err)
+			}
+			if be.Code != tc.code || be.Status != tc.status || len(be.Message) > 512 || !strings.Contains(be.Message, tc.msgContain) {
+				t.Fatalf("err = %+v (len %d)", be, len(be.Message))
+			}
+			if strings.Contains(be.Error(), "sk-test-secret") {
+				t.Fatal("secret in error")
+			}
+		})
+	}
+}
+
+func TestLLMUnreachable(t *testing.T) {
+	l := &LLM{BaseURL: "http://127.0.0.1:1", Client: http.DefaultClient}
+	_, err := l.Run(context.Background(), Request{Task: "chat", Payload: json.RawMessage(`{"prompt":"x"}`)}, nil)
+	var be *Error
+	if !errors.As(err, &be) || be.Code != CodeBackendUnreachable {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestLLMCancelAbandonsStream(t *testing.T) {
+	f := &fakeLLM{tokens: make([]string, 100), delay: 200 * time.Millisecond}
+	for i := range f.tokens {
+		f.tokens[i] = "t"
+	}
+	l := newLLM(t, f)
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan struct{})
+	var once sync.Once
+	errc := make(chan error, 1)
+	go func() {
+		_, err := l.Run(ctx, Request{Task: "code", Payload: json.RawMessage(`{"prompt":"x"}`)}, func(string) { once.Do(func() { close(first) }) })
+		errc <- err
+	}()
+	<-first
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v, want context.Canceled", err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("abandoned after %v", d)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("backend call not abandoned")
+	}
+}
+
+func TestLLMTimeout(t *testing.T) {
+	f := &fakeLLM{tokens: []string{"a", "b"}, delay: time.Second}
+	l := newLLM(t, f)
+	l.Timeout = 100 * time.Millisecond
+	_, err := l.Run(context.Background(), Request{Task: "plan", Payload: json.RawMessage(`{"prompt":"x"}`)}, nil)
+	var be *Error
+	if !errors.As(err, &be) || be.Code != CodeBackendTimeout {
+		t.Fatalf("err = %v, want %s", err, CodeBackendTimeout)
+	}
+}
+
+func TestLLMEmbed(t *testing.T) {
+	f := &fakeLLM{}
+	l := newLLM(t, f)
+	out, err := l.Run(context.Background(), Request{Task: "embed", Payload: json.RawMessage(`{"input":"hello"}`)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != `{"embeddings":[[0.5,-1.25]],"model":"emb","usage":{"prompt_tokens":2,"total_tokens":2}}` {
+		t.Fatalf("result = %s", out)
+	}
+	if f.bodies[0]["input"] != "hello" || f.bodies[0]["model"] != "default-model" || f.bodies[0]["stream"] != nil {
+		t.Fatalf("request = %v", f.bodies[0])
+	}
+}
+
+func TestLLMStreamErrorChunk(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `data: {"choices":[{"delta":{"content":"a"}}]}`+"\n\n")
+		fmt.Fprint(w, `data: {"error":{"message":"context length exceeded"}}`+"\n\n")
+	}))
+	defer srv.Close()
+	l := &LLM{BaseURL: srv.URL, Client: srv.Client()}
+	_, err := l.Run(context.Background(), Request{Task: "chat", Payload: json.RawMessage(`{"prompt":"x"}`)}, nil)
+	var be *Error
+	if !errors.As(err, &be) || be.Code != CodeBackendError || !strings.Contains(be.Message, "context length exceeded") {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -1,0 +1,14 @@
+// Package gateway is the HTTP face of the edge job system: POST /v1/jobs
+// validates a request, applies backpressure and idempotency and enqueues the
+// job through edge/jobs; GET /v1/jobs/{id} and POST /v1/jobs/{id}/cancel read
+// and cancel it; GET /v1/jobs/{id}/events streams the job's events as
+// Server-Sent Events.
+//
+// Event streams share one fan-out reader (Hub): a single goroutine on a
+// single dedicated Redis connection XREADs every watched job's event stream
+// in one blocking call and hands entries to subscribers, so a thousand
+// watching clients cost one connection, not a thousand. A new subscriber
+// catches up with XRANGE from its Last-Event-ID up to the reader's cursor and
+// then takes live entries, dropping any id it has already sent, which gives
+// resumption with neither gap nor duplicate.
+package gateway

@@ -1,0 +1,66 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/redis/go-redis/v9"
+	"github.com/vesta-cx/euterpe/edge/jobs"
+)
+
+// Gateway serves the /v1/jobs API. Mount adds its routes; Run owns the
+// event hub and must run for SSE to deliver anything.
+type Gateway struct {
+	log   *slog.Logger
+	set   Settings
+	store *jobs.Store
+	hub   *Hub
+
+	backlogMu   sync.Mutex
+	backlogAt   time.Time
+	backlogSeen int64
+}
+
+// New builds a gateway on the shared store; opt describes the Redis server,
+// from which the hub opens its single dedicated connection.
+func New(log *slog.Logger, set Settings, store *jobs.Store, opt *redis.Options) *Gateway {
+	store.QueueMaxLen = int64(set.QueueMaxLen)
+	return &Gateway{log: log, set: set, store: store, hub: NewHub(log, opt, store.Redis())}
+}
+
+// Hub exposes the fan-out reader (for metrics and tests).
+func (g *Gateway) Hub() *Hub { return g.hub }
+
+// Mount adds the /v1/jobs routes to e.
+func (g *Gateway) Mount(e *echo.Echo) {
+	v1 := e.Group("/v1/jobs")
+	v1.POST("", g.createJob)
+	v1.GET("/:id", g.getJob)
+	v1.POST("/:id/cancel", g.cancelJob)
+	v1.GET("/:id/events", g.streamEvents)
+}
+
+// Run creates the worker group if missing (retrying while Redis is down)
+// and runs the event hub until ctx is done.
+func (g *Gateway) Run(ctx context.Context) error {
+	go g.ensureGroup(ctx)
+	return g.hub.Run(ctx)
+}
+
+func (g *Gateway) ensureGroup(ctx context.Context) {
+	for {
+		err := g.store.EnsureGroup(ctx)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		g.log.Warn("cannot create worker group yet", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(2 * time.Second):
+		}
+	}
+}

@@ -1,0 +1,144 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/edge/jobs"
+)
+
+// CreateResponse is the 202 body of POST /v1/jobs.
+type CreateResponse struct {
+	JobID  string `json:"job_id"`
+	Status string `json:"status"`
+}
+
+func (g *Gateway) createJob(c echo.Context) error {
+	r := c.Request()
+	limit := int64(g.set.MaxBodyBytes)
+	if r.ContentLength > limit {
+		return tooLarge(limit)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return tooLarge(limit)
+		}
+		return bad("invalid_json", "could not read request body")
+	}
+	req, err := ParseCreate(body, int64(g.set.MaxJobTTL))
+	if err != nil {
+		return err
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if key != "" && !validIdempotencyKey(key) {
+		return bad("invalid_idempotency_key", "Idempotency-Key must be 1-255 visible ASCII characters")
+	}
+	ctx := r.Context()
+	if err := g.checkBacklog(ctx); err != nil {
+		return err
+	}
+	ttl := req.TTL
+	if ttl == 0 {
+		ttl = int64(g.set.JobTTL)
+	}
+	created, err := g.store.Create(ctx, jobs.NewJob{
+		Task: req.Task, Payload: req.Payload, TTL: ttl,
+		IdempotencyKey: key, Fingerprint: req.Fingerprint(),
+	})
+	switch {
+	case errors.Is(err, jobs.ErrIdempotencyConflict):
+		return daemon.Errorf(http.StatusConflict, "idempotency_conflict", "Idempotency-Key was already used with a different request body")
+	case err != nil:
+		return err
+	}
+	status := jobs.Queued
+	if created.Duplicate {
+		if j, err := g.store.Get(ctx, created.ID); err == nil {
+			status = j.Status
+		}
+	}
+	return c.JSON(http.StatusAccepted, CreateResponse{JobID: created.ID, Status: status})
+}
+
+func tooLarge(limit int64) error {
+	return daemon.Errorf(http.StatusRequestEntityTooLarge, "body_too_large", "request body exceeds %d bytes", limit)
+}
+
+func (g *Gateway) getJob(c echo.Context) error {
+	id, err := jobID(c)
+	if err != nil {
+		return err
+	}
+	j, err := g.store.Get(c.Request().Context(), id)
+	if errors.Is(err, jobs.ErrNotFound) {
+		return notFound(id)
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, j)
+}
+
+func (g *Gateway) cancelJob(c echo.Context) error {
+	id, err := jobID(c)
+	if err != nil {
+		return err
+	}
+	_, err = g.store.Cancel(c.Request().Context(), id, "gateway.cancel", "canceled by client")
+	switch {
+	case errors.Is(err, jobs.ErrNotFound):
+		return notFound(id)
+	case errors.Is(err, jobs.ErrFinished):
+		status := ""
+		if j, gerr := g.store.Get(c.Request().Context(), id); gerr == nil {
+			status = j.Status
+		}
+		return daemon.Errorf(http.StatusConflict, "job_finished", "job %s is already %s", id, status)
+	case err != nil:
+		return err
+	}
+	return c.JSON(http.StatusOK, CreateResponse{JobID: id, Status: jobs.Canceled})
+}
+
+// jobID returns the :id parameter; anything but a UUID cannot be a job.
+func jobID(c echo.Context) (string, error) {
+	id := c.Param("id")
+	if _, err := uuid.Parse(id); err != nil || len(id) != 36 {
+		return "", notFound(truncate(id, 64))
+	}
+	return id, nil
+}
+
+func notFound(id string) error {
+	return daemon.Errorf(http.StatusNotFound, "not_found", "job %s not found", id)
+}
+
+// checkBacklog answers 429 when undelivered + pending queue entries exceed
+// the limit. One measurement is reused for BacklogInterval so the check
+// costs Redis a few calls a second, not one per request.
+func (g *Gateway) checkBacklog(ctx context.Context) error {
+	limit := int64(g.set.BacklogLimit)
+	g.backlogMu.Lock()
+	defer g.backlogMu.Unlock()
+	if g.set.BacklogInterval == 0 || time.Since(g.backlogAt) >= g.set.BacklogInterval {
+		n, err := g.store.Backlog(ctx, limit)
+		if err != nil {
+			return err
+		}
+		g.backlogSeen, g.backlogAt = n, time.Now()
+	}
+	if g.backlogSeen > limit {
+		e := daemon.Errorf(http.StatusTooManyRequests, "backlog_full", "queue backlog exceeds %d jobs; retry later", limit)
+		e.RetryAfter = g.set.RetryAfter
+		return e
+	}
+	return nil
+}

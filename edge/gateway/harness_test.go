@@ -1,0 +1,154 @@
+package gateway_test
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
+	"github.com/vesta-cx/euterpe/edge/gateway"
+	"github.com/vesta-cx/euterpe/edge/jobs"
+)
+
+// server is a gateway served over a real listener on a real Redis.
+type server struct {
+	URL   string
+	RDB   *redis.Client
+	Store *jobs.Store
+	GW    *gateway.Gateway
+	stop  context.CancelFunc
+	done  chan struct{}
+}
+
+func testSettings() gateway.Settings {
+	s := gateway.DefaultSettings()
+	s.BacklogInterval = 0
+	s.Heartbeat = time.Second
+	return s
+}
+
+func startServer(t testing.TB, set gateway.Settings) *server {
+	t.Helper()
+	rdb, opt := testsvc.Redis(t)
+	opt.ClientName = "euterpe-edge-test"
+	opt.PoolSize = 8
+	shared := redis.NewClient(opt)
+	t.Cleanup(func() { _ = shared.Close() })
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	store := jobs.NewStore(shared)
+	gw := gateway.New(log, set, store, opt)
+	e := daemon.NewEcho(log)
+	gw.Mount(e)
+	ln, err := daemon.Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &server{URL: "http://" + ln.Addr().String(), RDB: rdb, Store: store, GW: gw, stop: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		go func() { _ = gw.Run(ctx) }()
+		_ = daemon.ServeUntil(ctx, daemon.NewHTTPServer(e), ln, 5*time.Second)
+	}()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Stop shuts the server down and waits for it.
+func (s *server) Stop() {
+	s.stop()
+	<-s.done
+}
+
+func (s *server) post(t testing.TB, path, body string, hdr map[string]string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.URL+path, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func (s *server) get(t testing.TB, path string) (*http.Response, string) {
+	t.Helper()
+	resp, err := http.Get(s.URL + path)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// frame is one parsed SSE frame.
+type frame struct{ ID, Event, Data string }
+
+// sseClient reads frames from an event stream.
+type sseClient struct {
+	resp *http.Response
+	r    *bufio.Reader
+	Beat int
+}
+
+func (s *server) events(t testing.TB, id string, hdr map[string]string, query string) *sseClient {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, s.URL+"/v1/jobs/"+id+"/events"+query, nil)
+	require.NoError(t, err)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = resp.Body.Close() })
+	return &sseClient{resp: resp, r: bufio.NewReader(resp.Body)}
+}
+
+// next returns the next frame, or io.EOF when the stream ended.
+func (c *sseClient) next() (frame, error) {
+	var f frame
+	for {
+		line, err := c.r.ReadString('\n')
+		if err != nil {
+			return f, err
+		}
+		line = strings.TrimRight(line, "\n")
+		switch {
+		case line == "":
+			if f.Event != "" {
+				return f, nil
+			}
+		case strings.HasPrefix(line, ":"):
+			c.Beat++
+		case strings.HasPrefix(line, "id: "):
+			f.ID = line[4:]
+		case strings.HasPrefix(line, "event: "):
+			f.Event = line[7:]
+		case strings.HasPrefix(line, "data: "):
+			f.Data = line[6:]
+		}
+	}
+}
+
+// all reads frames until the stream ends.
+func (c *sseClient) all(t testing.TB) []frame {
+	t.Helper()
+	var out []frame
+	for {
+		f, err := c.next()
+		if err == io.EOF {
+			return out
+		}
+		require.NoError(t, err)
+		out = append(out, f)
+	}
+}

@@ -1,0 +1,267 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/vesta-cx/euterpe/edge/jobs"
+)
+
+// Reasons a subscription ends before its job does.
+var (
+	ErrHubClosed = errors.New("event hub shut down")
+	ErrLagged    = errors.New("subscriber fell behind")
+)
+
+const (
+	subBuffer    = 256
+	readCount    = 256
+	readBlock    = 2 * time.Second
+	unblockTries = 50
+)
+
+// Hub is the shared fan-out reader of job event streams. One goroutine
+// (Run) holds one dedicated Redis connection and XREADs every subscribed
+// stream in one blocking call.
+type Hub struct {
+	log      *slog.Logger
+	reader   *redis.Client         // PoolSize 1: the blocking connection
+	ctl      redis.UniversalClient // shared pool, for CLIENT UNBLOCK
+	readerID atomic.Int64
+
+	mu      sync.Mutex
+	feeds   map[string]*feed
+	closed  bool
+	blocked bool   // the reader is inside XREAD with snapGen
+	gen     uint64 // bumped when a feed is added
+	snapGen uint64
+	wake    chan struct{}
+}
+
+type feed struct {
+	cursor jobs.StreamID // last id the reader saw for this stream
+	subs   map[*Sub]struct{}
+}
+
+// Sub is one subscriber of one job's events.
+type Sub struct {
+	Job string
+	// CatchUpTo, when not zero, is the reader's cursor at subscription: the
+	// subscriber must fetch (after, CatchUpTo] itself before reading C.
+	CatchUpTo jobs.StreamID
+	C         <-chan jobs.Event
+	c         chan jobs.Event
+	err       error
+}
+
+// Err says why C was closed: ErrHubClosed or ErrLagged (nil after Unsubscribe).
+func (s *Sub) Err() error { return s.err }
+
+// NewHub returns a hub reading through a dedicated client built from opt
+// (PoolSize forced to 1); ctl is the shared client used to interrupt the
+// reader's blocking call when a new stream must join it.
+func NewHub(log *slog.Logger, opt *redis.Options, ctl redis.UniversalClient) *Hub {
+	o := *opt
+	o.PoolSize = 1
+	o.MinIdleConns = 0
+	o.MaxIdleConns = 1
+	o.ClientName = "sse-reader"
+	if opt.ClientName != "" {
+		o.ClientName = opt.ClientName + "-sse"
+	}
+	h := &Hub{log: log, ctl: ctl, feeds: map[string]*feed{}, wake: make(chan struct{}, 1)}
+	o.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
+		id, err := cn.ClientID(ctx).Result()
+		if err == nil {
+			h.readerID.Store(id)
+		}
+		if opt.OnConnect != nil {
+			return opt.OnConnect(ctx, cn)
+		}
+		return nil
+	}
+	h.reader = redis.NewClient(&o)
+	return h
+}
+
+// Subscribe registers interest in job's events after the stream id after.
+func (h *Hub) Subscribe(job string, after jobs.StreamID) (*Sub, error) {
+	c := make(chan jobs.Event, subBuffer)
+	s := &Sub{Job: job, C: c, c: c}
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, ErrHubClosed
+	}
+	f := h.feeds[job]
+	added := f == nil
+	if added {
+		f = &feed{cursor: after, subs: map[*Sub]struct{}{}}
+		h.feeds[job] = f
+		h.gen++
+	} else if after.Less(f.cursor) {
+		s.CatchUpTo = f.cursor
+	}
+	f.subs[s] = struct{}{}
+	h.mu.Unlock()
+	if added {
+		h.poke()
+	}
+	return s, nil
+}
+
+// Unsubscribe removes s; its feed goes when its last subscriber does.
+func (h *Hub) Unsubscribe(s *Sub) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.removeLocked(s, nil)
+}
+
+func (h *Hub) removeLocked(s *Sub, reason error) {
+	f := h.feeds[s.Job]
+	if f == nil {
+		return
+	}
+	if _, ok := f.subs[s]; !ok {
+		return
+	}
+	delete(f.subs, s)
+	s.err = reason
+	close(s.c)
+	if len(f.subs) == 0 {
+		delete(h.feeds, s.Job)
+	}
+}
+
+// Feeds is the number of job streams currently read.
+func (h *Hub) Feeds() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.feeds)
+}
+
+// poke makes the reader pick up a new feed now rather than after its
+// blocking call times out: CLIENT UNBLOCK on its connection, retried
+// briefly in case the XREAD has not reached Redis yet.
+func (h *Hub) poke() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+	for range unblockTries {
+		h.mu.Lock()
+		stale := h.blocked && h.snapGen < h.gen
+		h.mu.Unlock()
+		if !stale {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		n, err := h.ctl.ClientUnblock(ctx, h.readerID.Load()).Result()
+		cancel()
+		if err != nil || n == 1 {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// Run reads until ctx is done, then closes every subscription with
+// ErrHubClosed so SSE handlers end and graceful shutdown is not held up.
+func (h *Hub) Run(ctx context.Context) error {
+	defer h.reader.Close()
+	defer h.shutdown()
+	for ctx.Err() == nil {
+		streams := h.snapshot()
+		if streams == nil {
+			select {
+			case <-ctx.Done():
+			case <-h.wake:
+			}
+			continue
+		}
+		res, err := h.reader.XRead(ctx, &redis.XReadArgs{Streams: streams, Count: readCount, Block: readBlock}).Result()
+		h.mu.Lock()
+		h.blocked = false
+		h.mu.Unlock()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			h.log.Warn("event hub read failed", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(250 * time.Millisecond):
+			}
+			continue
+		}
+		h.dispatch(res)
+	}
+	return nil
+}
+
+func (h *Hub) snapshot() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.feeds) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, 2*len(h.feeds))
+	ids := make([]string, 0, len(h.feeds))
+	for job, f := range h.feeds {
+		keys = append(keys, jobs.EventsKey(job))
+		ids = append(ids, f.cursor.String())
+	}
+	h.blocked = true
+	h.snapGen = h.gen
+	return append(keys, ids...)
+}
+
+func (h *Hub) dispatch(res []redis.XStream) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, st := range res {
+		job := strings.TrimSuffix(strings.TrimPrefix(st.Stream, "job:"), ":events")
+		f := h.feeds[job]
+		if f == nil {
+			continue
+		}
+		for _, m := range st.Messages {
+			id := jobs.MustStreamID(m.ID)
+			if !f.cursor.Less(id) {
+				continue
+			}
+			f.cursor = id
+			ev := jobs.EventFromValues(m.ID, m.Values)
+			for s := range f.subs {
+				select {
+				case s.c <- ev:
+				default:
+					h.removeLocked(s, ErrLagged)
+				}
+			}
+			if h.feeds[job] == nil {
+				break
+			}
+		}
+	}
+}
+
+func (h *Hub) shutdown() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	for _, f := range h.feeds {
+		for s := range f.subs {
+			h.removeLocked(s, ErrHubClosed)
+		}
+	}
+}

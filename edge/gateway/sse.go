@@ -1,0 +1,178 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/vesta-cx/euterpe/edge/jobs"
+)
+
+const catchUpPage = 200
+
+// streamEvents is GET /v1/jobs/{id}/events: "event: hello", then every
+// entry of job:{id}:events after Last-Event-ID (header) or last_event_id
+// (query) as id/event/data frames, heartbeat comments in between, ending
+// after a terminal event, when the job expires, or at server shutdown.
+func (g *Gateway) streamEvents(c echo.Context) error {
+	id, err := jobID(c)
+	if err != nil {
+		return err
+	}
+	r := c.Request()
+	ctx := r.Context()
+	last := r.Header.Get("Last-Event-ID")
+	if last == "" {
+		last = c.QueryParam("last_event_id")
+	}
+	var cursor jobs.StreamID
+	if last != "" && last != "0" {
+		if cursor, err = jobs.ParseStreamID(last); err != nil {
+			return bad("invalid_last_event_id", "Last-Event-ID must be a stream entry id like 1700000000000-0")
+		}
+	}
+	ok, err := g.store.Exists(ctx, id)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return notFound(id)
+	}
+
+	w := c.Response()
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	s := &sseWriter{w: w}
+	s.frame("", "hello", fmt.Appendf(nil, `{"job_id":%q}`, id))
+	if s.flush() != nil {
+		return nil
+	}
+	err = g.follow(ctx, id, cursor, s)
+	if err != nil && !errors.Is(err, errStreamEnd) && !errors.Is(err, ErrHubClosed) && ctx.Err() == nil {
+		g.log.Warn("event stream ended early", "job_id", id, "err", err)
+	}
+	return nil
+}
+
+var errStreamEnd = errors.New("stream ended")
+
+// follow sends events after cursor until a terminal one. A subscription
+// the hub dropped because this client was slow is resumed from the cursor.
+func (g *Gateway) follow(ctx context.Context, id string, cursor jobs.StreamID, s *sseWriter) error {
+	beat := time.NewTicker(g.set.Heartbeat)
+	defer beat.Stop()
+	for {
+		sub, err := g.hub.Subscribe(id, cursor)
+		if err != nil {
+			return err
+		}
+		err = g.pump(ctx, sub, &cursor, s, beat.C)
+		g.hub.Unsubscribe(sub)
+		if !errors.Is(err, ErrLagged) {
+			return err
+		}
+	}
+}
+
+func (g *Gateway) pump(ctx context.Context, sub *Sub, cursor *jobs.StreamID, s *sseWriter, beat <-chan time.Time) error {
+	send := func(ev jobs.Event) error {
+		eid := jobs.MustStreamID(ev.ID)
+		if !cursor.Less(eid) {
+			return nil // already sent
+		}
+		data, _ := json.Marshal(ev)
+		s.frame(ev.ID, ev.Type, data)
+		if err := s.flush(); err != nil {
+			return err
+		}
+		*cursor = eid
+		if jobs.IsTerminal(ev.Type) {
+			return errStreamEnd
+		}
+		return nil
+	}
+	// Catch up from Redis to where the shared reader was when we joined.
+	for sub.CatchUpTo != (jobs.StreamID{}) && cursor.Less(sub.CatchUpTo) {
+		evs, err := g.store.Events(ctx, sub.Job, cursor.String(), catchUpPage)
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs {
+			if sub.CatchUpTo.Less(jobs.MustStreamID(ev.ID)) {
+				break
+			}
+			if err := send(ev); err != nil {
+				return err
+			}
+		}
+		if len(evs) < catchUpPage {
+			break
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case ev, ok := <-sub.C:
+			if !ok {
+				return sub.Err()
+			}
+			if err := send(ev); err != nil {
+				return err
+			}
+		case <-beat:
+			s.comment("heartbeat")
+			if err := s.flush(); err != nil {
+				return err
+			}
+			if ok, err := g.store.Exists(ctx, sub.Job); err == nil && !ok {
+				return errStreamEnd // expired without a terminal event
+			}
+		}
+	}
+}
+
+// sseWriter writes Server-Sent Event frames and flushes them.
+type sseWriter struct {
+	w   *echo.Response
+	buf []byte
+}
+
+func (s *sseWriter) frame(id, event string, data []byte) {
+	if id != "" {
+		s.buf = append(s.buf, "id: "...)
+		s.buf = append(s.buf, id...)
+		s.buf = append(s.buf, '\n')
+	}
+	s.buf = append(s.buf, "event: "...)
+	s.buf = append(s.buf, event...)
+	s.buf = append(s.buf, "\ndata: "...)
+	s.buf = append(s.buf, data...)
+	s.buf = append(s.buf, "\n\n"...)
+}
+
+func (s *sseWriter) comment(text string) {
+	s.buf = append(s.buf, ": "...)
+	s.buf = append(s.buf, text...)
+	s.buf = append(s.buf, "\n\n"...)
+}
+
+func (s *sseWriter) flush() error {
+	if len(s.buf) == 0 {
+		return nil
+	}
+	_, err := s.w.Write(s.buf)
+	s.buf = s.buf[:0]
+	if err != nil {
+		return err
+	}
+	return http.NewResponseController(s.w.Writer).Flush()
+}

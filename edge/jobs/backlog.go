@@ -1,0 +1,111 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Backlog counts the queue entries the workers have not finished:
+// undelivered entries plus pending (delivered, unacknowledged) ones, up to
+// limit+1 (a count above limit is all backpressure needs to know).
+//
+// Redis 7 reports the undelivered count as the group's "lag"; on Redis 6.0
+// the entries after the group's last-delivered-id are counted with a
+// bounded XRANGE. The server version is detected once.
+func (s *Store) Backlog(ctx context.Context, limit int64) (int64, error) {
+	groups, err := s.rdb.XInfoGroups(ctx, QueueStream).Result()
+	if err != nil {
+		if isNoStream(err) {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("backlog: %w", err)
+	}
+	var g *redis.XInfoGroup
+	for i := range groups {
+		if groups[i].Name == Group {
+			g = &groups[i]
+		}
+	}
+	if g == nil {
+		// No worker group yet: every entry is undelivered.
+		n, err := s.rdb.XLen(ctx, QueueStream).Result()
+		if err != nil {
+			return 0, fmt.Errorf("backlog: %w", err)
+		}
+		return n, nil
+	}
+	if g.Pending > limit {
+		return g.Pending, nil
+	}
+	if s.hasLag(ctx) && g.Lag >= 0 {
+		return g.Pending + g.Lag, nil
+	}
+	n, err := s.undeliveredByRange(ctx, g.LastDeliveredID, limit-g.Pending+1)
+	if err != nil {
+		return 0, err
+	}
+	return g.Pending + n, nil
+}
+
+// undeliveredByRange counts up to max entries after lastDelivered.
+func (s *Store) undeliveredByRange(ctx context.Context, lastDelivered string, max int64) (int64, error) {
+	if max < 1 {
+		max = 1
+	}
+	id, err := ParseStreamID(lastDelivered)
+	if err != nil {
+		return 0, fmt.Errorf("backlog: group last-delivered-id %q: %w", lastDelivered, err)
+	}
+	start := "-"
+	if id != (StreamID{}) {
+		start = id.Next().String()
+	}
+	msgs, err := s.rdb.XRangeN(ctx, QueueStream, start, "+", max).Result()
+	if err != nil {
+		return 0, fmt.Errorf("backlog: %w", err)
+	}
+	return int64(len(msgs)), nil
+}
+
+// ForceRange makes Backlog use the Redis 6.0 XRANGE path whatever the
+// server version; tests use it to cover that path on newer servers.
+func (s *Store) ForceRange() { s.lagMode.Store(lagAbsent) }
+
+const (
+	lagUnknown int32 = iota
+	lagPresent
+	lagAbsent
+)
+
+func (s *Store) hasLag(ctx context.Context) bool {
+	switch s.lagMode.Load() {
+	case lagPresent:
+		return true
+	case lagAbsent:
+		return false
+	}
+	info, err := s.rdb.Info(ctx, "server").Result()
+	if err != nil {
+		return false
+	}
+	major := 0
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			_, _ = fmt.Sscanf(v, "%d", &major)
+		}
+	}
+	mode := lagAbsent
+	if major >= 7 {
+		mode = lagPresent
+	}
+	s.lagMode.CompareAndSwap(lagUnknown, mode)
+	return mode == lagPresent
+}
+
+func isNoStream(err error) bool {
+	return errors.Is(err, redis.Nil) || (err != nil && strings.Contains(err.Error(), "no such key"))
+}

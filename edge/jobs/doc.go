@@ -1,0 +1,16 @@
+// Package jobs is the Redis data model of the edge job system: the queue
+// stream jobs:stream read by the consumer group "workers", the per-job hash
+// job:{id}, the per-job event stream job:{id}:events, idempotency records
+// idempotency:{key} and the dead-letter stream jobs:dead.
+//
+// The gateway creates jobs with Create (hash, initial "queued" event and the
+// queue entry in one atomic script); workers move them with Transition and
+// its shorthands SetRunning, Finish and AppendEvent. Every state change is a
+// single Lua script that checks the current status against the Transitions
+// table, updates the hash, appends the event, refreshes the TTL of both keys
+// and optionally acknowledges the queue message — one round trip, atomic.
+// Because a terminal status has no outgoing transition, the first of two
+// racing terminal writes (a worker finishing while a client cancels) wins
+// and the other is refused with ErrFinished, so each job gets exactly one
+// terminal event. Only commands available in Redis 6.0 are used.
+package jobs

@@ -1,0 +1,90 @@
+package jobs
+
+import (
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// createScript writes a new job atomically: the idempotency record (when
+// KEYS[4] is given and free), the hash, the "queued" event and the queue
+// entry. A taken idempotency key returns its stored value and writes nothing.
+//
+// KEYS: job hash, events stream, queue stream, [idempotency key]
+// ARGV: id, task, payload, now_ms, ttl_s, idempotency value, queue maxlen
+var createScript = redis.NewScript(`
+redis.replicate_commands()
+if #KEYS == 4 then
+  local prev = redis.call('GET', KEYS[4])
+  if prev then return {'duplicate', prev} end
+  redis.call('SET', KEYS[4], ARGV[6], 'EX', ARGV[5])
+end
+redis.call('HSET', KEYS[1], 'job_id', ARGV[1], 'task', ARGV[2], 'payload', ARGV[3],
+  'status', 'queued', 'created_ts', ARGV[4], 'updated_ts', ARGV[4], 'ttl_s', ARGV[5],
+  'result', '', 'error', '')
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+local ev = redis.call('XADD', KEYS[2], '*', 'type', 'queued', 'ts', ARGV[4],
+  'step', 'gateway.enqueue', 'data', '{}')
+redis.call('EXPIRE', KEYS[2], ARGV[5])
+local msg
+if tonumber(ARGV[7]) > 0 then
+  msg = redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'job_id', ARGV[1], 'task', ARGV[2], 'payload', ARGV[3])
+else
+  msg = redis.call('XADD', KEYS[3], '*', 'job_id', ARGV[1], 'task', ARGV[2], 'payload', ARGV[3])
+end
+return {'created', ev, msg}
+`)
+
+// transitionScript is every write after creation. It refuses unless the
+// current status is one of the allowed sources, then updates the hash, adds
+// the event, refreshes both TTLs from the hash's ttl_s, publishes a cancel
+// and acknowledges the queue message as asked. The message is also
+// acknowledged when the job is gone or already terminal, since there is
+// nothing left to do for it.
+//
+// KEYS: job hash, events stream, queue stream
+// ARGV: 1 new status ("" keeps it), 2 now_ms, 3 event type, 4 step, 5 data,
+// 6 result ("" untouched), 7 error ("" untouched), 8 cancel channel ("" none),
+// 9 queue message id to ack ("" none), 10 job id, 11.. allowed current statuses
+var transitionScript = redis.NewScript(`
+redis.replicate_commands()
+local function ack()
+  if ARGV[9] ~= '' then redis.call('XACK', KEYS[3], '` + Group + `', ARGV[9]) end
+end
+local cur = redis.call('HGET', KEYS[1], 'status')
+if not cur then ack() return {'missing', ''} end
+local allowed = false
+for i = 11, #ARGV do
+  if ARGV[i] == cur then allowed = true break end
+end
+if not allowed then
+  if ` + luaTerminalTest("cur") + ` then ack() end
+  return {'refused', cur}
+end
+if ARGV[1] ~= '' then
+  redis.call('HSET', KEYS[1], 'status', ARGV[1], 'updated_ts', ARGV[2])
+else
+  redis.call('HSET', KEYS[1], 'updated_ts', ARGV[2])
+end
+if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], 'result', ARGV[6]) end
+if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'error', ARGV[7]) end
+local id = redis.call('XADD', KEYS[2], '*', 'type', ARGV[3], 'ts', ARGV[2], 'step', ARGV[4], 'data', ARGV[5])
+local ttl = tonumber(redis.call('HGET', KEYS[1], 'ttl_s'))
+if ttl and ttl > 0 then
+  redis.call('EXPIRE', KEYS[1], ttl)
+  redis.call('EXPIRE', KEYS[2], ttl)
+end
+if ARGV[8] ~= '' then redis.call('PUBLISH', ARGV[8], ARGV[10]) end
+ack()
+return {'ok', id}
+`)
+
+// luaTerminalTest renders "v == 'done' or v == 'error' or ..." from the
+// Transitions table so the script and the Go table cannot disagree.
+func luaTerminalTest(v string) string {
+	parts := make([]string, 0, len(Transitions.Terminal))
+	for _, s := range Transitions.Terminal {
+		parts = append(parts, v+" == '"+s+"'")
+	}
+	return strings.Join(parts, " or ")
+}

@@ -1,0 +1,228 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+)
+
+// Errors callers match with errors.Is.
+var (
+	// ErrNotFound: no job hash (never created, or expired).
+	ErrNotFound = errors.New("job not found")
+	// ErrFinished: the job is already done, error or canceled. It comes
+	// wrapped together with a *lease.TransitionError naming both states.
+	ErrFinished = errors.New("job already finished")
+	// ErrIdempotencyConflict: the idempotency key belongs to another request body.
+	ErrIdempotencyConflict = errors.New("idempotency key reused with a different request")
+)
+
+// Store reads and writes the edge job data model on one Redis client.
+type Store struct {
+	rdb redis.UniversalClient
+	// QueueMaxLen trims jobs:stream approximately (XADD MAXLEN ~) to this
+	// many entries; 0 disables trimming.
+	QueueMaxLen int64
+	// Now is the clock for created_ts/updated_ts/ts; tests may replace it.
+	Now func() time.Time
+
+	lagMode atomic.Int32 // whether XINFO GROUPS reports lag (Redis 7+)
+}
+
+// NewStore returns a Store on rdb.
+func NewStore(rdb redis.UniversalClient) *Store {
+	return &Store{rdb: rdb, QueueMaxLen: 100_000, Now: time.Now}
+}
+
+// Redis returns the client the store uses.
+func (s *Store) Redis() redis.UniversalClient { return s.rdb }
+
+func (s *Store) nowMS() int64 { return s.Now().UnixMilli() }
+
+// NewJob is what Create needs.
+type NewJob struct {
+	Task    string
+	Payload json.RawMessage // a JSON object, stored verbatim
+	TTL     int64           // seconds, > 0
+	// IdempotencyKey, when set, makes Create return the job first created
+	// with that key; Fingerprint identifies the request body so a different
+	// body under the same key is ErrIdempotencyConflict.
+	IdempotencyKey string
+	Fingerprint    string
+}
+
+// Created is the outcome of Create.
+type Created struct {
+	ID string
+	// Duplicate is true when an earlier request with the same idempotency
+	// key and fingerprint already created the job; nothing was written.
+	Duplicate bool
+	EventID   string // id of the "queued" event (empty for duplicates)
+	MessageID string // id of the jobs:stream entry (empty for duplicates)
+}
+
+type idempotencyRecord struct {
+	JobID       string `json:"job_id"`
+	Fingerprint string `json:"fingerprint"`
+}
+
+// Create writes the job hash (status queued, TTL), the initial event
+// type=queued step=gateway.enqueue data={} and the jobs:stream entry
+// job_id/task/payload in one atomic script.
+func (s *Store) Create(ctx context.Context, nj NewJob) (Created, error) {
+	if !ValidTask(nj.Task) {
+		return Created{}, fmt.Errorf("create job: unknown task %q", nj.Task)
+	}
+	if nj.TTL <= 0 {
+		return Created{}, fmt.Errorf("create job: ttl %d must be positive", nj.TTL)
+	}
+	id := uuid.NewString()
+	keys := []string{JobKey(id), EventsKey(id), QueueStream}
+	idem := ""
+	if nj.IdempotencyKey != "" {
+		keys = append(keys, IdempotencyKey(nj.IdempotencyKey))
+		b, _ := json.Marshal(idempotencyRecord{JobID: id, Fingerprint: nj.Fingerprint})
+		idem = string(b)
+	}
+	res, err := createScript.Run(ctx, s.rdb, keys, id, nj.Task, string(nj.Payload), s.nowMS(), nj.TTL, idem, s.QueueMaxLen).StringSlice()
+	if err != nil {
+		return Created{}, fmt.Errorf("create job: %w", err)
+	}
+	if len(res) >= 3 && res[0] == "created" {
+		return Created{ID: id, EventID: res[1], MessageID: res[2]}, nil
+	}
+	if len(res) == 2 && res[0] == "duplicate" {
+		var rec idempotencyRecord
+		if err := json.Unmarshal([]byte(res[1]), &rec); err != nil || rec.JobID == "" {
+			return Created{}, fmt.Errorf("create job: unreadable idempotency record: %w", ErrIdempotencyConflict)
+		}
+		if rec.Fingerprint != nj.Fingerprint {
+			return Created{ID: rec.JobID}, ErrIdempotencyConflict
+		}
+		return Created{ID: rec.JobID, Duplicate: true}, nil
+	}
+	return Created{}, fmt.Errorf("create job: unexpected script reply %q", res)
+}
+
+// Get reads job:{id} with payload, result and error deserialized.
+func (s *Store) Get(ctx context.Context, id string) (*Job, error) {
+	h, err := s.rdb.HGetAll(ctx, JobKey(id)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("get job %s: %w", id, err)
+	}
+	if len(h) == 0 || h["status"] == "" {
+		return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
+	}
+	return jobFromHash(h), nil
+}
+
+// Exists reports whether job:{id} is present.
+func (s *Store) Exists(ctx context.Context, id string) (bool, error) {
+	n, err := s.rdb.Exists(ctx, JobKey(id)).Result()
+	if err != nil {
+		return false, fmt.Errorf("job %s exists: %w", id, err)
+	}
+	return n == 1, nil
+}
+
+// Transition is one atomic write to a job after its creation.
+type Transition struct {
+	// To is the new status; "" appends an event without changing status
+	// (then only non-terminal jobs accept it).
+	To Status
+	// EventType defaults to To. Step and Data describe the event; Data
+	// defaults to Result for done, Error for error, else {}.
+	EventType string
+	Step      string
+	Data      json.RawMessage
+	// Result and Error are stored in the hash when non-empty (JSON).
+	Result json.RawMessage
+	Error  json.RawMessage
+	// AckMessageID, when set, XACKs that jobs:stream message in the same
+	// script: on success, and also when the job is gone or already terminal.
+	AckMessageID string
+	// Publish sends the job id on CancelChannel(id) in the same script.
+	Publish bool
+}
+
+// Apply runs t against job id in one round trip. It returns the new event's
+// stream id, ErrNotFound, or an error matching both ErrFinished (when the
+// job is terminal) and lease.ErrInvalidTransition.
+func (s *Store) Apply(ctx context.Context, id string, t Transition) (string, error) {
+	c, err := s.prepare(id, t)
+	if err != nil {
+		return "", err
+	}
+	res, err := transitionScript.Run(ctx, s.rdb, c.keys, c.args...).StringSlice()
+	return c.interpret(res, err)
+}
+
+// SetRunning marks the job running and emits the "running" event.
+func (s *Store) SetRunning(ctx context.Context, id, step string, data json.RawMessage) (string, error) {
+	return s.Apply(ctx, id, Transition{To: Running, Step: step, Data: data})
+}
+
+// Finish moves the job to done (storing result) or error (storing errValue)
+// with its terminal event, and acknowledges ackMessageID when not empty.
+func (s *Store) Finish(ctx context.Context, id string, status Status, step string, result, errValue json.RawMessage, ackMessageID string) (string, error) {
+	if status != Done && status != Error {
+		return "", fmt.Errorf("job %s: finish with %q: want done or error", id, status)
+	}
+	return s.Apply(ctx, id, Transition{To: status, Step: step, Result: result, Error: errValue, AckMessageID: ackMessageID})
+}
+
+// Cancel moves a queued or running job to canceled with a terminal
+// "canceled" event and publishes the job id on CancelChannel(id).
+func (s *Store) Cancel(ctx context.Context, id, step, reason string) (string, error) {
+	data, _ := json.Marshal(map[string]string{"reason": reason})
+	return s.Apply(ctx, id, Transition{To: Canceled, Step: step, Data: data, Publish: true})
+}
+
+// AppendEvent adds a non-terminal event (progress, token, ...) to a job
+// that is not finished, refreshing updated_ts and both TTLs.
+func (s *Store) AppendEvent(ctx context.Context, id, typ, step string, data json.RawMessage) (string, error) {
+	return s.Apply(ctx, id, Transition{EventType: typ, Step: step, Data: data})
+}
+
+// Events returns up to count events of job id after the stream id after
+// ("0" or "" for the start), oldest first.
+func (s *Store) Events(ctx context.Context, id, after string, count int64) ([]Event, error) {
+	start := "-"
+	if after != "" && after != "0" {
+		a, err := ParseStreamID(after)
+		if err != nil {
+			return nil, err
+		}
+		start = a.Next().String()
+	}
+	msgs, err := s.rdb.XRangeN(ctx, EventsKey(id), start, "+", count).Result()
+	if err != nil {
+		return nil, fmt.Errorf("events of job %s: %w", id, err)
+	}
+	out := make([]Event, len(msgs))
+	for i, m := range msgs {
+		out[i] = EventFromValues(m.ID, m.Values)
+	}
+	return out, nil
+}
+
+// EnsureGroup creates the consumer group "workers" on jobs:stream (and the
+// stream) reading from the beginning, so jobs enqueued before any worker
+// started are delivered. An existing group is left alone.
+func (s *Store) EnsureGroup(ctx context.Context) error {
+	err := s.rdb.XGroupCreateMkStream(ctx, QueueStream, Group, "0").Err()
+	if err != nil && !isBusyGroup(err) {
+		return fmt.Errorf("create group %s on %s: %w", Group, QueueStream, err)
+	}
+	return nil
+}
+
+func isBusyGroup(err error) bool {
+	return err != nil && len(err.Error()) >= 9 && err.Error()[:9] == "BUSYGROUP"
+}

@@ -1,0 +1,298 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/edge/library/policy"
+	"github.com/vesta-cx/euterpe/edge/library/store"
+)
+
+// Handlers serves the library API.
+type Handlers struct {
+	Store       *store.Store
+	Policy      *policy.Policy
+	ThumbFormat string
+	ThumbSize   int
+}
+
+const (
+	defaultLimit = 50
+	maxLimit     = 500
+	maxBody      = 1 << 20
+)
+
+// Mount registers every route on e.
+func (h *Handlers) Mount(e *echo.Echo) {
+	g := e.Group("/api/v1")
+	g.POST("/scans", h.postScan)
+	g.GET("/jobs", h.listJobs)
+	g.GET("/jobs/:id", h.getJob)
+	g.GET("/duplicates/groups", h.listGroups)
+	g.GET("/duplicates/groups/:group_key/files", h.groupFiles)
+	g.POST("/duplicates/groups/:group_key/delete", h.deleteDuplicates)
+	g.GET("/files/:id/thumbnail", h.thumbnail)
+	g.POST("/maintenance/wal", h.postWAL)
+}
+
+func badRequest(format string, args ...any) error {
+	return daemon.Errorf(http.StatusBadRequest, "bad_request", format, args...)
+}
+
+// mapErr turns domain errors into API errors.
+func mapErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrBadCursor):
+		return daemon.Errorf(http.StatusBadRequest, "bad_cursor", "%s", err.Error())
+	case errors.Is(err, store.ErrBadGroupKey):
+		return daemon.Errorf(http.StatusBadRequest, "bad_group_key", "%s", err.Error())
+	case errors.Is(err, store.ErrNotFound):
+		return daemon.Errorf(http.StatusNotFound, "not_found", "%s", err.Error())
+	case errors.Is(err, policy.ErrActive):
+		return daemon.Errorf(http.StatusConflict, "scan_active", "%s", err.Error())
+	case errors.Is(err, policy.ErrConflict):
+		return daemon.Errorf(http.StatusConflict, "conflict", "%s", err.Error())
+	case errors.Is(err, policy.ErrInvalid):
+		return daemon.Errorf(http.StatusBadRequest, "bad_request", "%s", err.Error())
+	case errors.Is(err, policy.ErrUnsupported):
+		return daemon.Errorf(http.StatusUnsupportedMediaType, "unsupported_media", "%s", err.Error())
+	case errors.Is(err, policy.ErrQueueFull):
+		return &daemon.APIError{Status: http.StatusTooManyRequests, Code: "queue_full", Message: err.Error(), RetryAfter: 5}
+	}
+	return err
+}
+
+func limitParam(c echo.Context) (int, error) {
+	v := c.QueryParam("limit")
+	if v == "" {
+		return defaultLimit, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > maxLimit {
+		return 0, badRequest("limit must be an integer between 1 and %d", maxLimit)
+	}
+	return n, nil
+}
+
+func idParam(c echo.Context, name string) (int64, error) {
+	n, err := strconv.ParseInt(c.Param(name), 10, 64)
+	if err != nil || n <= 0 {
+		return 0, daemon.Errorf(http.StatusNotFound, "not_found", "no %s %q", name, c.Param(name))
+	}
+	return n, nil
+}
+
+// decodeBody reads a JSON object strictly (unknown fields refused).
+func decodeBody(c echo.Context, v any) error {
+	body, err := io.ReadAll(io.LimitReader(c.Request().Body, maxBody+1))
+	if err != nil {
+		return badRequest("unreadable body")
+	}
+	if len(body) > maxBody {
+		return daemon.Errorf(http.StatusRequestEntityTooLarge, "body_too_large", "body exceeds %d bytes", maxBody)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return badRequest("invalid JSON body: %s", err.Error())
+	}
+	return nil
+}
+
+type page[T any] struct {
+	Items      []T    `json:"items"`
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+func (h *Handlers) postScan(c echo.Context) error {
+	j, err := h.Policy.EnqueueScan(c.Request().Context())
+	if err != nil {
+		return mapErr(err)
+	}
+	return c.JSON(http.StatusAccepted, j)
+}
+
+func (h *Handlers) listJobs(c echo.Context) error {
+	limit, err := limitParam(c)
+	if err != nil {
+		return err
+	}
+	var cursor int64
+	if v := c.QueryParam("cursor"); v != "" {
+		if cursor, err = store.DecodeIDCursor(v); err != nil {
+			return mapErr(err)
+		}
+	}
+	jobs, next, err := h.Store.ListJobs(c.Request().Context(), cursor, limit)
+	if err != nil {
+		return mapErr(err)
+	}
+	p := page[store.Job]{Items: nonNil(jobs)}
+	if next > 0 {
+		p.NextCursor = strconv.FormatInt(next, 10)
+	}
+	return c.JSON(http.StatusOK, p)
+}
+
+func (h *Handlers) getJob(c echo.Context) error {
+	id, err := idParam(c, "id")
+	if err != nil {
+		return err
+	}
+	j, err := h.Store.GetJob(c.Request().Context(), id)
+	if err != nil {
+		return mapErr(err)
+	}
+	if j.Kind != store.KindDelete {
+		return c.JSON(http.StatusOK, j)
+	}
+	d, err := h.Store.Decisions(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, struct {
+		store.Job
+		Decisions []store.Decision `json:"decisions"`
+	}{j, nonNil(d)})
+}
+
+func (h *Handlers) listGroups(c echo.Context) error {
+	limit, err := limitParam(c)
+	if err != nil {
+		return err
+	}
+	var cursor *store.GroupCursor
+	if v := c.QueryParam("cursor"); v != "" {
+		gc, err := store.DecodeGroupCursor(v)
+		if err != nil {
+			return mapErr(err)
+		}
+		cursor = &gc
+	}
+	groups, next, err := h.Store.ListGroups(c.Request().Context(), cursor, limit)
+	if err != nil {
+		return mapErr(err)
+	}
+	p := page[store.Group]{Items: nonNil(groups)}
+	if next != nil {
+		p.NextCursor = next.Encode()
+	}
+	return c.JSON(http.StatusOK, p)
+}
+
+func (h *Handlers) groupFiles(c echo.Context) error {
+	k, err := store.ParseGroupKey(c.Param("group_key"))
+	if err != nil {
+		return mapErr(err)
+	}
+	limit, err := limitParam(c)
+	if err != nil {
+		return err
+	}
+	var cursor int64
+	if v := c.QueryParam("cursor"); v != "" {
+		if cursor, err = store.DecodeIDCursor(v); err != nil {
+			return mapErr(err)
+		}
+	}
+	files, next, err := h.Store.GroupFiles(c.Request().Context(), k, cursor, limit)
+	if err != nil {
+		return mapErr(err)
+	}
+	if len(files) == 0 && cursor == 0 {
+		return daemon.Errorf(http.StatusNotFound, "not_found", "no duplicate group %s", k)
+	}
+	p := page[store.File]{Items: nonNil(files)}
+	if next > 0 {
+		p.NextCursor = strconv.FormatInt(next, 10)
+	}
+	return c.JSON(http.StatusOK, p)
+}
+
+func (h *Handlers) deleteDuplicates(c echo.Context) error {
+	k, err := store.ParseGroupKey(c.Param("group_key"))
+	if err != nil {
+		return mapErr(err)
+	}
+	var req policy.DeleteRequest
+	if err := decodeBody(c, &req); err != nil {
+		return err
+	}
+	j, err := h.Policy.RequestDelete(c.Request().Context(), k, req)
+	if err != nil {
+		return mapErr(err)
+	}
+	return c.JSON(http.StatusAccepted, j)
+}
+
+func (h *Handlers) postWAL(c echo.Context) error {
+	var req struct {
+		Mode string `json:"mode"`
+	}
+	if err := decodeBody(c, &req); err != nil {
+		return err
+	}
+	w, err := h.Policy.EnqueueWAL(c.Request().Context(), req.Mode)
+	if err != nil {
+		return mapErr(err)
+	}
+	return c.JSON(http.StatusAccepted, w)
+}
+
+func (h *Handlers) thumbnail(c echo.Context) error {
+	id, err := idParam(c, "id")
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	f, err := h.Store.GetFile(ctx, id)
+	if err != nil {
+		return mapErr(err)
+	}
+	t, err := h.Policy.AdmitThumbnail(ctx, f, h.ThumbFormat, h.ThumbSize)
+	if err != nil {
+		return mapErr(err)
+	}
+	switch t.Status {
+	case store.StatusReady:
+		ct := "image/jpeg"
+		if t.Format == store.FormatWebP {
+			ct = "image/webp"
+		}
+		c.Response().Header().Set(echo.HeaderContentType, ct)
+		c.Response().Header().Set("Cache-Control", "private, max-age=3600")
+		return c.File(t.OutputPath)
+	case store.StatusFailed:
+		ae := daemon.Errorf(http.StatusServiceUnavailable, "thumbnail_failed", "thumbnail failed (%s); retried later", deref(t.ErrorCode))
+		if t.RetryAfter != nil {
+			if s := (*t.RetryAfter - h.Store.NowMS() + 999) / 1000; s > 0 {
+				ae.RetryAfter = int(s)
+			}
+		}
+		return ae
+	}
+	return c.JSON(http.StatusAccepted, t)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "unknown"
+	}
+	return *s
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

@@ -1,0 +1,227 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/edge/library"
+)
+
+type server struct {
+	t    *testing.T
+	base string
+	lib  *library.Library
+	root string
+}
+
+func start(t *testing.T) *server {
+	t.Helper()
+	dir := t.TempDir()
+	root := filepath.Join(dir, "lib")
+	os.MkdirAll(root, 0o755)
+	s := library.Defaults()
+	s.Roots = root
+	s.Watch = false
+	s.Poll = 10 * time.Millisecond
+	s.PolicyInterval = 20 * time.Millisecond
+	s.IOBytesPerSec = 0
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	lib, err := library.New(context.Background(), log, filepath.Join(dir, "state"), "api-test", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := daemon.NewEcho(log)
+	lib.Mount(e)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: e}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return &server{t: t, base: "http://" + ln.Addr().String(), lib: lib, root: root}
+}
+
+func (s *server) do(method, path, body string) (int, map[string]any) {
+	s.t.Helper()
+	req, _ := http.NewRequest(method, s.base+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	b, _ := io.ReadAll(resp.Body)
+	json.Unmarshal(b, &out)
+	return resp.StatusCode, out
+}
+
+// run starts the library's loops until the test ends.
+func (s *server) run() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.lib.Run(ctx); close(done) }()
+	s.t.Cleanup(func() { cancel(); <-done })
+}
+
+func (s *server) waitJob(id float64) map[string]any {
+	s.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		_, j := s.do("GET", fmt.Sprintf("/api/v1/jobs/%d", int64(id)), "")
+		if st := j["status"]; st != "pending" && st != "running" {
+			return j
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.t.Fatalf("job %v did not finish", id)
+	return nil
+}
+
+func TestScanConflictAndJobs(t *testing.T) {
+	s := start(t)
+	var wg sync.WaitGroup
+	codes := make(chan int, 10)
+	for i := 0; i < 10; i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); c, _ := s.do("POST", "/api/v1/scans", ""); codes <- c }()
+	}
+	wg.Wait()
+	close(codes)
+	n202, n409 := 0, 0
+	for c := range codes {
+		switch c {
+		case 202:
+			n202++
+		case 409:
+			n409++
+		}
+	}
+	if n202 != 1 || n409 != 9 {
+		t.Fatalf("202=%d 409=%d", n202, n409)
+	}
+	code, page := s.do("GET", "/api/v1/jobs?limit=1", "")
+	if code != 200 || len(page["items"].([]any)) != 1 {
+		t.Fatalf("jobs %d %v", code, page)
+	}
+	for _, c := range []struct {
+		path string
+		code int
+	}{
+		{"/api/v1/jobs/99999", 404},
+		{"/api/v1/jobs/abc", 404},
+		{"/api/v1/jobs?cursor=abc", 400},
+		{"/api/v1/jobs?cursor=424242", 400},
+		{"/api/v1/jobs?limit=0", 400},
+		{"/api/v1/duplicates/groups?cursor=%21%21", 400},
+		{"/api/v1/duplicates/groups/md5:abcd/files", 400},
+		{"/api/v1/duplicates/groups/blake3:abcd/files", 400},
+		{"/api/v1/duplicates/groups/blake3:" + strings.Repeat("a", 64) + "/files", 404},
+		{"/api/v1/files/12345/thumbnail", 404},
+	} {
+		if got, body := s.do("GET", c.path, ""); got != c.code {
+			t.Errorf("GET %s = %d %v, want %d", c.path, got, body, c.code)
+		} else if got == 400 {
+			msg := body["error"].(map[string]any)["message"].(string)
+			if msg == "" {
+				t.Errorf("GET %s: empty message", c.path)
+			}
+		}
+	}
+	if code, body := s.do("POST", "/api/v1/maintenance/wal", `{"mode":"full"}`); code != 400 || !strings.Contains(fmt.Sprint(body), "mode") {
+		t.Fatalf("bad mode: %d %v", code, body)
+	}
+	if code, _ := s.do("POST", "/api/v1/maintenance/wal", `{"mode":"passive"}`); code != 202 {
+		t.Fatalf("wal: %d", code)
+	}
+}
+
+func TestDuplicatesDeleteAndThumbnailFlow(t *testing.T) {
+	s := start(t)
+	for _, n := range []string{"a", "b", "c"} {
+		os.WriteFile(filepath.Join(s.root, n+".gif"), gifBytes(), 0o644)
+	}
+	s.run()
+	_, job := s.do("POST", "/api/v1/scans", "")
+	if j := s.waitJob(job["id"].(float64)); j["status"] != "completed" {
+		t.Fatalf("scan %v", j)
+	}
+	// auto hash follows the scan
+	var groups []any
+	deadline := time.Now().Add(10 * time.Second)
+	for len(groups) == 0 && time.Now().Before(deadline) {
+		_, page := s.do("GET", "/api/v1/duplicates/groups", "")
+		groups, _ = page["items"].([]any)
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(groups) != 1 {
+		t.Fatalf("groups %v", groups)
+	}
+	g := groups[0].(map[string]any)
+	key := g["group_key"].(string)
+	_, files := s.do("GET", "/api/v1/duplicates/groups/"+key+"/files?limit=2", "")
+	items := files["items"].([]any)
+	if len(items) != 2 || files["next_cursor"] == nil {
+		t.Fatalf("files page %v", files)
+	}
+	_, rest := s.do("GET", "/api/v1/duplicates/groups/"+key+"/files?limit=2&cursor="+files["next_cursor"].(string), "")
+	if len(rest["items"].([]any)) != 1 {
+		t.Fatalf("second page %v", rest)
+	}
+	id := func(i int) int64 { return int64(items[i].(map[string]any)["id"].(float64)) }
+
+	// Thumbnail: 202 with a queued job, then the image.
+	path := fmt.Sprintf("/api/v1/files/%d/thumbnail", id(0))
+	code, th := s.do("GET", path, "")
+	if code != 202 || th["status"] == nil {
+		t.Fatalf("thumbnail first call %d %v", code, th)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for code != 200 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		code, _ = s.do("GET", path, "")
+	}
+	if code != 200 {
+		t.Fatalf("thumbnail never ready: %d", code)
+	}
+
+	for _, c := range []struct {
+		body string
+		code int
+	}{
+		{`{"keep_file_ids":[],"delete_file_ids":[1]}`, 400},
+		{fmt.Sprintf(`{"keep_file_ids":[%d],"delete_file_ids":[%d]}`, id(0), id(0)), 400},
+		{fmt.Sprintf(`{"keep_file_ids":[%d],"delete_file_ids":[99999]}`, id(0)), 404},
+		{`{"keep":[1]}`, 400},
+	} {
+		if got, body := s.do("POST", "/api/v1/duplicates/groups/"+key+"/delete", c.body); got != c.code {
+			t.Errorf("delete %s = %d %v, want %d", c.body, got, body, c.code)
+		}
+	}
+	code, del := s.do("POST", "/api/v1/duplicates/groups/"+key+"/delete", fmt.Sprintf(`{"keep_file_ids":[%d],"delete_file_ids":[%d]}`, id(0), id(1)))
+	if code != 202 {
+		t.Fatalf("delete %d %v", code, del)
+	}
+	j := s.waitJob(del["id"].(float64))
+	if j["status"] != "completed" || len(j["decisions"].([]any)) != 2 {
+		t.Fatalf("delete job %v", j)
+	}
+}
+
+// gifBytes is a 1x1 GIF.
+func gifBytes() []byte {
+	return []byte("GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff!\xf9\x04\x01\x00\x00\x00\x00,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;")
+}

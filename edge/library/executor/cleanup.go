@@ -1,0 +1,137 @@
+package executor
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/daemon/lease"
+	"github.com/vesta-cx/euterpe/edge/library/store"
+)
+
+// CodeCleanupFailed is persisted on a failed cleanup row.
+const CodeCleanupFailed = "cleanup_failed"
+
+var (
+	sqlCleanupRequeueStale = mustUpdate("thumbnail_cleanup_jobs", "requeue_stale", []Set{
+		{"status", "'" + store.MustMove(store.CleanupMachine, store.StatusRunning, store.StatusPending) + "'"},
+		{"worker_id", "NULL"}, {"worker_heartbeat_at", "NULL"}, {"lease_expires_at", "NULL"}, {"updated_at", "?1"},
+	}, "status = 'running' AND (lease_expires_at IS NULL OR lease_expires_at <= ?1)")
+
+	// A due row is claimed only when its group has no pending or running
+	// thumbnail left (§4.4).
+	sqlCleanupClaim = mustUpdate("thumbnail_cleanup_jobs", "claim", []Set{
+		{"status", "'" + store.MustMove(store.CleanupMachine, store.StatusPending, store.StatusRunning) + "'"},
+		{"worker_id", "?1"}, {"worker_heartbeat_at", "?2"}, {"lease_expires_at", "?3"},
+		{"finished_at", "NULL"}, {"updated_at", "?2"},
+	}, `id = (SELECT c.id FROM thumbnail_cleanup_jobs c
+  WHERE c.status = 'pending' AND c.execute_after <= ?2
+    AND NOT EXISTS (SELECT 1 FROM thumbnails t WHERE t.group_key = c.group_key AND t.status IN ('pending','running'))
+  ORDER BY c.execute_after, c.id LIMIT 1) AND status = 'pending'
+RETURNING id, group_key`)
+
+	sqlCleanupHeartbeat = mustUpdate("thumbnail_cleanup_jobs", "heartbeat", []Set{
+		{"worker_heartbeat_at", "?1"}, {"lease_expires_at", "?2"}, {"updated_at", "?1"},
+	}, "id = ?3 AND worker_id = ?4 AND status = 'running' AND lease_expires_at > ?1")
+
+	sqlCleanupFinish = mustUpdate("thumbnail_cleanup_jobs", "finish", []Set{
+		{"status", "?1"}, {"error_code", "?2"}, {"error_message", "?3"},
+		{"finished_at", "?4"}, {"worker_heartbeat_at", "?4"}, {"lease_expires_at", "NULL"}, {"updated_at", "?4"},
+	}, "id = ?5 AND worker_id = ?6 AND status = 'running' AND lease_expires_at > ?4")
+)
+
+// RunCleanupOnce claims one due cleanup row and deletes the group's
+// terminal (ready or failed) thumbnail rows and their cache files. Only
+// files inside the thumbnails directory are ever removed.
+func (x *Executor) RunCleanupOnce(ctx context.Context) (bool, error) {
+	x.init()
+	now := x.now()
+	if _, err := x.Store.DB.ExecContext(ctx, sqlCleanupRequeueStale, now); err != nil {
+		return false, err
+	}
+	tok := x.token()
+	var id int64
+	var group string
+	err := x.Store.DB.QueryRowContext(ctx, sqlCleanupClaim, tok, now, x.leaseUntil(now)).Scan(&id, &group)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("claim cleanup: %w", err)
+	}
+	renew := func(ctx context.Context) error {
+		now := x.now()
+		res, err := x.Store.DB.ExecContext(ctx, sqlCleanupHeartbeat, now, x.leaseUntil(now), id, tok)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return stale("thumbnail_cleanup_jobs", id)
+		}
+		return nil
+	}
+	err = lease.Keep(ctx, x.LeaseTTL, renew, func(ctx context.Context) error { return x.cleanGroup(ctx, group) })
+	if errors.Is(err, lease.ErrStale) {
+		return true, nil
+	}
+	if ctx.Err() != nil {
+		return true, ctx.Err()
+	}
+	status, code, msg := store.StatusCompleted, any(nil), any(nil)
+	if err != nil {
+		status, code, msg = store.StatusFailed, CodeCleanupFailed, daemon.CapMessage(err.Error())
+	}
+	if err := store.CleanupMachine.Check(store.StatusRunning, status); err != nil {
+		return true, err
+	}
+	res, err := x.Store.DB.ExecContext(context.WithoutCancel(ctx), sqlCleanupFinish, status, code, msg, x.now(), id, tok)
+	if err != nil {
+		return true, err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return true, stale("thumbnail_cleanup_jobs", id)
+	}
+	return true, nil
+}
+
+func (x *Executor) cleanGroup(ctx context.Context, group string) error {
+	rows, err := x.Store.DB.QueryContext(ctx, `SELECT id, output_path FROM thumbnails
+WHERE group_key = ? AND status IN ('ready','failed')`, group)
+	if err != nil {
+		return err
+	}
+	type row struct {
+		id   int64
+		path string
+	}
+	var todo []row
+	for rows.Next() {
+		var r row
+		if err := rows.Scan(&r.id, &r.path); err != nil {
+			rows.Close()
+			return err
+		}
+		todo = append(todo, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, r := range todo {
+		if r.path != "" {
+			if err := x.Thumbs.Contains(r.path); err != nil {
+				return fmt.Errorf("thumbnail %d: refusing to remove %q: %w", r.id, r.path, err)
+			}
+			if err := os.Remove(r.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+		if _, err := x.Store.DB.ExecContext(ctx, `DELETE FROM thumbnails WHERE id = ? AND status IN ('ready','failed')`, r.id); err != nil {
+			return err
+		}
+	}
+	return nil
+}

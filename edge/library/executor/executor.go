@@ -1,0 +1,135 @@
+package executor
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/vesta-cx/euterpe/daemon/lease"
+	"github.com/vesta-cx/euterpe/edge/library/pathsafe"
+	"github.com/vesta-cx/euterpe/edge/library/store"
+)
+
+// Executor claims and runs library work. Configure the fields, then call Run.
+type Executor struct {
+	Store  *store.Store
+	Roots  *pathsafe.Roots
+	Thumbs *pathsafe.Dir
+	Trash  *pathsafe.Dir
+	Log    *slog.Logger
+
+	WorkerID     string        // base identity; each claim gets a token derived from it
+	LeaseTTL     time.Duration // lease length; heartbeats every third
+	Poll         time.Duration // idle wait between claim attempts
+	ThumbWorkers int
+	// IOBytesPerSec paces thumbnail source reads through the shared
+	// io_rate_limits bucket; 0 disables pacing.
+	IOBytesPerSec int64
+	FFmpeg        string // path of ffmpeg, "" looks it up on PATH
+	Retry         lease.Backoff
+	// MaxWALRetries is how many busy checkpoints are retried before failing.
+	MaxWALRetries int
+	// CheckpointBusyTimeout bounds how long a checkpoint waits for readers
+	// before it reports busy (default 2s).
+	CheckpointBusyTimeout time.Duration
+	// SkipDirs are never walked by a scan (the state directory).
+	SkipDirs []string
+
+	wakeOnce sync.Once
+	wake     chan struct{}
+}
+
+func (x *Executor) init() {
+	x.wakeOnce.Do(func() {
+		x.wake = make(chan struct{}, 1)
+		if x.Log == nil {
+			x.Log = slog.Default()
+		}
+		if x.LeaseTTL <= 0 {
+			x.LeaseTTL = 30 * time.Second
+		}
+		if x.Poll <= 0 {
+			x.Poll = time.Second
+		}
+		if x.ThumbWorkers <= 0 {
+			x.ThumbWorkers = 1
+		}
+		if x.Retry.Base <= 0 {
+			x.Retry = lease.Backoff{Base: 2 * time.Second, Cap: 5 * time.Minute}
+		}
+		if x.MaxWALRetries <= 0 {
+			x.MaxWALRetries = 5
+		}
+	})
+}
+
+// Wake makes idle loops try to claim now (called after an enqueue).
+func (x *Executor) Wake() {
+	x.init()
+	select {
+	case x.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run runs every claim loop until ctx ends, and waits for them.
+func (x *Executor) Run(ctx context.Context) error {
+	x.init()
+	loops := []func(context.Context) (bool, error){x.RunJobOnce, x.RunCleanupOnce, x.RunWALOnce}
+	for i := 0; i < x.ThumbWorkers; i++ {
+		loops = append(loops, x.RunThumbnailOnce)
+	}
+	var wg sync.WaitGroup
+	for _, once := range loops {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			x.loop(ctx, once)
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+// loop calls once until ctx ends; after a round with nothing to do, or an
+// error, it waits for Poll or a wake-up.
+func (x *Executor) loop(ctx context.Context, once func(context.Context) (bool, error)) {
+	for ctx.Err() == nil {
+		did, err := once(ctx)
+		if err != nil && ctx.Err() == nil {
+			x.Log.Warn("library executor", "err", err)
+		}
+		if did && err == nil {
+			continue
+		}
+		t := time.NewTimer(x.Poll)
+		select {
+		case <-ctx.Done():
+		case <-x.wake:
+			// pass the wake-up on so every idle loop re-polls
+			x.Wake()
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// token mints the fencing token a claim is taken under: the worker id plus
+// a random suffix, so two claims by one process never fence as each other.
+func (x *Executor) token() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return x.WorkerID + "#" + hex.EncodeToString(b[:])
+}
+
+func (x *Executor) now() int64 { return x.Store.NowMS() }
+
+func (x *Executor) leaseUntil(now int64) int64 { return now + x.LeaseTTL.Milliseconds() }
+
+func stale(table string, id int64) error {
+	return &lease.StaleError{Table: table, ID: strconv.FormatInt(id, 10)}
+}

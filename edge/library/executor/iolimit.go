@@ -1,0 +1,52 @@
+package executor
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"github.com/vesta-cx/euterpe/edge/library/store"
+)
+
+// ThumbnailIOBucket is the global I/O bucket of §7.4.
+const ThumbnailIOBucket = "thumbnail_io_global"
+
+var sqlIOReserve = mustUpdate("io_rate_limits", "reserve", []Set{
+	{"next_available_at_ms", "max(next_available_at_ms, ?1) + ?2"},
+	{"updated_at", "?1"},
+}, "bucket_key = ?3 RETURNING next_available_at_ms - ?2")
+
+// ReserveIO books cost bytes in the shared bucket and waits until the
+// booked slot starts. Every worker of every process sharing library.db
+// paces through the same row, so the rate is global.
+func (x *Executor) ReserveIO(ctx context.Context, bucket string, cost int64) error {
+	if x.IOBytesPerSec <= 0 || cost <= 0 {
+		return nil
+	}
+	interval := cost * 1000 / x.IOBytesPerSec
+	var start int64
+	err := x.Store.Tx(ctx, func(tx *sql.Tx) error {
+		now := x.now()
+		// bootstrap path: insert the bucket row when absent
+		if _, err := tx.ExecContext(ctx, `INSERT INTO io_rate_limits(bucket_key, next_available_at_ms, updated_at)
+VALUES (?, 0, ?) ON CONFLICT(bucket_key) DO NOTHING`, bucket, now); err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, sqlIOReserve, now, interval, bucket).Scan(&start)
+	})
+	if err != nil {
+		return err
+	}
+	wait := time.Until(store.MS(start))
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,319 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"image"
+	_ "image/gif" // GIF input
+	"image/jpeg"
+	_ "image/png" // PNG input
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"golang.org/x/image/draw"
+	_ "golang.org/x/image/webp" // WebP input
+
+	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/daemon/lease"
+	"github.com/vesta-cx/euterpe/edge/library/pathsafe"
+	"github.com/vesta-cx/euterpe/edge/library/store"
+)
+
+// Thumbnail error codes.
+const (
+	CodeSourceRefused  = "source_refused"
+	CodeSourceMissing  = "source_missing"
+	CodeDecodeFailed   = "decode_failed"
+	CodeEncodeFailed   = "encode_failed"
+	CodeFFmpegMissing  = "ffmpeg_missing"
+	CodeFFmpegFailed   = "ffmpeg_failed"
+	CodeOutputRefused  = "output_refused"
+	CodeThumbnailStale = "lease_expired"
+)
+
+var (
+	sqlThumbRequeueStale = mustUpdate("thumbnails", "requeue_stale", []Set{
+		{"status", "'" + store.MustMove(store.ThumbnailMachine, store.StatusRunning, store.StatusPending) + "'"},
+		{"worker_id", "NULL"}, {"worker_heartbeat_at", "NULL"}, {"lease_expires_at", "NULL"}, {"updated_at", "?1"},
+	}, "status = 'running' AND (lease_expires_at IS NULL OR lease_expires_at <= ?1)")
+
+	sqlThumbClaim = mustUpdate("thumbnails", "claim", []Set{
+		{"status", "'" + store.MustMove(store.ThumbnailMachine, store.StatusPending, store.StatusRunning) + "'"},
+		{"worker_id", "?1"}, {"worker_heartbeat_at", "?2"}, {"lease_expires_at", "?3"}, {"started_at", "?2"}, {"updated_at", "?2"},
+	}, `id = (SELECT id FROM thumbnails WHERE status = 'pending' ORDER BY id LIMIT 1) AND status = 'pending'
+RETURNING id, file_id, source_path, output_path, media_type, format, max_size, error_count`)
+
+	sqlThumbHeartbeat = mustUpdate("thumbnails", "heartbeat", []Set{
+		{"worker_heartbeat_at", "?1"}, {"lease_expires_at", "?2"}, {"updated_at", "?1"},
+	}, "id = ?3 AND worker_id = ?4 AND status = 'running' AND lease_expires_at > ?1")
+
+	sqlThumbReady = mustUpdate("thumbnails", "finish_success", []Set{
+		{"status", "'" + store.MustMove(store.ThumbnailMachine, store.StatusRunning, store.StatusReady) + "'"},
+		{"width", "?1"}, {"height", "?2"}, {"bytes_size", "?3"},
+		{"error_code", "NULL"}, {"error_message", "NULL"}, {"retry_after", "NULL"},
+		{"finished_at", "?4"}, {"worker_heartbeat_at", "?4"}, {"lease_expires_at", "NULL"}, {"updated_at", "?4"},
+	}, "id = ?5 AND worker_id = ?6 AND status = 'running' AND lease_expires_at > ?4")
+
+	sqlThumbFailed = mustUpdate("thumbnails", "finish_failure", []Set{
+		{"status", "'" + store.MustMove(store.ThumbnailMachine, store.StatusRunning, store.StatusFailed) + "'"},
+		{"error_code", "?1"}, {"error_message", "?2"}, {"error_count", "error_count + 1"}, {"retry_after", "?3"},
+		{"finished_at", "?4"}, {"worker_heartbeat_at", "?4"}, {"lease_expires_at", "NULL"}, {"updated_at", "?4"},
+	}, "id = ?5 AND worker_id = ?6 AND status = 'running' AND lease_expires_at > ?4")
+)
+
+// ThumbTask is a claimed thumbnail row.
+type ThumbTask struct {
+	ID, FileID             int64
+	SourcePath, OutputPath string
+	MediaType, Format      string
+	MaxSize                int
+	ErrorCount             int
+	Token                  string
+}
+
+// thumbError carries the error code a failure is persisted with.
+type thumbError struct {
+	code string
+	err  error
+}
+
+func (e *thumbError) Error() string { return e.code + ": " + e.err.Error() }
+func (e *thumbError) Unwrap() error { return e.err }
+
+func thumbErr(code string, err error) error { return &thumbError{code: code, err: err} }
+
+// RequeueStaleThumbnails is the §4.3 claim-path requeue.
+func (x *Executor) RequeueStaleThumbnails(ctx context.Context) (int64, error) {
+	res, err := x.Store.DB.ExecContext(ctx, sqlThumbRequeueStale, x.now())
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// ClaimThumbnail requeues stale rows and claims one pending row.
+func (x *Executor) ClaimThumbnail(ctx context.Context) (*ThumbTask, error) {
+	x.init()
+	if _, err := x.RequeueStaleThumbnails(ctx); err != nil {
+		return nil, err
+	}
+	now := x.now()
+	t := &ThumbTask{Token: x.token()}
+	err := x.Store.DB.QueryRowContext(ctx, sqlThumbClaim, t.Token, now, x.leaseUntil(now)).
+		Scan(&t.ID, &t.FileID, &t.SourcePath, &t.OutputPath, &t.MediaType, &t.Format, &t.MaxSize, &t.ErrorCount)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim thumbnail: %w", err)
+	}
+	return t, nil
+}
+
+// RunThumbnailOnce claims and renders one thumbnail.
+func (x *Executor) RunThumbnailOnce(ctx context.Context) (bool, error) {
+	t, err := x.ClaimThumbnail(ctx)
+	if err != nil || t == nil {
+		return false, err
+	}
+	renew := func(ctx context.Context) error {
+		now := x.now()
+		res, err := x.Store.DB.ExecContext(ctx, sqlThumbHeartbeat, now, x.leaseUntil(now), t.ID, t.Token)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return stale("thumbnails", t.ID)
+		}
+		return nil
+	}
+	var w, h int
+	var size int64
+	err = lease.Keep(ctx, x.LeaseTTL, renew, func(ctx context.Context) error {
+		var err error
+		w, h, size, err = x.render(ctx, t)
+		return err
+	})
+	bg := context.WithoutCancel(ctx)
+	switch {
+	case errors.Is(err, lease.ErrStale):
+		return true, nil
+	case ctx.Err() != nil:
+		return true, ctx.Err()
+	case err != nil:
+		code := CodeDecodeFailed
+		var te *thumbError
+		if errors.As(err, &te) {
+			code = te.code
+		}
+		now := x.now()
+		retryAfter := now + x.Retry.Delay(t.ErrorCount+1).Milliseconds()
+		res, err2 := x.Store.DB.ExecContext(bg, sqlThumbFailed, code, daemon.CapMessage(err.Error()), retryAfter, now, t.ID, t.Token)
+		if err2 != nil {
+			return true, err2
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return true, stale("thumbnails", t.ID)
+		}
+		return true, nil
+	}
+	now := x.now()
+	res, err := x.Store.DB.ExecContext(bg, sqlThumbReady, w, h, size, now, t.ID, t.Token)
+	if err != nil {
+		return true, err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return true, stale("thumbnails", t.ID)
+	}
+	return true, nil
+}
+
+// render produces t.OutputPath (under the thumbnails directory only) from
+// the source (under a library root only) and returns its size.
+func (x *Executor) render(ctx context.Context, t *ThumbTask) (w, h int, size int64, err error) {
+	if err := x.Thumbs.Contains(t.OutputPath); err != nil {
+		return 0, 0, 0, thumbErr(CodeOutputRefused, err)
+	}
+	src, _, err := x.Roots.Open(t.SourcePath)
+	if errors.Is(err, pathsafe.ErrOutside) {
+		return 0, 0, 0, thumbErr(CodeSourceRefused, err)
+	}
+	if err != nil {
+		return 0, 0, 0, thumbErr(CodeSourceMissing, err)
+	}
+	defer src.Close()
+	if st, err := src.Stat(); err == nil {
+		if err := x.ReserveIO(ctx, ThumbnailIOBucket, st.Size()); err != nil {
+			return 0, 0, 0, err
+		}
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(t.OutputPath), ".tmp-thumb-*")
+	if err != nil {
+		return 0, 0, 0, thumbErr(CodeEncodeFailed, err)
+	}
+	tmpName := tmp.Name()
+	defer os.Remove(tmpName)
+	if t.MediaType == store.MediaImage && t.Format == store.FormatJPEG {
+		err = renderImageJPEG(src, tmp, t.MaxSize)
+	} else {
+		tmp.Close()
+		err = x.renderFFmpeg(ctx, src, tmpName, t)
+	}
+	_ = tmp.Close() // already closed on the ffmpeg path
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	w, h, err = outputSize(tmpName)
+	if err != nil {
+		return 0, 0, 0, thumbErr(CodeEncodeFailed, err)
+	}
+	if err := os.Rename(tmpName, t.OutputPath); err != nil {
+		return 0, 0, 0, thumbErr(CodeEncodeFailed, err)
+	}
+	st, err := os.Stat(t.OutputPath)
+	if err != nil {
+		return 0, 0, 0, thumbErr(CodeEncodeFailed, err)
+	}
+	return w, h, st.Size(), nil
+}
+
+// renderImageJPEG decodes JPEG, PNG, GIF or WebP, scales it to fit
+// maxSize×maxSize and encodes JPEG, all in Go.
+func renderImageJPEG(src *os.File, out *os.File, maxSize int) error {
+	img, _, err := image.Decode(src)
+	if err != nil {
+		return thumbErr(CodeDecodeFailed, err)
+	}
+	b := img.Bounds()
+	w, h := fit(b.Dx(), b.Dy(), maxSize)
+	dst := image.NewRGBA(image.Rect(0, 0, w, h))
+	draw.ApproxBiLinear.Scale(dst, dst.Bounds(), img, b, draw.Src, nil)
+	if err := jpeg.Encode(out, dst, &jpeg.Options{Quality: 82}); err != nil {
+		return thumbErr(CodeEncodeFailed, err)
+	}
+	return out.Sync()
+}
+
+func fit(w, h, max int) (int, int) {
+	if w <= max && h <= max {
+		return max1(w), max1(h)
+	}
+	if w >= h {
+		return max, max1(h * max / w)
+	}
+	return max1(w * max / h), max
+}
+
+func max1(v int) int {
+	if v < 1 {
+		return 1
+	}
+	return v
+}
+
+// renderFFmpeg renders video frames (any output) and WebP output through
+// the system ffmpeg (libwebp; Go has no lossy WebP encoder). The source is
+// passed as an inherited descriptor of the already opened, root-checked
+// file, so ffmpeg never resolves the library path itself.
+func (x *Executor) renderFFmpeg(ctx context.Context, src *os.File, out string, t *ThumbTask) error {
+	bin := x.FFmpeg
+	if bin == "" {
+		bin = "ffmpeg"
+	}
+	path, err := exec.LookPath(bin)
+	if err != nil {
+		return thumbErr(CodeFFmpegMissing, fmt.Errorf("ffmpeg not found on PATH: %w", err))
+	}
+	codec := "mjpeg"
+	if t.Format == store.FormatWebP {
+		codec = "libwebp"
+	}
+	scale := fmt.Sprintf("scale=w='min(%[1]d,iw)':h='min(%[1]d,ih)':force_original_aspect_ratio=decrease", t.MaxSize)
+	run := func(seek bool) error {
+		if _, err := src.Seek(0, 0); err != nil {
+			return err
+		}
+		args := []string{"-hide_banner", "-loglevel", "error", "-nostdin", "-y"}
+		if seek {
+			args = append(args, "-ss", "1")
+		}
+		args = append(args, "-i", "/dev/fd/3", "-frames:v", "1", "-vf", scale, "-c:v", codec, "-f", "image2", out)
+		cmd := exec.CommandContext(ctx, path, args...)
+		cmd.ExtraFiles = []*os.File{src}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("%w: %s", err, stderr.String())
+		}
+		if st, err := os.Stat(out); err != nil || st.Size() == 0 {
+			return errors.New("ffmpeg wrote no frame")
+		}
+		return nil
+	}
+	err = run(t.MediaType == store.MediaVideo)
+	if err != nil && t.MediaType == store.MediaVideo && ctx.Err() == nil {
+		err = run(false) // clip shorter than the seek point
+	}
+	if err != nil {
+		return thumbErr(CodeFFmpegFailed, err)
+	}
+	return nil
+}
+
+// outputSize reads the dimensions of a rendered thumbnail.
+func outputSize(path string) (int, int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	cfg, _, err := image.DecodeConfig(f)
+	if err != nil {
+		return 0, 0, err
+	}
+	return cfg.Width, cfg.Height, nil
+}

@@ -1,0 +1,134 @@
+package library
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/daemon/lease"
+	"github.com/vesta-cx/euterpe/edge/library/api"
+	"github.com/vesta-cx/euterpe/edge/library/executor"
+	"github.com/vesta-cx/euterpe/edge/library/pathsafe"
+	"github.com/vesta-cx/euterpe/edge/library/policy"
+	"github.com/vesta-cx/euterpe/edge/library/store"
+	"github.com/vesta-cx/euterpe/edge/library/watch"
+)
+
+// Library is the assembled component.
+type Library struct {
+	Store     *store.Store
+	Policy    *policy.Policy
+	Executor  *executor.Executor
+	Scheduler *policy.Scheduler
+	Watcher   *watch.Watcher
+	API       *api.Handlers
+	log       *slog.Logger
+}
+
+// New opens <stateDir>/library.db (migrating it), checks every path
+// setting and assembles the library.
+func New(ctx context.Context, log *slog.Logger, stateDir, workerID string, s Settings) (*Library, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	if err := os.MkdirAll(stateDir, 0o750); err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	state, err := pathsafe.NewDir(stateDir)
+	if err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	roots, err := pathsafe.NewRoots(RootList(s.Roots))
+	if err != nil {
+		return nil, &daemon.SettingError{Setting: "EUTERPE_LIBRARY_ROOTS", Value: s.Roots, Reason: err.Error()}
+	}
+	thumbs, err := pathsafe.NewDir(filepath.Join(state.Path(), "thumbs"))
+	if err != nil {
+		return nil, fmt.Errorf("thumbnails directory: %w", err)
+	}
+	trashPath := s.TrashDir
+	if trashPath == "" {
+		trashPath = filepath.Join(state.Path(), "trash")
+	}
+	if !filepath.IsAbs(trashPath) || !pathsafe.Under(state.Path(), filepath.Clean(trashPath)) || filepath.Clean(trashPath) == state.Path() {
+		return nil, &daemon.SettingError{Setting: "EUTERPE_LIBRARY_TRASH_DIR", Value: s.TrashDir, Reason: errTrashOutside.Error()}
+	}
+	trash, err := pathsafe.NewDir(trashPath)
+	if err != nil {
+		return nil, fmt.Errorf("trash directory: %w", err)
+	}
+	dbPath := filepath.Join(state.Path(), "library.db")
+	st, err := store.Open(ctx, dbPath)
+	if err != nil {
+		return nil, err
+	}
+	backoff := lease.Backoff{Base: 2 * s.Poll, Cap: 10 * s.LeaseTTL}
+	x := &executor.Executor{
+		Store: st, Roots: roots, Thumbs: thumbs, Trash: trash, Log: log.With("component", "library-executor"),
+		WorkerID: workerID, LeaseTTL: s.LeaseTTL, Poll: s.Poll, ThumbWorkers: s.ThumbWorkers,
+		IOBytesPerSec: int64(s.IOBytesPerSec), Retry: backoff, SkipDirs: []string{state.Path()},
+	}
+	p := &policy.Policy{
+		Store: st, HashAlgorithm: s.HashAlgorithm, ThumbQueueCapacity: s.ThumbQueueCapacity,
+		ThumbMaxAttempts: s.ThumbMaxAttempts, ThumbsDir: thumbs.Path(), CleanupDelay: s.CleanupDelay,
+		MaxJobRetries: s.MaxJobRetries, Wake: x.Wake,
+	}
+	l := &Library{
+		Store: st, Policy: p, Executor: x, log: log,
+		Scheduler: &policy.Scheduler{
+			Policy: p, Log: log.With("component", "library-policy"), Interval: s.PolicyInterval, Backoff: backoff,
+			WALPath: dbPath + "-wal", WALBytes: int64(s.WALThresholdMB) << 20, WALMode: s.WALMode, AutoHash: s.AutoHash,
+		},
+		API: &api.Handlers{Store: st, Policy: p, ThumbFormat: s.ThumbFormat, ThumbSize: s.ThumbSize},
+	}
+	if s.Watch && len(roots.List()) > 0 {
+		l.Watcher = &watch.Watcher{
+			Roots: roots.List(), Debounce: s.WatchDebounce, Log: log.With("component", "library-watch"),
+			Skip: []string{state.Path()},
+			Enqueue: func(ctx context.Context) (bool, error) {
+				_, err := p.EnqueueScan(ctx)
+				if err == policy.ErrActive {
+					return true, nil
+				}
+				return false, err
+			},
+		}
+	}
+	return l, nil
+}
+
+// Mount adds the /api/v1 library routes.
+func (l *Library) Mount(e *echo.Echo) { l.API.Mount(e) }
+
+// Checks reports the library database to /ready.
+func (l *Library) Checks() []daemon.Check {
+	return []daemon.Check{{Name: "library", Probe: l.Store.Ping}}
+}
+
+// Run runs the executor, the policy scheduler and the watcher until ctx
+// ends, then closes the database.
+func (l *Library) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	run := func(name string, f func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(ctx); err != nil && ctx.Err() == nil {
+				l.log.Error("library component stopped", "component", name, "err", err)
+			}
+		}()
+	}
+	run("executor", l.Executor.Run)
+	run("policy", l.Scheduler.Run)
+	if l.Watcher != nil {
+		run("watch", l.Watcher.Run)
+	}
+	wg.Wait()
+	return l.Store.Close()
+}

@@ -1,0 +1,327 @@
+package policy
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/vesta-cx/euterpe/edge/library/store"
+)
+
+// Errors the API maps to status codes.
+var (
+	ErrActive      = errors.New("a scan or hash job is already pending or running")
+	ErrQueueFull   = errors.New("thumbnail queue is full")
+	ErrUnsupported = errors.New("no thumbnail for this media type")
+	ErrInvalid     = errors.New("invalid request")
+	ErrConflict    = errors.New("request conflicts with the current library state")
+)
+
+// Policy holds the control-plane rules. Configure the fields before use.
+type Policy struct {
+	Store *store.Store
+	// HashAlgorithm is used for hash jobs (blake3 or sha256).
+	HashAlgorithm string
+	// ThumbQueueCapacity bounds pending+running thumbnails.
+	ThumbQueueCapacity int
+	// ThumbMaxAttempts stops requeueing a thumbnail after this many failures.
+	ThumbMaxAttempts int
+	// ThumbsDir is where thumbnail cache files go (real path).
+	ThumbsDir string
+	// CleanupDelay is how long after a delete its group's thumbnails go.
+	CleanupDelay time.Duration
+	// MaxJobRetries bounds retries of a recovered scan/hash/delete job.
+	MaxJobRetries int
+	// Wake is called after work is enqueued (the executor's Wake).
+	Wake func()
+}
+
+func (p *Policy) wake() {
+	if p.Wake != nil {
+		p.Wake()
+	}
+}
+
+// IsUnique reports a UNIQUE constraint violation.
+func IsUnique(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && (se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)
+}
+
+func (p *Policy) insertJob(ctx context.Context, kind string, payload any) (store.Job, error) {
+	b, err := json.Marshal(payload)
+	if err != nil {
+		return store.Job{}, err
+	}
+	now := p.Store.NowMS()
+	j, err := store.ScanJob(p.Store.DB.QueryRowContext(ctx, `INSERT INTO jobs(kind, status, payload, created_at, updated_at)
+VALUES (?, 'pending', ?, ?, ?) RETURNING `+store.JobColumns, kind, string(b), now, now))
+	if IsUnique(err) {
+		return store.Job{}, ErrActive
+	}
+	if err != nil {
+		return store.Job{}, fmt.Errorf("enqueue %s: %w", kind, err)
+	}
+	p.wake()
+	return j, nil
+}
+
+// EnqueueScan adds a pending scan job; ErrActive while a scan or hash job
+// is pending or running (the unique index decides, so concurrent requests
+// cannot both win).
+func (p *Policy) EnqueueScan(ctx context.Context) (store.Job, error) {
+	return p.insertJob(ctx, store.KindScan, struct{}{})
+}
+
+// EnqueueHash adds a pending hash job with the configured algorithm.
+func (p *Policy) EnqueueHash(ctx context.Context) (store.Job, error) {
+	algo := p.HashAlgorithm
+	if algo == "" {
+		algo = store.AlgoBLAKE3
+	}
+	return p.insertJob(ctx, store.KindHash, map[string]string{"algorithm": algo})
+}
+
+// DeleteRequest is what a user selected for one group.
+type DeleteRequest struct {
+	KeepFileIDs   []int64 `json:"keep_file_ids"`
+	DeleteFileIDs []int64 `json:"delete_file_ids"`
+	Permanent     bool    `json:"permanent"`
+}
+
+// RequestDelete authorises a deletion in group k and enqueues the delete
+// job that carries it out, plus a thumbnail cleanup for the group. It
+// returns store.ErrNotFound for an unknown group or id, ErrInvalid for a
+// malformed selection and ErrConflict when an id is not a current member.
+func (p *Policy) RequestDelete(ctx context.Context, k store.GroupKey, r DeleteRequest) (store.Job, error) {
+	if len(r.KeepFileIDs) == 0 {
+		return store.Job{}, fmt.Errorf("%w: keep_file_ids must name at least one file (the last copy is never deleted)", ErrInvalid)
+	}
+	if len(r.DeleteFileIDs) == 0 {
+		return store.Job{}, fmt.Errorf("%w: delete_file_ids is empty", ErrInvalid)
+	}
+	if len(r.KeepFileIDs)+len(r.DeleteFileIDs) > 10000 {
+		return store.Job{}, fmt.Errorf("%w: at most 10000 ids per request", ErrInvalid)
+	}
+	seen := map[int64]string{}
+	for _, set := range []struct {
+		name string
+		ids  []int64
+	}{{"keep_file_ids", r.KeepFileIDs}, {"delete_file_ids", r.DeleteFileIDs}} {
+		for _, id := range set.ids {
+			if id <= 0 {
+				return store.Job{}, fmt.Errorf("%w: %s has a non-positive id %d", ErrInvalid, set.name, id)
+			}
+			if prev, dup := seen[id]; dup {
+				return store.Job{}, fmt.Errorf("%w: file %d appears in %s and %s", ErrInvalid, id, prev, set.name)
+			}
+			seen[id] = set.name
+		}
+	}
+	n, err := p.Store.GroupSize(ctx, k)
+	if err != nil {
+		return store.Job{}, err
+	}
+	if n < 2 {
+		return store.Job{}, fmt.Errorf("duplicate group %s: %w", k, store.ErrNotFound)
+	}
+	for id := range seen {
+		f, err := p.Store.GetFile(ctx, id)
+		if err != nil {
+			return store.Job{}, err
+		}
+		if f.IsMissing || f.NeedsHash || f.HashAlgorithm == nil || f.ContentHash == nil ||
+			*f.HashAlgorithm != k.Algorithm || *f.ContentHash != k.HashHex {
+			return store.Job{}, fmt.Errorf("%w: file %d is not a current member of group %s", ErrConflict, id, k)
+		}
+	}
+	j, err := p.insertJob(ctx, store.KindDelete, map[string]any{
+		"group_key": k.String(), "keep_file_ids": r.KeepFileIDs, "delete_file_ids": r.DeleteFileIDs, "permanent": r.Permanent,
+	})
+	if err != nil {
+		return j, err
+	}
+	if err := p.ScheduleCleanup(ctx, k.String(), p.CleanupDelay); err != nil {
+		return j, err
+	}
+	return j, nil
+}
+
+// ScheduleCleanup adds a pending cleanup of group's thumbnails due after
+// delay, unless one is already pending for the group.
+func (p *Policy) ScheduleCleanup(ctx context.Context, group string, delay time.Duration) error {
+	now := p.Store.NowMS()
+	_, err := p.Store.DB.ExecContext(ctx, `INSERT INTO thumbnail_cleanup_jobs(group_key, status, execute_after, created_at, updated_at)
+SELECT ?1, 'pending', ?2, ?3, ?3 WHERE NOT EXISTS
+  (SELECT 1 FROM thumbnail_cleanup_jobs WHERE group_key = ?1 AND status = 'pending')`, group, now+delay.Milliseconds(), now)
+	if err == nil {
+		p.wake()
+	}
+	return err
+}
+
+// WALJob is one wal_maintenance_jobs row.
+type WALJob struct {
+	ID                  int64   `json:"id"`
+	RequestedMode       string  `json:"requested_mode"`
+	Status              string  `json:"status"`
+	ExecuteAfter        int64   `json:"execute_after"`
+	RetryCount          int64   `json:"retry_count"`
+	RetryAfter          *int64  `json:"retry_after"`
+	CheckpointBusy      *int64  `json:"checkpoint_busy"`
+	CheckpointLogFrames *int64  `json:"checkpoint_log_frames"`
+	CheckpointedFrames  *int64  `json:"checkpointed_frames"`
+	ErrorCode           *string `json:"error_code"`
+	ErrorMessage        *string `json:"error_message"`
+	CreatedAt           int64   `json:"created_at"`
+}
+
+// EnqueueWAL adds a pending checkpoint of mode (passive, restart,
+// truncate), due now.
+func (p *Policy) EnqueueWAL(ctx context.Context, mode string) (WALJob, error) {
+	mode = strings.ToLower(mode)
+	if mode != store.ModePassive && mode != store.ModeRestart && mode != store.ModeTruncate {
+		return WALJob{}, fmt.Errorf("%w: unknown mode %q (want passive, restart or truncate)", ErrInvalid, mode)
+	}
+	now := p.Store.NowMS()
+	var w WALJob
+	err := p.Store.DB.QueryRowContext(ctx, `INSERT INTO wal_maintenance_jobs(requested_mode, status, execute_after, created_at, updated_at)
+VALUES (?, 'pending', ?, ?, ?) RETURNING id, requested_mode, status, execute_after, retry_count, retry_after,
+checkpoint_busy, checkpoint_log_frames, checkpointed_frames, error_code, error_message, created_at`, mode, now, now, now).
+		Scan(&w.ID, &w.RequestedMode, &w.Status, &w.ExecuteAfter, &w.RetryCount, &w.RetryAfter,
+			&w.CheckpointBusy, &w.CheckpointLogFrames, &w.CheckpointedFrames, &w.ErrorCode, &w.ErrorMessage, &w.CreatedAt)
+	if err != nil {
+		return w, fmt.Errorf("enqueue wal maintenance: %w", err)
+	}
+	p.wake()
+	return w, nil
+}
+
+// Thumb is one thumbnails row as the API reports it.
+type Thumb struct {
+	ID           int64   `json:"id"`
+	FileID       int64   `json:"file_id"`
+	Status       string  `json:"status"`
+	MediaType    string  `json:"media_type"`
+	Format       string  `json:"format"`
+	MaxSize      int     `json:"max_size"`
+	OutputPath   string  `json:"-"`
+	Width        *int64  `json:"width"`
+	Height       *int64  `json:"height"`
+	ErrorCode    *string `json:"error_code"`
+	ErrorMessage *string `json:"error_message"`
+	ErrorCount   int64   `json:"error_count"`
+	RetryAfter   *int64  `json:"retry_after"`
+}
+
+const thumbCols = `id, file_id, status, media_type, format, max_size, output_path, width, height, error_code, error_message, error_count, retry_after`
+
+func scanThumb(r interface{ Scan(...any) error }) (Thumb, error) {
+	var t Thumb
+	err := r.Scan(&t.ID, &t.FileID, &t.Status, &t.MediaType, &t.Format, &t.MaxSize, &t.OutputPath, &t.Width, &t.Height,
+		&t.ErrorCode, &t.ErrorMessage, &t.ErrorCount, &t.RetryAfter)
+	return t, err
+}
+
+// MediaType classifies a path by extension: image, video, or "" when no
+// thumbnail can be made.
+func MediaType(path string) string {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".jpg", ".jpeg", ".png", ".gif", ".webp":
+		return store.MediaImage
+	case ".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi":
+		return store.MediaVideo
+	}
+	return ""
+}
+
+// AdmitThumbnail returns the thumbnail of f at format/size, admitting a
+// new pending row when none exists. Admission is one conditional INSERT,
+// so concurrent requests can never exceed ThumbQueueCapacity. A failed row
+// is requeued only once its retry_after has passed.
+func (p *Policy) AdmitThumbnail(ctx context.Context, f store.File, format string, size int) (Thumb, error) {
+	media := MediaType(f.Path)
+	if media == "" {
+		return Thumb{}, fmt.Errorf("%w: %s", ErrUnsupported, filepath.Ext(f.Path))
+	}
+	if f.IsMissing {
+		return Thumb{}, fmt.Errorf("file %d is missing: %w", f.ID, store.ErrNotFound)
+	}
+	t, err := scanThumb(p.Store.DB.QueryRowContext(ctx, `SELECT `+thumbCols+` FROM thumbnails
+WHERE file_id = ? AND format = ? AND max_size = ? ORDER BY id DESC LIMIT 1`, f.ID, format, size))
+	if err == nil {
+		if t.Status == store.StatusFailed {
+			return p.requeueThumb(ctx, t)
+		}
+		return t, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return t, err
+	}
+	var group any
+	if f.HashAlgorithm != nil && f.ContentHash != nil && !f.NeedsHash {
+		group = *f.HashAlgorithm + ":" + *f.ContentHash
+	}
+	out := filepath.Join(p.ThumbsDir, thumbName(f.ID, size, format))
+	now := p.Store.NowMS()
+	t, err = scanThumb(p.Store.DB.QueryRowContext(ctx, `INSERT INTO thumbnails(file_id, group_key, source_path, output_path,
+  status, media_type, format, max_size, created_at, updated_at)
+SELECT ?1, ?2, ?3, ?4, 'pending', ?5, ?6, ?7, ?8, ?8
+WHERE (SELECT COUNT(*) FROM thumbnails WHERE status IN ('pending','running')) < ?9
+  AND NOT EXISTS (SELECT 1 FROM thumbnails WHERE file_id = ?1 AND format = ?6 AND max_size = ?7)
+RETURNING `+thumbCols, f.ID, group, f.Path, out, media, format, size, now, p.ThumbQueueCapacity))
+	if errors.Is(err, sql.ErrNoRows) {
+		// Either the queue is full or a concurrent request admitted it.
+		t, err2 := scanThumb(p.Store.DB.QueryRowContext(ctx, `SELECT `+thumbCols+` FROM thumbnails
+WHERE file_id = ? AND format = ? AND max_size = ? ORDER BY id DESC LIMIT 1`, f.ID, format, size))
+		if err2 == nil {
+			return t, nil
+		}
+		return Thumb{}, ErrQueueFull
+	}
+	if err != nil {
+		return t, err
+	}
+	p.wake()
+	return t, nil
+}
+
+func (p *Policy) requeueThumb(ctx context.Context, t Thumb) (Thumb, error) {
+	now := p.Store.NowMS()
+	if t.RetryAfter != nil && *t.RetryAfter > now {
+		return t, nil
+	}
+	if p.ThumbMaxAttempts > 0 && t.ErrorCount >= int64(p.ThumbMaxAttempts) {
+		return t, nil
+	}
+	if err := store.ThumbnailMachine.Check(store.StatusFailed, store.StatusPending); err != nil {
+		return t, err
+	}
+	nt, err := scanThumb(p.Store.DB.QueryRowContext(ctx, `UPDATE thumbnails SET status = 'pending', updated_at = ?1
+WHERE id = ?2 AND status = 'failed' AND COALESCE(retry_after, 0) <= ?1
+  AND (SELECT COUNT(*) FROM thumbnails WHERE status IN ('pending','running')) < ?3
+RETURNING `+thumbCols, now, t.ID, p.ThumbQueueCapacity))
+	if errors.Is(err, sql.ErrNoRows) {
+		return t, nil
+	}
+	if err == nil {
+		p.wake()
+	}
+	return nt, err
+}
+
+func thumbName(fileID int64, size int, format string) string {
+	ext := ".jpg"
+	if format == store.FormatWebP {
+		ext = ".webp"
+	}
+	return fmt.Sprintf("%d_%d%s", fileID, size, ext)
+}

@@ -1,0 +1,213 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// The catalog is the library's record of facts about files: what a scan saw
+// (library_files, scan_sessions), what a hash produced, and what a delete
+// decided (delete_decisions). Job and lease columns are not written here.
+
+// FileStat is what a scan learned about one file.
+type FileStat struct {
+	Root    string
+	Path    string // real path, under Root
+	Size    int64
+	MtimeNS int64
+}
+
+// ScanCounts are the totals a scan session records.
+type ScanCounts struct {
+	Seen, New, Changed, Missing, Refused int64
+}
+
+// StartScanSession records a running scan session for job.
+func (s *Store) StartScanSession(ctx context.Context, jobID int64, roots []string) (int64, error) {
+	b, _ := json.Marshal(roots)
+	var id int64
+	err := s.DB.QueryRowContext(ctx, `INSERT INTO scan_sessions(job_id, roots, status, started_at)
+VALUES (?, ?, ?, ?) RETURNING id`, jobID, string(b), StatusRunning, s.NowMS()).Scan(&id)
+	return id, err
+}
+
+// FinishScanSession moves a running session to succeeded or failed.
+func (s *Store) FinishScanSession(ctx context.Context, id int64, status string, c ScanCounts, errMsg string) error {
+	if err := ScanSessionMachine.Check(StatusRunning, status); err != nil {
+		return err
+	}
+	var msg any
+	if errMsg != "" {
+		msg = errMsg
+	}
+	res, err := s.DB.ExecContext(ctx, `UPDATE scan_sessions SET status = ?, files_seen = ?, files_new = ?,
+files_changed = ?, files_missing = ?, files_refused = ?, error_message = ?, finished_at = ?
+WHERE id = ? AND status = 'running'`, status, c.Seen, c.New, c.Changed, c.Missing, c.Refused, msg, s.NowMS(), id)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("scan session %d is not running: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// UpsertFiles records one batch of scanned files in one transaction. A file
+// whose size or mtime changed (or that was never hashed) gets needs_hash=1
+// and loses its stale hash; every file seen is no longer missing.
+func (s *Store) UpsertFiles(ctx context.Context, sessionID int64, batch []FileStat) (newN, changedN int64, err error) {
+	now := s.NowMS()
+	err = s.Tx(ctx, func(tx *sql.Tx) error {
+		st, err := tx.PrepareContext(ctx, `INSERT INTO library_files(root, path, size_bytes, mtime_ns, is_missing, needs_hash,
+  last_seen_scan_id, created_at, updated_at)
+VALUES (?1, ?2, ?3, ?4, 0, 1, ?5, ?6, ?6)
+ON CONFLICT(path) DO UPDATE SET
+  needs_hash = CASE WHEN size_bytes <> excluded.size_bytes OR mtime_ns <> excluded.mtime_ns OR content_hash IS NULL
+    THEN 1 ELSE needs_hash END,
+  content_hash = CASE WHEN size_bytes <> excluded.size_bytes OR mtime_ns <> excluded.mtime_ns THEN NULL ELSE content_hash END,
+  hash_algorithm = CASE WHEN size_bytes <> excluded.size_bytes OR mtime_ns <> excluded.mtime_ns THEN NULL ELSE hash_algorithm END,
+  updated_at = CASE WHEN size_bytes <> excluded.size_bytes OR mtime_ns <> excluded.mtime_ns OR is_missing <> 0
+    THEN excluded.updated_at ELSE updated_at END,
+  root = excluded.root, size_bytes = excluded.size_bytes, mtime_ns = excluded.mtime_ns,
+  is_missing = 0, last_seen_scan_id = excluded.last_seen_scan_id
+RETURNING created_at, updated_at, needs_hash`)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		for _, f := range batch {
+			var created, updated int64
+			var needs bool
+			if err := st.QueryRowContext(ctx, f.Root, f.Path, f.Size, f.MtimeNS, sessionID, now).Scan(&created, &updated, &needs); err != nil {
+				return fmt.Errorf("upsert %s: %w", f.Path, err)
+			}
+			switch {
+			case created == now:
+				newN++
+			case updated == now && needs:
+				changedN++
+			}
+		}
+		return nil
+	})
+	return newN, changedN, err
+}
+
+// MarkMissing flags every file of the fully walked roots that session did
+// not see. Roots that could not be walked are not passed, so an unmounted
+// disk never makes its files look deleted.
+func (s *Store) MarkMissing(ctx context.Context, sessionID int64, roots []string) (int64, error) {
+	if len(roots) == 0 {
+		return 0, nil
+	}
+	args := []any{s.NowMS(), sessionID}
+	for _, r := range roots {
+		args = append(args, r)
+	}
+	res, err := s.DB.ExecContext(ctx, `UPDATE library_files SET is_missing = 1, updated_at = ?
+WHERE is_missing = 0 AND (last_seen_scan_id IS NULL OR last_seen_scan_id <> ?)
+  AND root IN (?`+strings.Repeat(",?", len(roots)-1)+`)`, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// FilesToHash returns up to limit live files needing a hash with id > after.
+func (s *Store) FilesToHash(ctx context.Context, after int64, limit int) ([]File, error) {
+	rows, err := s.DB.QueryContext(ctx, `SELECT `+FileColumns+` FROM library_files
+WHERE needs_hash = 1 AND is_missing = 0 AND id > ? ORDER BY id LIMIT ?`, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []File
+	for rows.Next() {
+		f, err := scanFile(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
+
+// PendingHashWork counts files needing a hash and their bytes.
+func (s *Store) PendingHashWork(ctx context.Context) (files, bytes int64, err error) {
+	err = s.DB.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(size_bytes), 0) FROM library_files
+WHERE needs_hash = 1 AND is_missing = 0`).Scan(&files, &bytes)
+	return files, bytes, err
+}
+
+// RecordHash stores a digest for f, only if the row still describes the
+// size and mtime that were hashed; false means the file changed meanwhile
+// and stays needs_hash=1 for the next pass.
+func (s *Store) RecordHash(ctx context.Context, f File, algo, hashHex string) (bool, error) {
+	now := s.NowMS()
+	res, err := s.DB.ExecContext(ctx, `UPDATE library_files SET hash_algorithm = ?, content_hash = ?,
+needs_hash = 0, hashed_at = ?, updated_at = ?
+WHERE id = ? AND size_bytes = ? AND mtime_ns = ? AND is_missing = 0`, algo, hashHex, now, now, f.ID, f.SizeBytes, f.MtimeNS)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// MarkNeedsHash puts f back in the hash queue (its content changed).
+func (s *Store) MarkNeedsHash(ctx context.Context, id int64) error {
+	_, err := s.DB.ExecContext(ctx, `UPDATE library_files SET needs_hash = 1, updated_at = ? WHERE id = ?`, s.NowMS(), id)
+	return err
+}
+
+// Decision is one recorded delete decision.
+type Decision struct {
+	JobID     int64   `json:"job_id"`
+	GroupKey  string  `json:"group_key"`
+	FileID    int64   `json:"file_id"`
+	Path      string  `json:"path"`
+	Decision  string  `json:"decision"` // keep, trashed, removed, refused
+	Reason    string  `json:"reason"`
+	TrashPath *string `json:"trash_path"`
+	DecidedAt int64   `json:"decided_at"`
+}
+
+// RecordDecision appends d; when d removed or trashed the file, the file
+// is marked missing in the same transaction.
+func (s *Store) RecordDecision(ctx context.Context, d Decision) error {
+	now := s.NowMS()
+	return s.Tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO delete_decisions(job_id, group_key, file_id, path, decision, reason, trash_path, decided_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, d.JobID, d.GroupKey, d.FileID, d.Path, d.Decision, d.Reason, d.TrashPath, now); err != nil {
+			return err
+		}
+		if d.Decision == "trashed" || d.Decision == "removed" {
+			if _, err := tx.ExecContext(ctx, `UPDATE library_files SET is_missing = 1, updated_at = ? WHERE id = ?`, now, d.FileID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Decisions lists the decisions of a delete job in order.
+func (s *Store) Decisions(ctx context.Context, jobID int64) ([]Decision, error) {
+	rows, err := s.DB.QueryContext(ctx, `SELECT job_id, group_key, file_id, path, decision, reason, trash_path, decided_at
+FROM delete_decisions WHERE job_id = ? ORDER BY id`, jobID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Decision
+	for rows.Next() {
+		var d Decision
+		if err := rows.Scan(&d.JobID, &d.GroupKey, &d.FileID, &d.Path, &d.Decision, &d.Reason, &d.TrashPath, &d.DecidedAt); err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}

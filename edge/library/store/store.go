@@ -1,0 +1,102 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"time"
+
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
+)
+
+// Store is an open library.db. DB is safe for concurrent use; SQLite
+// serialises writers (every transaction begins IMMEDIATE) and the busy
+// timeout makes a writer wait for another instead of failing.
+type Store struct {
+	DB   *sql.DB
+	Path string
+	// Now is the clock every timestamp and lease comparison uses.
+	Now func() time.Time
+}
+
+// DSN is the modernc.org/sqlite data source name for path: WAL journal,
+// NORMAL sync (durable at checkpoints, safe against corruption), foreign
+// keys on, a generous busy timeout and BEGIN IMMEDIATE transactions so two
+// writers never deadlock upgrading read locks.
+func DSN(path string) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Set("_txlock", "immediate")
+	return "file:" + path + "?" + q.Encode()
+}
+
+// Open opens (creating if needed) the database at path and migrates it to
+// the current schema.
+func Open(ctx context.Context, path string) (*Store, error) {
+	s, err := OpenRaw(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := Migrate(ctx, s.DB); err != nil {
+		_ = s.DB.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// OpenRaw opens the database without migrating it; tests use it to build
+// legacy fixtures.
+func OpenRaw(path string) (*Store, error) {
+	db, err := sql.Open("sqlite", DSN(path))
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(8)
+	db.SetConnMaxIdleTime(time.Minute)
+	if err := db.Ping(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return &Store{DB: db, Path: path, Now: time.Now}, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.DB.Close() }
+
+// NowMS is the store clock in Unix milliseconds, the unit of every
+// timestamp column.
+func (s *Store) NowMS() int64 { return s.Now().UnixMilli() }
+
+// Ping is the readiness probe of the library.
+func (s *Store) Ping(ctx context.Context) error {
+	var one int
+	return s.DB.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+}
+
+// MS converts a Unix-millisecond column value to a time (UTC).
+func MS(v int64) time.Time { return time.UnixMilli(v).UTC() }
+
+// Tx runs fn in one IMMEDIATE transaction, committing when fn returns nil.
+func (s *Store) Tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	return InTx(ctx, s.DB, fn)
+}
+
+// InTx runs fn in a transaction on db.
+func InTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,91 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vesta-cx/euterpe/edge/backend"
+	"github.com/vesta-cx/euterpe/edge/jobs"
+)
+
+// BenchmarkBurnDown enqueues EUTERPE_BENCH_JOBS jobs (default 50,000)
+// through jobs.Store.Create, then times a pool with an instant backend
+// draining them all (every job running, done, terminal event, XACK) on the
+// real Redis, and reports jobs/s.
+func BenchmarkBurnDown(b *testing.B) {
+	n := 50_000
+	if v, err := strconv.Atoi(os.Getenv("EUTERPE_BENCH_JOBS")); err == nil && v > 0 {
+		n = v
+	}
+	conc := 128
+	if v, err := strconv.Atoi(os.Getenv("EUTERPE_BENCH_WORKERS")); err == nil && v > 0 {
+		conc = v
+	}
+	rdb, st, _ := newRedis(b)
+	ctx := context.Background()
+	var total time.Duration
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		if err := rdb.FlushDB(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+		if err := st.EnsureGroup(ctx); err != nil {
+			b.Fatal(err)
+		}
+		enqueue(b, st, n)
+		var ran atomic.Int64
+		s := DefaultSettings()
+		s.Concurrency = conc
+		s.Batch = 256
+		be := backend.Func(func(context.Context, backend.Request, backend.Delta) (json.RawMessage, error) {
+			ran.Add(1)
+			return json.RawMessage(`{"ok":true}`), nil
+		})
+		p, err := New(nil, rdb, st, "bench", s, backend.NewRegistry(map[string]backend.Backend{"chat": be}))
+		if err != nil {
+			b.Fatal(err)
+		}
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		b.StartTimer()
+		start := time.Now()
+		go func() { defer close(done); _ = p.Run(runCtx) }()
+		for {
+			if ran.Load() >= int64(n) && rdb.XPending(ctx, jobs.QueueStream, jobs.Group).Val().Count == 0 {
+				break
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		elapsed := time.Since(start)
+		b.StopTimer()
+		total += elapsed
+		stop()
+		<-done
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/total.Seconds(), "jobs/s")
+	b.ReportMetric(0, "ns/op")
+}
+
+// enqueue creates n chat jobs from 32 concurrent callers of Store.Create.
+func enqueue(b *testing.B, st *jobs.Store, n int) {
+	b.Helper()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) {
+				if _, err := st.Create(context.Background(), jobs.NewJob{Task: "chat", Payload: json.RawMessage(`{"prompt":"x"}`), TTL: 600}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}

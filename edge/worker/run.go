@@ -1,0 +1,164 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/vesta-cx/euterpe/daemon/lease"
+	"github.com/vesta-cx/euterpe/edge/backend"
+	"github.com/vesta-cx/euterpe/edge/jobs"
+)
+
+// outcomeKind says what the finisher writes for a job.
+type outcomeKind int
+
+const (
+	finishDone  outcomeKind = iota // status done + result + event + XACK
+	finishError                    // status error + error + event + XACK
+	ackOnly                        // cancelled: the terminal event exists; XACK
+	abandon                        // shutdown or lost claim: leave pending
+)
+
+type outcome struct {
+	j      *job
+	kind   outcomeKind
+	result json.RawMessage
+	err    json.RawMessage
+}
+
+// execute runs started jobs until the work channel is closed.
+func (p *Pool) execute(bookCtx context.Context) {
+	for j := range p.work {
+		p.fin <- p.runJob(bookCtx, j)
+	}
+}
+
+func (p *Pool) runJob(bookCtx context.Context, j *job) outcome {
+	defer j.cancel(nil)
+	deltas := newCoalescer(p.s.DeltaInterval, p.s.DeltaBytes, func(text string) {
+		data, _ := json.Marshal(map[string]string{"text": text})
+		_, err := p.store.AppendEvent(bookCtx, j.id, "delta", StepStream, data)
+		if jobs.IsGone(err) {
+			j.cancel(errJobCanceled)
+		} else if err != nil {
+			p.log.Warn("write delta", "job_id", j.id, "err", err)
+		}
+	})
+	res, err := p.backend.Run(j.ctx, backend.Request{JobID: j.id, Task: j.task, Payload: j.payload}, deltas.Add)
+	deltas.Close(j.ctx.Err() == nil)
+	if err == nil {
+		if len(res) == 0 {
+			res = json.RawMessage(`{}`)
+		}
+		return outcome{j: j, kind: finishDone, result: res}
+	}
+	if j.ctx.Err() != nil {
+		cause := context.Cause(j.ctx)
+		switch {
+		case errors.Is(cause, errJobCanceled):
+			return outcome{j: j, kind: ackOnly}
+		case errors.Is(cause, errShutdown), errors.Is(cause, lease.ErrStale):
+			p.log.Info("job abandoned", "job_id", j.id, "reason", cause.Error())
+			return outcome{j: j, kind: abandon}
+		}
+	}
+	be := backend.AsError(err)
+	b, _ := json.Marshal(be)
+	return outcome{j: j, kind: finishError, err: b}
+}
+
+// finishLoop writes outcomes in batches: whatever has queued up while the
+// previous batch was being written goes out in the next round trip.
+func (p *Pool) finishLoop(bookCtx context.Context) {
+	for o := range p.fin {
+		batch := []outcome{o}
+	more:
+		for len(batch) < p.s.Batch {
+			select {
+			case o, ok := <-p.fin:
+				if !ok {
+					break more
+				}
+				batch = append(batch, o)
+			default:
+				break more
+			}
+		}
+		p.writeOutcomes(bookCtx, batch)
+	}
+}
+
+// writeOutcomes writes a batch, retrying Redis failures a few times; a job
+// whose outcome still cannot be written stays pending and is re-run by
+// recovery.
+func (p *Pool) writeOutcomes(ctx context.Context, batch []outcome) {
+	pending := batch
+	bo := lease.Backoff{Base: 50 * time.Millisecond, Cap: time.Second}
+	for attempt := 1; len(pending) > 0; attempt++ {
+		var (
+			ops    []jobs.Op
+			opOf   []outcome
+			ackIDs []string
+			acked  []outcome
+			failed []outcome
+		)
+		for _, o := range pending {
+			switch o.kind {
+			case finishDone:
+				ops = append(ops, jobs.Op{ID: o.j.id, T: jobs.Transition{To: jobs.Done, Step: StepFinish, Result: o.result, AckMessageID: o.j.msgID}})
+				opOf = append(opOf, o)
+			case finishError:
+				ops = append(ops, jobs.Op{ID: o.j.id, T: jobs.Transition{To: jobs.Error, Step: StepFinish, Error: o.err, AckMessageID: o.j.msgID}})
+				opOf = append(opOf, o)
+			case ackOnly:
+				ackIDs = append(ackIDs, o.j.msgID)
+				acked = append(acked, o)
+			case abandon:
+				p.done(o)
+			}
+		}
+		for i, r := range p.store.ApplyBatch(ctx, ops) {
+			// Success acked the message in the same script; ErrFinished or
+			// ErrNotFound (cancelled meanwhile, or expired) acked it too.
+			if r.Err == nil || jobs.IsGone(r.Err) {
+				p.done(opOf[i])
+				continue
+			}
+			failed = append(failed, opOf[i])
+			p.log.Warn("finish job", "job_id", opOf[i].j.id, "attempt", attempt, "err", r.Err)
+		}
+		if len(ackIDs) > 0 {
+			if err := p.rdb.XAck(ctx, jobs.QueueStream, jobs.Group, ackIDs...).Err(); err != nil {
+				failed = append(failed, acked...)
+				p.log.Warn("ack cancelled jobs", "attempt", attempt, "err", err)
+			} else {
+				for _, o := range acked {
+					p.done(o)
+				}
+			}
+		}
+		pending = failed
+		if len(pending) == 0 {
+			return
+		}
+		if attempt >= 5 || ctx.Err() != nil {
+			for _, o := range pending {
+				p.log.Error("job outcome not written; left pending for recovery", "job_id", o.j.id)
+				p.done(o)
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(bo.Delay(attempt)):
+		}
+	}
+}
+
+// done forgets a job and frees its slot.
+func (p *Pool) done(o outcome) {
+	p.untrack(o.j)
+	p.releaseSlots(1)
+}

@@ -40,8 +40,12 @@ wait_port() { # wait_port PORT NAME
   log "$2 did not start on port $1"; exit 1
 }
 
+# EUTERPE_PRIVATE_SERVICES=1 ignores services on the default ports, to
+# exercise the path a fresh machine takes.
+private=${EUTERPE_PRIVATE_SERVICES:-}
+
 redis_up() {
-  if redis-cli -h 127.0.0.1 -p 6379 ping 2>/dev/null | grep -q PONG; then
+  if [ -z "$private" ] && redis-cli -h 127.0.0.1 -p 6379 ping 2>/dev/null | grep -q PONG; then
     echo "export EUTERPE_TEST_REDIS_URL=redis://127.0.0.1:6379/0"; return
   fi
   need_pkg redis-server redis-server
@@ -57,7 +61,7 @@ redis_up() {
 }
 
 pg_up() {
-  if port_open 5432; then
+  if [ -z "$private" ] && port_open 5432; then
     echo "export EUTERPE_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"; return
   fi
   local port=5440 data="$RUN/pg" bin
@@ -65,10 +69,10 @@ pg_up() {
     bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)
     if [ -z "$bin" ]; then need_pkg pg_ctlcluster postgresql; bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1); fi
     local as=()
-    if [ "$(id -u)" = 0 ]; then as=(runuser -u postgres --); chown -R postgres "$RUN" 2>/dev/null || true; fi
+    if [ "$(id -u)" = 0 ]; then as=(runuser -u postgres --); fi
     if [ ! -f "$data/PG_VERSION" ]; then
       log "initialising private postgres in $data"
-      mkdir -p "$data"; [ "$(id -u)" = 0 ] && chown postgres "$data"
+      mkdir -p "$data"; if [ "$(id -u)" = 0 ]; then chown postgres "$data"; fi
       "${as[@]}" "$bin/initdb" -D "$data" -U postgres --auth=trust >/dev/null
     fi
     log "starting private postgres on 127.0.0.1:$port"

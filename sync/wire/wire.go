@@ -1,0 +1,158 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"time"
+
+	"github.com/vesta-cx/euterpe/central/webhook"
+)
+
+// Limits bound what a receiver accepts, so one edge cannot exhaust it.
+const (
+	MaxEvents    = 500
+	MaxBodyBytes = 1 << 20
+	MaxDataBytes = 64 << 10
+)
+
+// Event is one entry of an edge job's events stream (job:{id}:events), as
+// the edge streams contract defines it: type, ts, step and data.
+type Event struct {
+	EventID string          `json:"event_id"`
+	EdgeID  string          `json:"edge_id"`
+	JobID   string          `json:"job_id"`
+	EntryID string          `json:"entry_id"` // the stream entry id on the edge, "<ms>-<seq>"
+	Type    string          `json:"type"`
+	Step    string          `json:"step"`
+	TS      int64           `json:"ts"` // Unix milliseconds, as on the edge
+	Data    json.RawMessage `json:"data"`
+}
+
+// Batch is one upload.
+type Batch struct {
+	EdgeID string    `json:"edge_id"`
+	SentAt time.Time `json:"sent_at"`
+	Events []Event   `json:"events"`
+}
+
+// ErrInvalid is matched by every validation failure of Decode.
+var ErrInvalid = errors.New("invalid sync batch")
+
+var (
+	entryIDRe = regexp.MustCompile(`^[0-9]{1,20}-[0-9]{1,20}$`)
+	tokenRe   = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+)
+
+// EventID is the stable id of an edge event.
+func EventID(edgeID, jobID, entryID string) string {
+	return edgeID + ":" + jobID + ":" + entryID
+}
+
+// NewEvent builds an Event with its stable id.
+func NewEvent(edgeID, jobID, entryID, typ, step string, ts int64, data json.RawMessage) Event {
+	return Event{EventID: EventID(edgeID, jobID, entryID), EdgeID: edgeID, JobID: jobID, EntryID: entryID, Type: typ, Step: step, TS: ts, Data: data}
+}
+
+// emptyData is what the edge streams contract writes when an event has no data.
+var emptyData = json.RawMessage(`{}`)
+
+// normalize gives absent or null data the contract's default, so a batch
+// encodes to the same bytes however it was built.
+func (b *Batch) normalize() {
+	for i := range b.Events {
+		if d := b.Events[i].Data; len(d) == 0 || string(d) == "null" {
+			b.Events[i].Data = emptyData
+		}
+	}
+}
+
+// Encode validates b and returns its body.
+func Encode(b Batch) ([]byte, error) {
+	b.Events = append([]Event(nil), b.Events...)
+	b.normalize()
+	if err := b.Validate(); err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(b)
+	if err != nil {
+		return nil, fmt.Errorf("encode sync batch: %w", err)
+	}
+	if len(body) > MaxBodyBytes {
+		return nil, fmt.Errorf("%w: body of %d bytes exceeds %d", ErrInvalid, len(body), MaxBodyBytes)
+	}
+	return body, nil
+}
+
+// Decode parses and validates a received body. Unknown fields are refused so
+// a version skew between edge and central is loud, not silent.
+func Decode(body []byte) (Batch, error) {
+	var b Batch
+	if len(body) > MaxBodyBytes {
+		return b, fmt.Errorf("%w: body of %d bytes exceeds %d", ErrInvalid, len(body), MaxBodyBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&b); err != nil {
+		return Batch{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if dec.More() {
+		return Batch{}, fmt.Errorf("%w: trailing data after the batch", ErrInvalid)
+	}
+	b.normalize()
+	if err := b.Validate(); err != nil {
+		return Batch{}, err
+	}
+	return b, nil
+}
+
+// Validate checks every field a receiver relies on.
+func (b Batch) Validate() error {
+	if !tokenRe.MatchString(b.EdgeID) {
+		return fmt.Errorf("%w: edge_id must be 1-128 characters of [A-Za-z0-9._:-]", ErrInvalid)
+	}
+	if len(b.Events) == 0 || len(b.Events) > MaxEvents {
+		return fmt.Errorf("%w: a batch holds 1 to %d events, not %d", ErrInvalid, MaxEvents, len(b.Events))
+	}
+	for i, e := range b.Events {
+		if err := e.validate(b.EdgeID); err != nil {
+			return fmt.Errorf("%w: events[%d]: %s", ErrInvalid, i, err)
+		}
+	}
+	return nil
+}
+
+func (e Event) validate(edgeID string) error {
+	switch {
+	case e.EdgeID != edgeID:
+		return errors.New("edge_id differs from the batch's")
+	case !tokenRe.MatchString(e.JobID):
+		return errors.New("job_id must be 1-128 characters of [A-Za-z0-9._:-]")
+	case !entryIDRe.MatchString(e.EntryID):
+		return errors.New(`entry_id must be a stream id "<ms>-<seq>"`)
+	case e.EventID != EventID(e.EdgeID, e.JobID, e.EntryID):
+		return errors.New("event_id must be edge_id:job_id:entry_id")
+	case !tokenRe.MatchString(e.Type):
+		return errors.New("type is required")
+	case e.TS <= 0:
+		return errors.New("ts must be positive Unix milliseconds")
+	case len(e.Data) > MaxDataBytes:
+		return fmt.Errorf("data exceeds %d bytes", MaxDataBytes)
+	case len(e.Data) > 0 && !json.Valid(e.Data):
+		return errors.New("data is not JSON")
+	}
+	return nil
+}
+
+// Sign sets the x-euterpe-* signature headers on an upload request; the
+// batch's first event id stands as the request's event id.
+func Sign(req *http.Request, now time.Time, b Batch, body []byte, secrets ...[]byte) error {
+	id := ""
+	if len(b.Events) > 0 {
+		id = b.Events[0].EventID
+	}
+	return webhook.SetHeaders(req, now, id, body, secrets...)
+}

@@ -1,0 +1,99 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/vesta-cx/euterpe/central/webhook"
+)
+
+func sample() Batch {
+	return Batch{EdgeID: "jetson-1", SentAt: time.Unix(1700000000, 0).UTC(), Events: []Event{
+		NewEvent("jetson-1", "job-1", "1700000000000-0", "queued", "gateway.enqueue", 1700000000000, json.RawMessage(`{}`)),
+		NewEvent("jetson-1", "job-1", "1700000000001-0", "done", "worker.finish", 1700000000001, json.RawMessage(`{"text":"hi"}`)),
+	}}
+}
+
+func TestRoundTrip(t *testing.T) {
+	body, err := Encode(sample())
+	require.NoError(t, err)
+	got, err := Decode(body)
+	require.NoError(t, err)
+	require.Equal(t, sample(), got)
+	require.Equal(t, "jetson-1:job-1:1700000000001-0", got.Events[1].EventID)
+}
+
+func TestDecodeRejects(t *testing.T) {
+	mutate := func(f func(*Batch)) string {
+		b := sample()
+		f(&b)
+		raw, _ := json.Marshal(b)
+		return string(raw)
+	}
+	cases := map[string]string{
+		"not json":        `{`,
+		"unknown field":   strings.Replace(mutate(func(*Batch) {}), `"edge_id":"jetson-1",`, `"edge_id":"jetson-1","extra":1,`, 1),
+		"trailing data":   mutate(func(*Batch) {}) + `{}`,
+		"no events":       mutate(func(b *Batch) { b.Events = nil }),
+		"bad edge id":     mutate(func(b *Batch) { b.EdgeID = "a b" }),
+		"foreign edge":    mutate(func(b *Batch) { b.Events[0].EdgeID = "other" }),
+		"bad entry id":    mutate(func(b *Batch) { b.Events[0].EntryID = "x"; b.Events[0].EventID = EventID("jetson-1", "job-1", "x") }),
+		"forged event id": mutate(func(b *Batch) { b.Events[0].EventID = "jetson-1:job-2:1-0" }),
+		"missing type":    mutate(func(b *Batch) { b.Events[0].Type = "" }),
+		"zero ts":         mutate(func(b *Batch) { b.Events[0].TS = 0 }),
+		"too many events": mutate(func(b *Batch) { b.Events = make([]Event, MaxEvents+1) }),
+		"oversized data":  mutate(func(b *Batch) { b.Events[0].Data = json.RawMessage(`"` + strings.Repeat("x", MaxDataBytes) + `"`) }),
+		"oversized body":  `{"edge_id":"` + strings.Repeat("x", MaxBodyBytes) + `"}`,
+		"path-like job id": mutate(func(b *Batch) {
+			b.Events[0].JobID = "../etc"
+			b.Events[0].EventID = EventID("jetson-1", "../etc", b.Events[0].EntryID)
+		}),
+		"empty body":        ``,
+		"null events entry": strings.Replace(mutate(func(*Batch) {}), `"events":[`, `"events":[null,`, 1),
+	}
+	for name, body := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := Decode([]byte(body))
+			require.ErrorIs(t, err, ErrInvalid)
+		})
+	}
+}
+
+func TestSignedLikeWebhooks(t *testing.T) {
+	b := sample()
+	body, err := Encode(b)
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, "https://central.example/v1/sync/events", bytes.NewReader(body))
+	require.NoError(t, err)
+	secret := []byte("whsec_test")
+	now := time.Now()
+	require.NoError(t, Sign(req, now, b, body, secret))
+	d, err := webhook.Verify([][]byte{secret}, req.Header, body, now)
+	require.NoError(t, err)
+	require.Equal(t, b.Events[0].EventID, d.EventID)
+	_, err = webhook.Verify([][]byte{[]byte("wrong")}, req.Header, body, now)
+	require.ErrorIs(t, err, webhook.ErrBadSignature)
+}
+
+func FuzzDecode(f *testing.F) {
+	body, _ := Encode(sample())
+	f.Add(body)
+	f.Add([]byte(`{"edge_id":"e","events":[]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		b, err := Decode(body)
+		if err != nil {
+			return
+		}
+		// Whatever decodes must re-encode and decode to the same batch.
+		again, err := Encode(b)
+		require.NoError(t, err)
+		b2, err := Decode(again)
+		require.NoError(t, err)
+		require.Equal(t, b.Events, b2.Events)
+	})
+}

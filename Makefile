@@ -18,7 +18,9 @@ services:
 	@scripts/services.sh up
 
 run: build
+	@scripts/services.sh up tools
 	@scripts/services.sh up redis
+	@scripts/services.sh up s3
 	@scripts/run.sh
 
 # The race detector needs cgo; the programs themselves are built without it.

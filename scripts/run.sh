@@ -4,7 +4,8 @@
 #
 #   edge     euterpe-edge serve on 127.0.0.1:8070 (Redis from scripts/services.sh),
 #            a demo `tool` backend, and a media library over .run/demo/library
-#   central  euterpe-central serve on 127.0.0.1:8090 on embedded SQLite
+#   central  euterpe-central serve on 127.0.0.1:8090 on embedded SQLite, transcoding
+#            a generated tone from the local S3-compatible server (versitygw)
 #
 # EUTERPE_RUN_ONCE=1 stops everything after the demo instead of waiting.
 set -euo pipefail
@@ -56,14 +57,13 @@ done
 echo "$groups"
 
 step "starting euterpe-central on embedded SQLite (logs: $RUN/central.log)"
-EUTERPE_STATE_DIR=$RUN/central-state bin/euterpe-central serve >"$RUN/central.log" 2>&1 &
+# Private addresses are allowed because the demo's storage is on loopback.
+EUTERPE_STATE_DIR=$RUN/central-state EUTERPE_WEBHOOK_ALLOW_PRIVATE=true bin/euterpe-central serve >"$RUN/central.log" 2>&1 &
 pids+=($!)
 wait_ready http://127.0.0.1:8090 euterpe-central "$RUN/central.log"
 curl -fsS http://127.0.0.1:8090/ready; echo
 
-if [ -x scripts/run-central-demo.sh ]; then
-  scripts/run-central-demo.sh "$RUN"
-fi
+scripts/run-central-demo.sh "$RUN"
 
 step "stack is up"
 cat <<TXT

@@ -15,8 +15,8 @@ import (
 )
 
 type schemaDoc struct {
-	OpenAPI    string `json:"openapi"`
-	Paths      map[string]map[string]struct {
+	OpenAPI string `json:"openapi"`
+	Paths   map[string]map[string]struct {
 		Responses map[string]any `json:"responses"`
 	} `json:"paths"`
 	Components struct {

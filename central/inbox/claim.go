@@ -12,57 +12,86 @@ import (
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 )
 
-// load reads what an executor needs of each claimed row, in claim order.
+// jobColumns are what an executor needs of a claimed row; the claim
+// returns them (Spec.Returning), and load reads them for reclaimed rows.
+var jobColumns = []string{"requester_id", "max_attempts", "credential_version", "refresh_attempt_count",
+	"source_url", "source_bucket", "source_key", "source_endpoint", "source_region",
+	"output_bucket", "output_prefix", "output_endpoint", "output_region", "renditions",
+	"status_webhook_url", "refresh_url", "metadata"}
+
+// jobRow is the scan target of jobColumns.
+type jobRow struct {
+	requester, outBucket, outPrefix, rend            string
+	maxAttempts, credVersion, refreshes              int
+	su, sb, sk, se, sr, oe, or, hook, refresh, meta *string
+}
+
+func (r *jobRow) dest() []any {
+	return []any{&r.requester, &r.maxAttempts, &r.credVersion, &r.refreshes, &r.su, &r.sb, &r.sk, &r.se, &r.sr,
+		&r.outBucket, &r.outPrefix, &r.oe, &r.or, &r.rend, &r.hook, &r.refresh, &r.meta}
+}
+
+func (r *jobRow) apply(j *Job) error {
+	j.RequesterID, j.MaxAttempts, j.CredentialVersion, j.RefreshAttempts = r.requester, r.maxAttempts, r.credVersion, r.refreshes
+	j.Source = Source{URL: deref(r.su), Bucket: deref(r.sb), Key: deref(r.sk), Endpoint: deref(r.se), Region: deref(r.sr)}
+	j.Output = Output{Bucket: r.outBucket, Prefix: r.outPrefix, Endpoint: deref(r.oe), Region: deref(r.or)}
+	j.StatusWebhookURL, j.RefreshURL = deref(r.hook), deref(r.refresh)
+	if r.meta != nil {
+		j.Metadata = json.RawMessage(*r.meta)
+	}
+	if err := json.Unmarshal([]byte(r.rend), &j.Renditions); err != nil {
+		return fmt.Errorf("job %s: renditions: %w", j.ID, err)
+	}
+	return nil
+}
+
+// extraDest makes the scan destinations of a claim's Returning columns.
+func extraDest() []any {
+	r := &jobRow{}
+	return append([]any{r}, r.dest()...)
+}
+
+// fromClaim builds a Job from a fresh claim and the columns it returned.
+func fromClaim(c lease.Claim) (*Job, error) {
+	r := c.Extra[0].(*jobRow)
+	c.Extra = nil
+	j := &Job{Claim: c}
+	return j, r.apply(j)
+}
+
+// load reads jobColumns of each reclaimed row, in claim order.
 func (s *Store) load(ctx context.Context, tx *sql.Tx, claims []lease.Claim) ([]*Job, error) {
 	byID := make(map[string]*Job, len(claims))
 	jobs := make([]*Job, len(claims))
-	ph := make([]string, len(claims))
-	args := make([]any, len(claims))
 	ids := make([]string, len(claims))
 	for i, c := range claims {
 		j := &Job{Claim: c}
 		jobs[i] = j
 		byID[c.ID] = j
-		ph[i] = "?"
-		args[i] = c.ID
 		ids[i] = c.ID
 	}
-	in := "IN (" + strings.Join(ph, ", ") + ")"
+	in, arg := "IN (SELECT value FROM json_each(?))", any(nil)
 	if s.db.Engine == sqldb.Postgres {
-		in, args = "= ANY(?::text[])", []any{ids}
+		in, arg = "= ANY(?::text[])", ids
+	} else {
+		list, _ := json.Marshal(ids)
+		arg = string(list)
 	}
-	rows, err := tx.QueryContext(ctx, s.db.Rebind(`SELECT id, requester_id, max_attempts, credential_version,
-		refresh_attempt_count, source_url, source_bucket, source_key, source_endpoint, source_region,
-		output_bucket, output_prefix, output_endpoint, output_region, renditions, status_webhook_url,
-		refresh_url, metadata FROM inbox_jobs WHERE id `+in), args...)
+	rows, err := tx.QueryContext(ctx, s.db.Rebind(`SELECT id, `+strings.Join(jobColumns, ", ")+` FROM inbox_jobs WHERE id `+in), arg)
 	if err != nil {
 		return nil, fmt.Errorf("load claimed jobs: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var (
-			id                                              string
-			su, sb, sk, se, sr, oe, or, hook, refresh, meta *string
-			rend, requester, outBucket, outPrefix           string
-			maxAttempts, credVersion, refreshes             int
-		)
-		if err := rows.Scan(&id, &requester, &maxAttempts, &credVersion, &refreshes,
-			&su, &sb, &sk, &se, &sr, &outBucket, &outPrefix, &oe, &or, &rend, &hook, &refresh, &meta); err != nil {
+		var id string
+		var r jobRow
+		if err := rows.Scan(append([]any{&id}, r.dest()...)...); err != nil {
 			return nil, err
 		}
-		j := byID[id]
-		if j == nil {
-			continue
-		}
-		j.RequesterID, j.MaxAttempts, j.CredentialVersion, j.RefreshAttempts = requester, maxAttempts, credVersion, refreshes
-		j.Source = Source{URL: deref(su), Bucket: deref(sb), Key: deref(sk), Endpoint: deref(se), Region: deref(sr)}
-		j.Output = Output{Bucket: outBucket, Prefix: outPrefix, Endpoint: deref(oe), Region: deref(or)}
-		j.StatusWebhookURL, j.RefreshURL = deref(hook), deref(refresh)
-		if meta != nil {
-			j.Metadata = json.RawMessage(*meta)
-		}
-		if err := json.Unmarshal([]byte(rend), &j.Renditions); err != nil {
-			return nil, fmt.Errorf("job %s: renditions: %w", id, err)
+		if j := byID[id]; j != nil {
+			if err := r.apply(j); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return jobs, rows.Err()

@@ -62,35 +62,31 @@ func insertEvents(ctx context.Context, db *sqldb.DB, tx lease.Execer, evs []Even
 	if db.Engine == sqldb.Postgres {
 		return insertUnnest(ctx, tx, evs)
 	}
-	// SQLite: 50 rows a statement; its driver binds parameters in quadratic
-	// time but prepares the statement on every execution.
+	// SQLite: small multi-row statements. Its driver prepares the statement
+	// on every execution (so one row per statement is slow) and binds
+	// parameters in quadratic time (so thousands per statement are too).
 	const chunk = 50
-	for len(evs) > chunk {
-		if err := insertEvents(ctx, db, tx, evs[:chunk]); err != nil {
-			return err
-		}
-		evs = evs[chunk:]
-	}
-	if len(evs) == 0 {
-		return nil
-	}
-	var b strings.Builder
-	b.WriteString(`INSERT INTO job_outbox_events (event_id, job_id, requester_id, sequence, event_type, status,
+	for len(evs) > 0 {
+		part := evs[:min(chunk, len(evs))]
+		evs = evs[len(part):]
+		var b strings.Builder
+		b.WriteString(`INSERT INTO job_outbox_events (event_id, job_id, requester_id, sequence, event_type, status,
 		webhook_url, payload, next_attempt_at, created_at) VALUES `)
-	args := make([]any, 0, len(evs)*10)
-	for i, e := range evs {
-		if i > 0 {
-			b.WriteString(", ")
+		args := make([]any, 0, len(part)*10)
+		for i, e := range part {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+			row, err := e.row()
+			if err != nil {
+				return err
+			}
+			args = append(args, row...)
 		}
-		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-		row, err := e.row()
-		if err != nil {
-			return err
+		if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+			return fmt.Errorf("inbox: insert outbox events: %w", err)
 		}
-		args = append(args, row...)
-	}
-	if _, err := tx.ExecContext(ctx, db.Rebind(b.String()), args...); err != nil {
-		return fmt.Errorf("inbox: insert outbox events: %w", err)
 	}
 	return nil
 }

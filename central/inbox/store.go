@@ -66,7 +66,9 @@ func New(db *sqldb.DB, keys *credentials.Keyring, policy Policy, opts ...Option)
 	for _, o := range opts {
 		o(s)
 	}
-	s.q = &lease.Queue{DB: db, Spec: schema.InboxLease, Machine: Transitions, Now: s.clock}
+	spec := schema.InboxLease
+	spec.Returning = jobColumns
+	s.q = &lease.Queue{DB: db, Spec: spec, Machine: Transitions, Now: s.clock, Extra: extraDest}
 	s.q.OnExpire = s.onExpire
 	return s
 }

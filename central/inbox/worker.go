@@ -30,9 +30,11 @@ func (s *Store) Claim(ctx context.Context, worker string, n int, ttl time.Durati
 			jobs = nil
 			return err
 		}
-		jobs, err = s.load(ctx, tx, claims)
-		if err != nil {
-			return err
+		jobs = make([]*Job, len(claims))
+		for i, c := range claims {
+			if jobs[i], err = fromClaim(c); err != nil {
+				return err
+			}
 		}
 		evs := make([]Event, len(jobs))
 		for i, j := range jobs {

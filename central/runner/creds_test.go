@@ -49,3 +49,24 @@ func (e *env) sendCredentials(jobID string, c credentials.Storage) error {
 	}
 	return nil
 }
+
+// post enqueues a job through POST /transcode with the requester's API key
+// and returns its id.
+func (e *env) post(body map[string]any) string {
+	e.t.Helper()
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest(http.MethodPost, e.apiURL()+"/transcode", bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+e.requester.APIKey)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", fmt.Sprintf("k-%d", time.Now().UnixNano()))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var acc api.Accepted
+	if err := json.NewDecoder(resp.Body).Decode(&acc); err != nil || resp.StatusCode != http.StatusAccepted {
+		e.t.Fatalf("POST /transcode: HTTP %d %v", resp.StatusCode, err)
+	}
+	return acc.JobID
+}

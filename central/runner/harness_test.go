@@ -236,3 +236,27 @@ func ffprobe(t *testing.T, path string) string {
 	}
 	return strings.TrimSpace(string(out))
 }
+
+// runUntilDone runs a runner's loop (Run) until job id is terminal.
+func (e *env) runUntilDone(id string, within time.Duration) *inbox.View {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := e.runner(nil)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			e.t.Errorf("Run: %v", err)
+		}
+	}()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if v := e.view(id); inbox.Transitions.IsTerminal(v.Status) {
+			return v
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.t.Fatalf("job %s not finished after %v", id, within)
+	return nil
+}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/vesta-cx/euterpe/central/credentials"
@@ -20,12 +21,12 @@ import (
 	"github.com/vesta-cx/euterpe/daemon/lease"
 )
 
-// guardThreshold is the source size above which each output must stay
-// within guardFactor times the source (contract §11).
-const (
-	guardThreshold = 1 << 30
-	guardFactor    = 2
-)
+// guardThreshold is the source size (1 GiB) above which each output must
+// stay within guardFactor times the source (contract §11). A variable only
+// so tests can lower it instead of moving gigabytes.
+var guardThreshold int64 = 1 << 30
+
+const guardFactor = 2
 
 // Process runs one claimed job to its end: success, a recorded failure, or
 // a silent stop when the lease turns out to be lost. Its scratch directory
@@ -103,15 +104,11 @@ func (r *Runner) execute(ctx context.Context, j *inbox.Job, dir string, log *slo
 	if err := r.jobs.Advance(ctx, j, schema.StatusProcessing); err != nil {
 		return err
 	}
-	info, err := r.tools.Probe(ctx, srcPath)
-	if err != nil {
-		return err
-	}
 	var limit int64
 	if srcSize > guardThreshold {
 		limit = guardFactor * srcSize
 	}
-	outs, err := r.transcodeAll(ctx, j, rends, srcPath, dir, info.Duration, limit)
+	outs, err := r.transcodeAll(ctx, j, rends, srcPath, dir, limit)
 	if err != nil {
 		return err
 	}
@@ -174,23 +171,56 @@ type output struct {
 }
 
 // transcodeAll encodes every rendition in turn, reporting overall progress.
-// limit > 0 caps each output's size (the §11 guardrail): ffmpeg is stopped
-// as soon as its output passes it.
-func (r *Runner) transcodeAll(ctx context.Context, j *inbox.Job, rends []transcode.Rendition, src, dir string, total time.Duration, limit int64) ([]output, error) {
+// ffprobe reads the source alongside the first ffmpeg run (the percentage
+// is known once it answers); media ffprobe rejects fails the job as
+// invalid_media whatever ffmpeg did. limit > 0 caps each output's size (the
+// §11 guardrail): ffmpeg is stopped as soon as its output passes it.
+func (r *Runner) transcodeAll(ctx context.Context, j *inbox.Job, rends []transcode.Rendition, src, dir string, limit int64) ([]output, error) {
+	type probed struct {
+		info transcode.Info
+		err  error
+	}
+	probeCh := make(chan probed, 1)
+	var total atomic.Int64 // source duration in ns once ffprobe answered
+	pctx, stopProbe := context.WithCancel(ctx)
+	go func() {
+		info, err := r.tools.Probe(pctx, src)
+		total.Store(int64(info.Duration))
+		probeCh <- probed{info, err}
+	}()
+	var probe *probed
+	waitProbe := func() error {
+		if probe == nil {
+			p := <-probeCh
+			probe = &p
+		}
+		return probe.err
+	}
+	defer func() {
+		stopProbe()
+		_ = waitProbe() // the probe goroutine always ends before we return
+	}()
+
 	rep := r.newReporter(j)
 	defer rep.stop()
 	outs := make([]output, 0, len(rends))
 	for i, rd := range rends {
 		path := filepath.Join(dir, "out-"+rd.FileName())
 		tctx, cancel := context.WithCancelCause(ctx)
-		encoded, err := r.tools.Transcode(tctx, rd, src, path, total, func(p transcode.Progress) {
+		encoded, err := r.tools.Transcode(tctx, rd, src, path, 0, func(p transcode.Progress) {
 			if limit > 0 && p.Size > limit {
 				cancel(ErrOutputTooLarge)
 			}
-			rep.set((float64(i) + p.Percent/100) / float64(len(rends)) * 100)
+			if d := time.Duration(total.Load()); d > 0 {
+				done := min(1, float64(p.Done)/float64(d))
+				rep.set((float64(i) + done) / float64(len(rends)) * 100)
+			}
 		})
 		cause := context.Cause(tctx)
 		cancel(nil)
+		if perr := waitProbe(); perr != nil {
+			return nil, perr
+		}
 		if errors.Is(cause, ErrOutputTooLarge) {
 			return nil, fmt.Errorf("rendition %s: %w", rd.Name, ErrOutputTooLarge)
 		}

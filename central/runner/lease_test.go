@@ -85,3 +85,31 @@ func waitStatus(t *testing.T, e *env, id, status string, within time.Duration) {
 	}
 	t.Fatalf("job %s never reached %s (now %s)", id, status, e.view(id).Status)
 }
+
+// TestShutdownReleasesJob: cancelling Run mid-transcode kills ffmpeg, gives
+// the job back to the queue without spending its attempt and leaves no
+// scratch files.
+func TestShutdownReleasesJob(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *env) {
+		e.putWAV("in/long.wav", 240)
+		id := e.enqueue("in/long.wav", []inbox.Rendition{{Name: "slow", Codec: "flac", SampleRateHz: 96000}}, nil)
+		r := e.runner(nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx) }()
+		waitStatus(t, e, id, schema.StatusProcessing, 20*time.Second)
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Run did not return after cancel")
+		}
+		if v := e.view(id); v.Status != schema.StatusQueued || v.AttemptCount != 0 || v.WorkerID != nil {
+			t.Fatalf("after shutdown: status %s attempts %d worker %v", v.Status, v.AttemptCount, v.WorkerID)
+		}
+		e.scratchEmpty()
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,14 +22,19 @@ var allCodecs = []inbox.Rendition{
 	{Name: "flac", Codec: "flac", SampleRateHz: 48000},
 }
 
-// TestEndToEndEveryCodec: enqueue → succeeded with every codec; outputs are
-// downloaded back from S3 and checked with ffprobe and their checksum.
+// TestEndToEndEveryCodec: POST /transcode → the runner's loop → succeeded
+// with every codec; outputs are downloaded back from S3 and checked with
+// ffprobe and their checksum.
 func TestEndToEndEveryCodec(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *env) {
 		e.putWAV("in/src.wav", 2)
-		id := e.enqueue("in/src.wav", allCodecs, nil)
-		r := e.runner(nil)
-		v := e.drive(r, id, 60*time.Second)
+		creds := map[string]string{"access_key_id": e.s3.AccessKey, "secret_access_key": e.s3.SecretKey}
+		id := e.post(map[string]any{
+			"source":     map[string]any{"bucket": e.s3.Name, "key": "in/src.wav", "endpoint": e.s3.Endpoint, "region": e.s3.Region, "credentials": creds},
+			"output":     map[string]any{"bucket": e.s3.Name, "prefix": "out/e2e", "endpoint": e.s3.Endpoint, "region": e.s3.Region, "credentials": creds},
+			"renditions": allCodecs,
+		})
+		v := e.runUntilDone(id, 60*time.Second)
 		if v.Status != schema.StatusSucceeded || v.AttemptCount != 1 {
 			t.Fatalf("status %s attempts %d err %+v", v.Status, v.AttemptCount, v.LastError)
 		}
@@ -60,6 +66,35 @@ func TestEndToEndEveryCodec(t *testing.T) {
 			}
 		}
 		e.scratchEmpty()
+	})
+}
+
+// TestSignedURLSource: a source given as a presigned URL is fetched with a
+// plain GET; the URL's signature lives only in the sealed credentials.
+func TestSignedURLSource(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *env) {
+		e.putWAV("in/src.wav", 1)
+		u, err := e.s3.Client.PresignedGetObject(context.Background(), e.s3.Name, "in/src.wav", time.Hour, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		creds := map[string]string{"access_key_id": e.s3.AccessKey, "secret_access_key": e.s3.SecretKey}
+		id := e.post(map[string]any{
+			"source":     map[string]any{"url": u.String()},
+			"output":     map[string]any{"bucket": e.s3.Name, "prefix": "out/url", "endpoint": e.s3.Endpoint, "region": e.s3.Region, "credentials": creds},
+			"renditions": []inbox.Rendition{{Name: "m", Codec: "mp3", BitrateKbps: 96}},
+		})
+		v := e.runUntilDone(id, 30*time.Second)
+		if v.Status != schema.StatusSucceeded || len(e.outputs(v)) != 1 {
+			t.Fatalf("status %s err %+v", v.Status, v.LastError)
+		}
+		var stored string
+		if err := e.db.QueryRowContext(context.Background(), e.db.Rebind(`SELECT source_url FROM inbox_jobs WHERE id = ?`), id).Scan(&stored); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(stored, "Signature") {
+			t.Fatalf("signed query stored in plaintext: %s", stored)
+		}
 	})
 }
 

@@ -3,9 +3,11 @@ package lease
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
@@ -35,6 +37,10 @@ type Spec struct {
 	UpdatedAt string
 	// Order is the ORDER BY of the claim scan, e.g. "priority DESC, next_attempt_at".
 	Order string
+	// Returning lists extra columns a claim returns for each row, scanned
+	// into the destinations Queue.Extra makes (Claim.Extra), so a caller
+	// needs no second query to learn what it claimed.
+	Returning []string
 	// Where, when set, is an extra predicate of the claim scan, written
 	// against the unaliased table (e.g. the outbox's "no earlier event of
 	// this job is still undelivered", which keeps per-job order).
@@ -58,6 +64,8 @@ type Claim struct {
 	Seq            int64
 	Worker         string
 	LeaseExpiresAt time.Time
+	// Extra holds the Spec.Returning columns of a fresh claim.
+	Extra []any
 }
 
 // Execer is what fenced writes run on: a *sql.Tx inside sqldb.DB.Tx.
@@ -84,7 +92,11 @@ type Queue struct {
 	// status it had (Status); the hook must move it along Machine with Move.
 	// Without a hook the row goes to Spec.Requeue.
 	OnExpire func(ctx context.Context, tx *sql.Tx, expired []Claim, now time.Time) error
+	// Extra returns fresh scan destinations for Spec.Returning (pointers,
+	// as for Rows.Scan); required when Returning is set.
+	Extra func() []any
 
+	once                               sync.Once
 	claimSQL, reclaimSQL, heartbeatSQL string
 }
 
@@ -95,14 +107,15 @@ func (q *Queue) now() time.Time {
 	return time.Now()
 }
 
-func (q *Queue) build() {
-	if q.claimSQL != "" {
-		return
-	}
+// build prepares the queue's SQL once, on first use (set the fields
+// before that).
+func (q *Queue) build() { q.once.Do(q.buildSQL) }
+
+func (q *Queue) buildSQL() {
 	s := q.Spec
 	var set strings.Builder
 	fmt.Fprintf(&set, "%s = %s, %s = ?, %s = ?, %s = ?, %s = %s + 1", s.Status, quoteList([]string{s.Claimed}), s.WorkerID, s.LeaseExpires, s.HeartbeatAt, s.ClaimVersion, s.ClaimVersion)
-	ret := []string{s.ID, s.ClaimVersion, zeroIf(s.AttemptCount), zeroIf(s.Sequence)}
+	ret := append([]string{s.ID, s.ClaimVersion, zeroIf(s.AttemptCount), zeroIf(s.Sequence)}, s.Returning...)
 	if s.AttemptCount != "" {
 		fmt.Fprintf(&set, ", %s = %s + 1", s.AttemptCount, s.AttemptCount)
 	}
@@ -254,7 +267,12 @@ func (q *Queue) claim(ctx context.Context, tx *sql.Tx, worker string, n int, ttl
 	claims := make([]Claim, 0, n)
 	for rows.Next() {
 		c := Claim{Status: s.Claimed, Worker: worker, LeaseExpiresAt: exp}
-		if err := rows.Scan(&c.ID, &c.Version, &c.Attempt, &c.Seq); err != nil {
+		dest := []any{&c.ID, &c.Version, &c.Attempt, &c.Seq}
+		if len(s.Returning) > 0 {
+			c.Extra = q.Extra()
+			dest = append(dest, c.Extra...)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
 		claims = append(claims, c)
@@ -446,18 +464,7 @@ func (q *Queue) MoveMany(ctx context.Context, tx Execer, claims []*Claim, path [
 		seq = s.Sequence
 	}
 	if q.DB.Engine == sqldb.SQLite {
-		// SQLite joins a VALUES list to the primary key; chunks stay small
-		// because the driver binds parameters in quadratic time.
-		const chunk = 100
-		for i := 0; i < len(claims); i += chunk {
-			part := claims[i:min(i+chunk, len(claims))]
-			st, err := q.moveJoin(ctx, tx, part, from, prev, set.String(), seq, args)
-			if err != nil {
-				return nil, err
-			}
-			stale = append(stale, st...)
-		}
-		return stale, nil
+		return q.moveJSON(ctx, tx, claims, from, prev, set.String(), seq, args)
 	}
 	// Postgres: the (id, version) pairs travel as two array parameters.
 	byID := make(map[string]*Claim, len(claims))
@@ -504,28 +511,28 @@ type Preparer interface {
 	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
 }
 
-// moveJoin is MoveMany for SQLite: UPDATE … FROM (VALUES (id, version), …).
-func (q *Queue) moveJoin(ctx context.Context, tx Execer, claims []*Claim, from, to, set, seq string, setArgs []any) ([]*Claim, error) {
+// moveJSON is MoveMany for SQLite: the (id, version) pairs as one JSON
+// parameter joined to the primary key (the driver re-prepares on every
+// execution and binds parameters in quadratic time, so one parameter it is).
+func (q *Queue) moveJSON(ctx context.Context, tx Execer, claims []*Claim, from, to, set, seq string, setArgs []any) ([]*Claim, error) {
 	s := q.Spec
-	var b strings.Builder
-	args := make([]any, 0, len(setArgs)+2*len(claims)+1)
-	args = append(args, setArgs...)
+	pairs := make([][2]any, len(claims))
 	byID := make(map[string]*Claim, len(claims))
 	for i, c := range claims {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("(?, ?)")
-		args = append(args, c.ID, c.Version)
+		pairs[i] = [2]any{c.ID, c.Version}
 		byID[c.ID] = c
 	}
-	args = append(args, from)
+	keys, err := json.Marshal(pairs)
+	if err != nil {
+		return nil, err
+	}
+	args := append(append([]any{}, setArgs...), string(keys), from)
 	ret := seq
 	if seq != "0" {
 		ret = s.Table + "." + seq
 	}
-	query := fmt.Sprintf("UPDATE %s SET %s FROM (VALUES %s) AS v WHERE %s.%s = v.column1 AND %s.%s = v.column2 AND %s.%s = ? RETURNING %s.%s, %s",
-		s.Table, set, b.String(), s.Table, s.ID, s.Table, s.ClaimVersion, s.Table, s.Status, s.Table, s.ID, ret)
+	query := fmt.Sprintf("UPDATE %s SET %s FROM (SELECT value->>0 AS id, value->>1 AS ver FROM json_each(?)) AS v WHERE %s.%s = v.id AND %s.%s = v.ver AND %s.%s = ? RETURNING %s.%s, %s",
+		s.Table, set, s.Table, s.ID, s.Table, s.ClaimVersion, s.Table, s.Status, s.Table, s.ID, ret)
 	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s -> %s: %w", s.Table, from, to, err)

@@ -2,6 +2,7 @@ package library
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -93,7 +94,7 @@ func New(ctx context.Context, log *slog.Logger, stateDir, workerID string, s Set
 			Skip: []string{state.Path()},
 			Enqueue: func(ctx context.Context) (bool, error) {
 				_, err := p.EnqueueScan(ctx)
-				if err == policy.ErrActive {
+				if errors.Is(err, policy.ErrActive) {
 					return true, nil
 				}
 				return false, err

@@ -43,15 +43,26 @@ RETURNING id, group_key`)
 	}, "id = ?5 AND worker_id = ?6 AND status = 'running' AND lease_expires_at > ?4")
 )
 
+// RequeueStaleCleanups is the §4.4 claim-path requeue: running cleanup
+// rows whose lease has expired go back to pending, lease owner fields
+// cleared.
+func (x *Executor) RequeueStaleCleanups(ctx context.Context) (int64, error) {
+	res, err := x.Store.DB.ExecContext(ctx, sqlCleanupRequeueStale, x.now())
+	if err != nil {
+		return 0, fmt.Errorf("requeue stale cleanups: %w", err)
+	}
+	return res.RowsAffected()
+}
+
 // RunCleanupOnce claims one due cleanup row and deletes the group's
 // terminal (ready or failed) thumbnail rows and their cache files. Only
 // files inside the thumbnails directory are ever removed.
 func (x *Executor) RunCleanupOnce(ctx context.Context) (bool, error) {
 	x.init()
-	now := x.now()
-	if _, err := x.Store.DB.ExecContext(ctx, sqlCleanupRequeueStale, now); err != nil {
+	if _, err := x.RequeueStaleCleanups(ctx); err != nil {
 		return false, err
 	}
+	now := x.now()
 	tok := x.token()
 	var id int64
 	var group string

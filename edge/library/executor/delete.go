@@ -145,7 +145,8 @@ func (x *Executor) verifyMember(ctx context.Context, id int64, k store.GroupKey)
 }
 
 // removeFile moves f into trash/<job>/<file id>/<name>, or unlinks it when
-// permanent. The path is re-resolved under the roots first and a symlink is
+// permanent. A trash on another filesystem (EXDEV) is reached by copying
+// the file, syncing the copy, then removing the original. The path is re-resolved under the roots first and a symlink is
 // never removed.
 func (x *Executor) removeFile(jobID int64, f store.File, permanent bool) (string, *string, error) {
 	real, _, err := x.Roots.Resolve(f.Path)
@@ -172,7 +173,11 @@ func (x *Executor) removeFile(jobID int64, f store.File, permanent bool) (string
 	if err := x.Trash.Contains(dst); err != nil {
 		return "", nil, err
 	}
-	if err := os.Rename(real, dst); err != nil {
+	rename := x.rename
+	if rename == nil {
+		rename = os.Rename
+	}
+	if err := rename(real, dst); err != nil {
 		if !errors.Is(err, syscall.EXDEV) {
 			return "", nil, err
 		}

@@ -41,6 +41,9 @@ type Executor struct {
 
 	wakeOnce sync.Once
 	wake     chan struct{}
+	// rename moves a file into the trash; nil means os.Rename. Tests
+	// replace it to reach the cross-filesystem fallback.
+	rename func(oldpath, newpath string) error
 }
 
 func (x *Executor) init() {

@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -24,9 +25,39 @@ type env struct {
 	wakes atomic.Int32
 }
 
+// template is a migrated, checkpointed library.db that each test copies,
+// so the tests do not pay for the migrations every time.
+var template string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "library-policy-")
+	if err != nil {
+		panic(err)
+	}
+	template = filepath.Join(dir, "library.db")
+	st, err := store.Open(context.Background(), template)
+	if err != nil {
+		panic(err)
+	}
+	if _, err := st.DB.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		panic(err)
+	}
+	st.Close()
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	dir := t.TempDir()
+	data, err := os.ReadFile(template)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "library.db"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	st, err := store.Open(context.Background(), filepath.Join(dir, "library.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -106,4 +137,12 @@ func derefInt(p *int64) any {
 		return nil
 	}
 	return *p
+}
+
+// policySched is a scheduler over e's policy with a small WAL threshold.
+func policySched(e *env) *policy.Scheduler {
+	return &policy.Scheduler{
+		Policy: e.p, Backoff: halfJitter,
+		WALPath: e.st.Path + "-wal", WALBytes: walThreshold, WALMode: store.ModeRestart,
+	}
 }

@@ -30,19 +30,40 @@ type Watcher struct {
 
 // Run watches until ctx ends.
 func (w *Watcher) Run(ctx context.Context) error {
+	fw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return err
+	}
+	defer fw.Close()
+	return w.run(ctx, fsnotifySource{fw})
+}
+
+// source is what the event loop reads: a stream of events, a stream of
+// errors (fsnotify.ErrEventOverflow among them) and a way to watch one
+// more directory. fsnotifySource adapts *fsnotify.Watcher.
+type source interface {
+	Events() <-chan fsnotify.Event
+	Errors() <-chan error
+	Add(dir string) error
+}
+
+type fsnotifySource struct{ w *fsnotify.Watcher }
+
+func (s fsnotifySource) Events() <-chan fsnotify.Event { return s.w.Events }
+func (s fsnotifySource) Errors() <-chan error          { return s.w.Errors }
+func (s fsnotifySource) Add(dir string) error          { return s.w.Add(dir) }
+
+// run watches the roots through src and requests scans until ctx ends or
+// src closes its streams.
+func (w *Watcher) run(ctx context.Context, src source) error {
 	if w.Log == nil {
 		w.Log = slog.Default()
 	}
 	if w.Debounce <= 0 {
 		w.Debounce = 2 * time.Second
 	}
-	fw, err := fsnotify.NewWatcher()
-	if err != nil {
-		return err
-	}
-	defer fw.Close()
 	for _, r := range w.Roots {
-		w.addTree(fw, r)
+		w.addTree(src, r)
 	}
 	var timer *time.Timer
 	var fire <-chan time.Time
@@ -64,16 +85,16 @@ func (w *Watcher) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case ev, ok := <-fw.Events:
+		case ev, ok := <-src.Events():
 			if !ok {
 				return nil
 			}
 			if ev.Has(fsnotify.Create) {
-				w.addTree(fw, ev.Name) // new folders (and their contents) are watched too
+				w.addTree(src, ev.Name) // new folders (and their contents) are watched too
 			}
 			dirty = true
 			arm(w.Debounce)
-		case err, ok := <-fw.Errors:
+		case err, ok := <-src.Errors():
 			if !ok {
 				return nil
 			}
@@ -81,7 +102,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 				w.Log.Warn("library watcher overflowed; requesting a full scan")
 				// re-add every directory: some creations were never seen
 				for _, r := range w.Roots {
-					w.addTree(fw, r)
+					w.addTree(src, r)
 				}
 				dirty = true
 				arm(0)
@@ -106,7 +127,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 }
 
-func (w *Watcher) addTree(fw *fsnotify.Watcher, root string) {
+func (w *Watcher) addTree(src source, root string) {
 	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || !d.IsDir() {
 			return nil
@@ -116,7 +137,7 @@ func (w *Watcher) addTree(fw *fsnotify.Watcher, root string) {
 				return fs.SkipDir
 			}
 		}
-		if err := fw.Add(p); err != nil {
+		if err := src.Add(p); err != nil {
 			w.Log.Debug("watch", "path", p, "err", err)
 		}
 		return nil

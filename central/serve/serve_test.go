@@ -1,0 +1,72 @@
+package serve_test
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/vesta-cx/euterpe/central/serve"
+	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
+)
+
+func app() *serve.App {
+	a := serve.NewApp()
+	a.Register(serve.Definition{Name: "exec", Executes: true, DefaultOn: true,
+		New: func(*serve.Deps) (serve.Role, error) { return nil, nil }})
+	a.Register(serve.Definition{Name: "extra", New: func(*serve.Deps) (serve.Role, error) { return nil, nil }})
+	return a
+}
+
+func TestRoleSelection(t *testing.T) {
+	for _, tc := range []struct {
+		env, want string
+		bad       bool
+	}{
+		{"", "api,sweeper,exec", false},
+		{"api", "api", false},
+		{" api , extra,api", "api,extra", false},
+		{"api,nope", "", true},
+	} {
+		a := app()
+		var s serve.Settings
+		cfg := daemon.NewConfig("t", func(k string) string {
+			if k == "EUTERPE_CENTRAL_ROLES" {
+				return tc.env
+			}
+			return ""
+		})
+		a.Bind(cfg, &s)
+		err := cfg.Parse(nil)
+		var se *daemon.SettingError
+		if tc.bad {
+			if !errors.As(err, &se) || se.Setting != "EUTERPE_CENTRAL_ROLES" || !strings.Contains(err.Error(), "nope") {
+				t.Errorf("%q: %v", tc.env, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", tc.env, err)
+		}
+		if got := strings.Join(a.Enabled(s), ","); got != tc.want {
+			t.Errorf("%q: roles %s, want %s", tc.env, got, tc.want)
+		}
+	}
+}
+
+func TestOpenKeyring(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if _, err := serve.OpenKeyring(serve.Settings{}, sqldb.Postgres, log); !errors.Is(err, serve.ErrKeyringRequired) {
+		t.Fatalf("postgres without keyring: %v", err)
+	}
+	k, err := serve.OpenKeyring(serve.Settings{StateDir: t.TempDir()}, sqldb.SQLite, log)
+	if err != nil || !strings.HasPrefix(k.ActiveID(), "local-") {
+		t.Fatalf("sqlite local KEK: %v", err)
+	}
+	_, err = serve.OpenKeyring(serve.Settings{Keyring: "k:bm90LWEta2V5"}, sqldb.Postgres, log)
+	if err == nil || strings.Contains(err.Error(), "bm90LWEta2V5") {
+		t.Fatalf("bad keyring: %v", err)
+	}
+}

@@ -21,8 +21,8 @@ var jobColumns = []string{"requester_id", "max_attempts", "credential_version", 
 
 // jobRow is the scan target of jobColumns.
 type jobRow struct {
-	requester, outBucket, outPrefix, rend            string
-	maxAttempts, credVersion, refreshes              int
+	requester, outBucket, outPrefix, rend           string
+	maxAttempts, credVersion, refreshes             int
 	su, sb, sk, se, sr, oe, or, hook, refresh, meta *string
 }
 
@@ -45,15 +45,33 @@ func (r *jobRow) apply(j *Job) error {
 	return nil
 }
 
+// requesterScanner scans the first returned column (requester_id) and
+// carries the row it belongs to, so fromClaim can find the row again.
+type requesterScanner struct{ r *jobRow }
+
+func (s requesterScanner) Scan(v any) error {
+	switch x := v.(type) {
+	case string:
+		s.r.requester = x
+	case []byte:
+		s.r.requester = string(x)
+	default:
+		return fmt.Errorf("requester_id: unexpected %T", v)
+	}
+	return nil
+}
+
 // extraDest makes the scan destinations of a claim's Returning columns.
 func extraDest() []any {
 	r := &jobRow{}
-	return append([]any{r}, r.dest()...)
+	d := r.dest()
+	d[0] = requesterScanner{r}
+	return d
 }
 
 // fromClaim builds a Job from a fresh claim and the columns it returned.
 func fromClaim(c lease.Claim) (*Job, error) {
-	r := c.Extra[0].(*jobRow)
+	r := c.Extra[0].(requesterScanner).r
 	c.Extra = nil
 	j := &Job{Claim: c}
 	return j, r.apply(j)

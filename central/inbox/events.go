@@ -65,7 +65,7 @@ func insertEvents(ctx context.Context, db *sqldb.DB, tx lease.Execer, evs []Even
 	// SQLite: small multi-row statements. Its driver prepares the statement
 	// on every execution (so one row per statement is slow) and binds
 	// parameters in quadratic time (so thousands per statement are too).
-	const chunk = 50
+	const chunk = 32
 	for len(evs) > 0 {
 		part := evs[:min(chunk, len(evs))]
 		evs = evs[len(part):]

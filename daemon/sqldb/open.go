@@ -118,7 +118,7 @@ func openSQLite(ctx context.Context, path string) (*DB, error) {
 	}
 	q := url.Values{}
 	for _, p := range []string{"journal_mode(WAL)", "busy_timeout(15000)", "foreign_keys(1)", "synchronous(NORMAL)",
-		"cache_size(-65536)", "temp_store(MEMORY)", "wal_autocheckpoint(0)"} {
+		"cache_size(-16384)", "temp_store(MEMORY)", "wal_autocheckpoint(0)"} {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")
@@ -134,6 +134,11 @@ func openSQLite(ctx context.Context, path string) (*DB, error) {
 		return nil, fmt.Errorf("sqlite %s: %w", path, err)
 	}
 	w, err := sdb.Conn(ctx)
+	if err == nil {
+		// The writer touches every hot page; give it a large cache (a
+		// ceiling, grown on use). Readers keep the 16 MiB of the DSN.
+		_, err = w.ExecContext(ctx, "PRAGMA cache_size = -262144")
+	}
 	if err != nil {
 		_ = sdb.Close()
 		return nil, fmt.Errorf("sqlite %s: %w", path, err)

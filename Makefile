@@ -40,6 +40,7 @@ lint:
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+	@scripts/settings-table.sh --check
 
 clean:
 	rm -rf bin dist

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/labstack/echo/v4"
 	"github.com/vesta-cx/euterpe/central/api"
 	"github.com/vesta-cx/euterpe/central/credentials"
 	"github.com/vesta-cx/euterpe/central/inbox"
@@ -28,8 +29,9 @@ type schemaDoc struct {
 	} `json:"components"`
 }
 
-// The served document covers both endpoints with every status code they
-// return, and its schemas list exactly the JSON fields of the Go types.
+// The served document covers every endpoint with every status code it
+// returns, every route api.Mount adds is documented (and nothing else is),
+// and its schemas list exactly the JSON fields of the Go types.
 func TestOpenAPIDocument(t *testing.T) {
 	var doc schemaDoc
 	if err := json.Unmarshal(api.OpenAPI, &doc); err != nil {
@@ -39,8 +41,9 @@ func TestOpenAPIDocument(t *testing.T) {
 		t.Fatalf("openapi version %q", doc.OpenAPI)
 	}
 	want := map[string]map[string][]string{
-		"/transcode":        {"post": {"202", "400", "401", "409", "413"}},
-		"/transcode/status": {"get": {"200", "400", "401", "403", "404", "410"}},
+		"/transcode":             {"post": {"202", "400", "401", "409", "413"}},
+		"/transcode/status":      {"get": {"200", "400", "401", "403", "404", "410"}},
+		"/transcode/credentials": {"put": {"200", "400", "401", "403", "404", "409", "413"}},
 	}
 	for path, methods := range want {
 		for m, codes := range methods {
@@ -52,6 +55,30 @@ func TestOpenAPIDocument(t *testing.T) {
 				if _, ok := op.Responses[c]; !ok {
 					t.Errorf("%s %s: response %s undocumented", m, path, c)
 				}
+			}
+		}
+	}
+	// Every mounted route is documented, and every documented one mounted.
+	e := echo.New()
+	api.New(api.Config{}).Mount(e)
+	mounted := map[string]bool{}
+	for _, r := range e.Routes() {
+		if strings.HasPrefix(r.Path, "/*") || r.Method == echo.RouteNotFound {
+			continue // echo's own not-found routes
+		}
+		key := strings.ToLower(r.Method) + " " + r.Path
+		mounted[key] = true
+		if _, ok := doc.Paths[r.Path][strings.ToLower(r.Method)]; !ok {
+			t.Errorf("route %s %s is mounted but not in openapi.json", r.Method, r.Path)
+		}
+	}
+	if len(mounted) < 4 {
+		t.Fatalf("only %d routes mounted: %v", len(mounted), mounted)
+	}
+	for path, ops := range doc.Paths {
+		for m := range ops {
+			if !mounted[m+" "+path] {
+				t.Errorf("openapi.json documents %s %s, which is not mounted", m, path)
 			}
 		}
 	}
@@ -88,6 +115,19 @@ func TestOpenAPIDocument(t *testing.T) {
 		}
 	}
 	check("Source", reflect.TypeOf(api.SourceRequest{}), src)
+	creds := reflect.TypeOf(api.CredentialsRequest{})
+	check("CredentialsRequest", creds, s["CredentialsRequest"].Properties)
+	credSrc := map[string]any{}
+	for _, alt := range s["CredentialsRequest"].Properties["source"].(map[string]any)["oneOf"].([]any) {
+		for k, v := range alt.(map[string]any)["properties"].(map[string]any) {
+			credSrc[k] = v
+		}
+	}
+	field := func(name string) reflect.Type { f, _ := creds.FieldByName(name); return f.Type.Elem() }
+	check("CredentialsRequest.source", field("Source"), credSrc)
+	check("CredentialsRequest.output", field("Output"),
+		s["CredentialsRequest"].Properties["output"].(map[string]any)["properties"].(map[string]any))
+	check("CredentialsUpdated", reflect.TypeOf(api.CredentialsUpdated{}), s["CredentialsUpdated"].Properties)
 }
 
 func TestOpenAPIServed(t *testing.T) {

@@ -62,9 +62,9 @@ func insertEvents(ctx context.Context, db *sqldb.DB, tx lease.Execer, evs []Even
 	if db.Engine == sqldb.Postgres {
 		return insertUnnest(ctx, tx, evs)
 	}
-	// SQLite: small multi-row statements. Its driver prepares the statement
-	// on every execution (so one row per statement is slow) and binds
-	// parameters in quadratic time (so thousands per statement are too).
+	// SQLite: small multi-row statements, each prepared once per database
+	// (ExecTx). Its driver binds parameters in quadratic time, so thousands
+	// per statement would be slow.
 	const chunk = 32
 	for len(evs) > 0 {
 		part := evs[:min(chunk, len(evs))]
@@ -84,7 +84,7 @@ func insertEvents(ctx context.Context, db *sqldb.DB, tx lease.Execer, evs []Even
 			}
 			args = append(args, row...)
 		}
-		if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+		if _, err := db.ExecTx(ctx, tx, b.String(), args...); err != nil {
 			return fmt.Errorf("inbox: insert outbox events: %w", err)
 		}
 	}

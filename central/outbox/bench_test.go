@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/vesta-cx/euterpe/central/requesters"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 	"github.com/vesta-cx/euterpe/daemon/sqldb/sqltest"
 )
@@ -70,7 +71,7 @@ func BenchmarkDeliveries(b *testing.B) {
 				f.insertEvents(b, perRound*b.N, srv.URL)
 				cfg := Defaults()
 				cfg.Batch, cfg.Concurrency, cfg.AllowPrivate = s.batch, s.concurrency, true
-				d, err := New(cfg, Options{Store: NewStore(f.db, nil), Secrets: &RequesterSecrets{DB: f.db, Keys: f.keys}, Worker: "bench"})
+				d, err := New(cfg, Options{Store: NewStore(f.db, nil), Secrets: &RequesterSecrets{Requesters: requesters.New(f.db, f.keys)}, Worker: "bench"})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -117,7 +118,7 @@ func BenchmarkCommitToReceipt(b *testing.B) {
 			}))
 			defer srv.Close()
 			d, err := New(func() Config { c := Defaults(); c.AllowPrivate = true; return c }(),
-				Options{Store: NewStore(f.db, nil), Secrets: &RequesterSecrets{DB: f.db, Keys: f.keys}, Worker: "bench"})
+				Options{Store: NewStore(f.db, nil), Secrets: &RequesterSecrets{Requesters: requesters.New(f.db, f.keys)}, Worker: "bench"})
 			if err != nil {
 				b.Fatal(err)
 			}

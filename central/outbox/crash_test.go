@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vesta-cx/euterpe/central/credentials"
+	"github.com/vesta-cx/euterpe/central/requesters"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 	"github.com/vesta-cx/euterpe/daemon/testsvc"
 )
@@ -36,7 +37,7 @@ func runChild() int {
 	}
 	cfg := testConfig()
 	cfg.Timeout, cfg.LeaseTTL = 600*time.Millisecond, 1200*time.Millisecond
-	d, err := New(cfg, Options{Store: NewStore(db, nil), Secrets: &RequesterSecrets{DB: db, Keys: keys}, Worker: "child",
+	d, err := New(cfg, Options{Store: NewStore(db, nil), Secrets: &RequesterSecrets{Requesters: requesters.New(db, keys)}, Worker: "child",
 		Log: slog.New(slog.NewTextHandler(os.Stderr, nil))})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/vesta-cx/euterpe/central/requesters"
 	"github.com/vesta-cx/euterpe/central/webhook"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 )
@@ -234,7 +235,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 			cfg := testConfig()
 			cfg.BackoffMax = 10 * time.Second
 			ctx, cancel := context.WithCancel(context.Background())
-			d, err := New(cfg, Options{Store: NewStore(db, nil), Secrets: &RequesterSecrets{DB: db, Keys: f.keys}, Worker: "w"})
+			d, err := New(cfg, Options{Store: NewStore(db, nil), Secrets: &RequesterSecrets{Requesters: requesters.New(db, f.keys)}, Worker: "w"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -382,7 +383,8 @@ func TestRotationOverlapSignsWithBoth(t *testing.T) {
 		f := newFixture(t, db)
 		rc := newReceiver(t, nil)
 		ctx := context.Background()
-		rot, err := RotateSecret(ctx, db, f.keys, f.req, time.Hour, time.Now())
+		reqs := requesters.New(db, f.keys)
+		rot, err := reqs.RotateSecret(ctx, f.req, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -406,16 +408,16 @@ func TestRotationOverlapSignsWithBoth(t *testing.T) {
 			}
 		}
 		// After the overlap only the new secret signs.
-		if _, err := RotateSecret(ctx, db, f.keys, f.req, 0, time.Now()); err != nil {
+		if _, err := reqs.RotateSecret(ctx, f.req, 0); err != nil {
 			t.Fatal(err)
 		}
-		src := &RequesterSecrets{DB: db, Keys: f.keys}
+		src := &RequesterSecrets{Requesters: reqs}
 		ss, err := src.Secrets(ctx, f.req, time.Now())
 		if err != nil || len(ss) != 1 {
 			t.Fatalf("after overlap: %d secrets, %v", len(ss), err)
 		}
-		if _, err := RotateSecret(ctx, db, f.keys, "nobody", time.Hour, time.Now()); err == nil {
-			t.Fatal("rotated an unknown requester")
+		if _, err := reqs.RotateSecret(ctx, "nobody", time.Hour); !errors.Is(err, requesters.ErrNotFound) {
+			t.Fatalf("rotated an unknown requester: %v", err)
 		}
 		if strings.Contains(f.logs.String(), rot.Secret) {
 			t.Fatal("secret in logs")

@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/vesta-cx/euterpe/central/credentials"
+	"github.com/vesta-cx/euterpe/central/requesters"
 	"github.com/vesta-cx/euterpe/central/schema"
 	"github.com/vesta-cx/euterpe/central/webhook"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
@@ -140,7 +141,7 @@ func (f *fixture) start(t *testing.T, cfg Config, worker string) (*Dispatcher, *
 	t.Helper()
 	m := NewMetrics(nil)
 	d, err := New(cfg, Options{
-		Store: NewStore(f.db, nil), Secrets: &RequesterSecrets{DB: f.db, Keys: f.keys, TTL: 50 * time.Millisecond},
+		Store: NewStore(f.db, nil), Secrets: &RequesterSecrets{Requesters: requesters.New(f.db, f.keys), TTL: 50 * time.Millisecond},
 		Worker: worker, Metrics: m, Log: slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if err != nil {

@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vesta-cx/euterpe/central/serve"
 	"github.com/vesta-cx/euterpe/daemon"
 )
@@ -25,10 +26,10 @@ func Definition() serve.Definition {
 		New: func(d *serve.Deps) (serve.Role, error) {
 			disp, err := New(cfg, Options{
 				Store:   NewStore(d.DB, nil),
-				Secrets: &RequesterSecrets{DB: d.DB, Keys: d.Keys},
+				Secrets: &RequesterSecrets{Requesters: d.Requesters},
 				Worker:  d.WorkerID,
 				Log:     d.Log.With("role", RoleName),
-				Metrics: NewMetrics(nil),
+				Metrics: NewMetrics(registerer(d)),
 			})
 			if err != nil {
 				return nil, err
@@ -36,4 +37,13 @@ func Definition() serve.Definition {
 			return role{disp}, nil
 		},
 	}
+}
+
+// registerer is the serve registry the dispatcher's series are exported on
+// (euterpe_outbox_dead_letter_total among them), nil when there is none.
+func registerer(d *serve.Deps) prometheus.Registerer {
+	if d.Metrics == nil {
+		return nil
+	}
+	return d.Metrics
 }

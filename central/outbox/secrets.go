@@ -2,15 +2,12 @@ package outbox
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 
-	"github.com/vesta-cx/euterpe/central/credentials"
-	"github.com/vesta-cx/euterpe/central/webhook"
-	"github.com/vesta-cx/euterpe/daemon/sqldb"
+	"github.com/vesta-cx/euterpe/central/requesters"
 )
 
 // SecretSource gives the secrets to sign a requester's webhooks with: the
@@ -23,13 +20,14 @@ type SecretSource interface {
 // its events are dead-lettered.
 var ErrRequesterDisabled = errors.New("requester is disabled or unknown")
 
-// RequesterSecrets reads webhook secrets from the requesters table and opens
-// them with the keyring. Opened secrets are cached for TTL (default 10 s),
-// so a rotation reaches every dispatcher within that time.
+// RequesterSecrets is the dispatcher's SecretSource: it reads secrets with
+// requesters.Store.SecretsAt (the one reader, shared with the runner's
+// signed refresh calls) and caches the opened secrets for TTL (default
+// 10 s), so a rotation reaches every dispatcher within that time. An entry
+// never outlives the previous secret's overlap.
 type RequesterSecrets struct {
-	DB   *sqldb.DB
-	Keys *credentials.Keyring
-	TTL  time.Duration
+	Requesters *requesters.Store
+	TTL        time.Duration
 
 	mu    sync.Mutex
 	cache map[string]cachedSecrets
@@ -72,101 +70,16 @@ func (r *RequesterSecrets) Secrets(ctx context.Context, requesterID string, now 
 // load returns the secrets and, during an overlap, when the previous one
 // stops being valid (the cache must not outlive it).
 func (r *RequesterSecrets) load(ctx context.Context, requesterID string, now time.Time) ([][]byte, time.Time, error) {
-	var cur credentials.Sealed
-	var curVer int
-	var prevCT, prevDEK []byte
-	var prevKEK sql.NullString
-	var prevEncVer, prevVer sql.NullInt64
-	var prevExp, disabled sql.NullInt64
-	err := r.DB.QueryRowContext(ctx, r.DB.Rebind(`SELECT webhook_secret_encrypted, webhook_secret_dek_wrapped,
-		webhook_secret_kek_id, webhook_secret_encryption_version, webhook_secret_version,
-		previous_webhook_secret_encrypted, previous_webhook_secret_dek_wrapped, previous_webhook_secret_kek_id,
-		previous_webhook_secret_encryption_version, previous_webhook_secret_version,
-		previous_webhook_secret_expires_at, disabled_at
-		FROM requesters WHERE id = ?`), requesterID).Scan(
-		&cur.Ciphertext, &cur.WrappedDEK, &cur.KEKID, &cur.Version, &curVer,
-		&prevCT, &prevDEK, &prevKEK, &prevEncVer, &prevVer, &prevExp, &disabled)
-	if errors.Is(err, sql.ErrNoRows) || err == nil && disabled.Valid {
+	sec, err := r.Requesters.SecretsAt(ctx, requesterID, now)
+	if errors.Is(err, requesters.ErrNotFound) || sec.Disabled {
 		return nil, time.Time{}, fmt.Errorf("%w: %s", ErrRequesterDisabled, requesterID)
 	}
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("requester %s: webhook secret: %w", requesterID, err)
+		return nil, time.Time{}, err
 	}
-	s, err := r.Keys.Open(cur, credentials.WebhookSecretAAD(requesterID, curVer))
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("requester %s: webhook secret: %w", requesterID, err)
-	}
-	out := [][]byte{s}
 	var until time.Time
-	if prevCT != nil && prevExp.Valid && now.Before(sqldb.FromMicros(prevExp.Int64)) {
-		prev := credentials.Sealed{Ciphertext: prevCT, WrappedDEK: prevDEK, KEKID: prevKEK.String, Version: int(prevEncVer.Int64)}
-		p, err := r.Keys.Open(prev, credentials.WebhookSecretAAD(requesterID, int(prevVer.Int64)))
-		if err != nil {
-			return nil, time.Time{}, fmt.Errorf("requester %s: previous webhook secret: %w", requesterID, err)
-		}
-		out = append(out, p)
-		until = sqldb.FromMicros(prevExp.Int64)
+	if sec.Previous != nil {
+		until = sec.Previous.ExpiresAt
 	}
-	return out, until, nil
-}
-
-// Rotation is the result of RotateSecret. Secret is shown to the operator
-// once and is never logged.
-type Rotation struct {
-	RequesterID     string
-	Secret          string
-	Version         int
-	PreviousVersion int
-	OverlapUntil    time.Time
-}
-
-// RotateSecret gives requesterID a new webhook secret. The current secret
-// becomes the previous one and is still used to sign (both signatures, space
-// separated) until now+overlap, so the requester can switch at leisure. A
-// rotation during another rotation's overlap drops the oldest secret.
-func RotateSecret(ctx context.Context, db *sqldb.DB, keys *credentials.Keyring, requesterID string, overlap time.Duration, now time.Time) (Rotation, error) {
-	if overlap < 0 {
-		return Rotation{}, errors.New("rotate secret: overlap must not be negative")
-	}
-	secret, err := webhook.NewSecret()
-	if err != nil {
-		return Rotation{}, err
-	}
-	var rot Rotation
-	err = db.Tx(ctx, func(tx *sql.Tx) error {
-		var ver int
-		err := tx.QueryRowContext(ctx, db.Rebind("SELECT webhook_secret_version FROM requesters WHERE id = ?"), requesterID).Scan(&ver)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("rotate secret: no requester %q", requesterID)
-		}
-		if err != nil {
-			return fmt.Errorf("rotate secret: %w", err)
-		}
-		sealed, err := keys.Seal([]byte(secret), credentials.WebhookSecretAAD(requesterID, ver+1))
-		if err != nil {
-			return fmt.Errorf("rotate secret: %w", err)
-		}
-		us := sqldb.Micros(now)
-		res, err := tx.ExecContext(ctx, db.Rebind(`UPDATE requesters SET
-			previous_webhook_secret_encrypted = webhook_secret_encrypted,
-			previous_webhook_secret_dek_wrapped = webhook_secret_dek_wrapped,
-			previous_webhook_secret_kek_id = webhook_secret_kek_id,
-			previous_webhook_secret_encryption_version = webhook_secret_encryption_version,
-			previous_webhook_secret_version = webhook_secret_version,
-			previous_webhook_secret_expires_at = ?,
-			webhook_secret_encrypted = ?, webhook_secret_dek_wrapped = ?, webhook_secret_kek_id = ?,
-			webhook_secret_encryption_version = ?, webhook_secret_version = ?, updated_at = ?
-			WHERE id = ? AND webhook_secret_version = ?`),
-			sqldb.Micros(now.Add(overlap)), sealed.Ciphertext, sealed.WrappedDEK, sealed.KEKID, sealed.Version, ver+1, us,
-			requesterID, ver)
-		if err != nil {
-			return fmt.Errorf("rotate secret: %w", err)
-		}
-		if n, _ := res.RowsAffected(); n != 1 {
-			return errors.New("rotate secret: concurrent rotation, try again")
-		}
-		rot = Rotation{RequesterID: requesterID, Secret: secret, Version: ver + 1, PreviousVersion: ver, OverlapUntil: now.Add(overlap)}
-		return nil
-	})
-	return rot, err
+	return sec.Keys(), until, nil
 }

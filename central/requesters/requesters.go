@@ -38,20 +38,6 @@ type Created struct {
 	WebhookSecret string `json:"webhook_secret"`
 }
 
-// Secret is one webhook signing secret with its version.
-type Secret struct {
-	Value     string
-	Version   int
-	ExpiresAt time.Time // zero for the current secret
-}
-
-// Secrets are the secrets a requester's webhooks are signed with: Current,
-// and Previous while its overlap window lasts.
-type Secrets struct {
-	Current  Secret
-	Previous *Secret
-}
-
 // Store keeps requesters in the database.
 type Store struct {
 	db   *sqldb.DB
@@ -121,55 +107,4 @@ func (s *Store) Authenticate(ctx context.Context, apiKey string) (Requester, err
 		return Requester{}, ErrUnknownKey
 	}
 	return r, nil
-}
-
-// WebhookSecrets opens the requester's signing secrets: the current one and
-// the previous one while its overlap has not expired.
-func (s *Store) WebhookSecrets(ctx context.Context, requesterID string) (Secrets, error) {
-	var cur, prev credentials.Sealed
-	var curVer int
-	var prevKEK *string
-	var prevEnc, prevVer *int
-	var prevExp *int64
-	err := s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT webhook_secret_encrypted, webhook_secret_dek_wrapped,
-		webhook_secret_kek_id, webhook_secret_encryption_version, webhook_secret_version,
-		previous_webhook_secret_encrypted, previous_webhook_secret_dek_wrapped, previous_webhook_secret_kek_id,
-		previous_webhook_secret_encryption_version, previous_webhook_secret_version, previous_webhook_secret_expires_at
-		FROM requesters WHERE id = ?`), requesterID).Scan(&cur.Ciphertext, &cur.WrappedDEK, &cur.KEKID, &cur.Version, &curVer,
-		&prev.Ciphertext, &prev.WrappedDEK, &prevKEK, &prevEnc, &prevVer, &prevExp)
-	if errors.Is(err, sql.ErrNoRows) {
-		return Secrets{}, ErrNotFound
-	}
-	if err != nil {
-		return Secrets{}, fmt.Errorf("requesters: read secrets: %w", err)
-	}
-	pt, err := s.keys.Open(cur, credentials.WebhookSecretAAD(requesterID, curVer))
-	if err != nil {
-		return Secrets{}, fmt.Errorf("requesters: webhook secret of %s: %w", requesterID, err)
-	}
-	out := Secrets{Current: Secret{Value: string(pt), Version: curVer}}
-	if prevKEK != nil && prevEnc != nil && prevVer != nil && prevExp != nil && s.now().Before(sqldb.FromMicros(*prevExp)) {
-		prev.KEKID, prev.Version = *prevKEK, *prevEnc
-		pt, err := s.keys.Open(prev, credentials.WebhookSecretAAD(requesterID, *prevVer))
-		if err != nil {
-			return Secrets{}, fmt.Errorf("requesters: previous webhook secret of %s: %w", requesterID, err)
-		}
-		out.Previous = &Secret{Value: string(pt), Version: *prevVer, ExpiresAt: sqldb.FromMicros(*prevExp)}
-	}
-	return out, nil
-}
-
-// SigningKeys returns the secrets to sign with as byte slices, current
-// first, then the previous one during its overlap (the form
-// webhook.SetHeaders takes).
-func (s *Store) SigningKeys(ctx context.Context, requesterID string) ([][]byte, error) {
-	sec, err := s.WebhookSecrets(ctx, requesterID)
-	if err != nil {
-		return nil, err
-	}
-	out := [][]byte{[]byte(sec.Current.Value)}
-	if sec.Previous != nil {
-		out = append(out, []byte(sec.Previous.Value))
-	}
-	return out, nil
 }

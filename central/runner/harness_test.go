@@ -87,18 +87,22 @@ func (e *env) settings() runner.Settings {
 	s.PollInterval = 20 * time.Millisecond
 	s.TempDir = e.tmp
 	s.RefreshWait = 2 * time.Second
-	s.MaxRefreshAttempts = testPolicy().MaxRefreshAttempts
 	return s
 }
 
 func (e *env) runner(mod func(*runner.Settings)) *runner.Runner {
+	return e.runnerMetrics(mod, nil)
+}
+
+// runnerMetrics is runner with its series recorded in m.
+func (e *env) runnerMetrics(mod func(*runner.Settings), m *runner.Metrics) *runner.Runner {
 	s := e.settings()
 	if mod != nil {
 		mod(&s)
 	}
 	r, err := runner.New(runner.Options{
 		Jobs: e.inbox, Secrets: e.req, Settings: s,
-		WorkerID: "test-" + uuid.NewString()[:8],
+		WorkerID: "test-" + uuid.NewString()[:8], Metrics: m,
 	})
 	if err != nil {
 		e.t.Fatal(err)

@@ -52,10 +52,13 @@ func (r *Runner) finish(ctx context.Context, j *inbox.Job, err error, log *slog.
 	defer cancel()
 	switch {
 	case err == nil:
+		r.metrics.Attempts.WithLabelValues(OutcomeSucceeded).Inc()
 		log.Info("job succeeded")
 	case errors.Is(err, lease.ErrStale):
+		r.metrics.Attempts.WithLabelValues(OutcomeLeaseLost).Inc()
 		log.Warn("lease lost; abandoning job", "err", err)
 	case ctx.Err() != nil || infrastructure(err):
+		r.metrics.Attempts.WithLabelValues(OutcomeReleased).Inc()
 		if infrastructure(err) {
 			r.missing.Store(true)
 			log.Error("transcoder missing; giving job back without spending an attempt", "err", err)
@@ -70,6 +73,7 @@ func (r *Runner) finish(ctx context.Context, j *inbox.Job, err error, log *slog.
 			log.Warn("recording failure failed", "code", jerr.Code, "err", ferr)
 			return
 		}
+		r.metrics.Attempts.WithLabelValues(status).Inc()
 		log.Warn("attempt failed", "code", jerr.Code, "class", string(jerr.Class), "status", status, "err", jerr.Message)
 	}
 }

@@ -111,13 +111,18 @@ func (r *Runner) withRefresh(ctx context.Context, j *inbox.Job, opName string, o
 		if cerr != nil {
 			return cerr
 		}
-		if !allowed || j.RefreshAttempts > r.set.MaxRefreshAttempts {
+		if !allowed { // the inbox policy's MaxRefreshAttempts (EUTERPE_MAX_REFRESH_ATTEMPTS)
 			return fmt.Errorf("%w (refresh budget spent): %w", ErrRefreshExhausted, err)
 		}
 		advanced, rerr := r.requestRefresh(ctx, j, opName, se.Status, version)
 		if rerr != nil {
 			return rerr
 		}
+		result := "refreshed"
+		if !advanced {
+			result = "not_refreshed"
+		}
+		r.metrics.Refreshes.WithLabelValues(result).Inc()
 		if !advanced {
 			r.log.Warn("credentials not refreshed", "job_id", j.ID, "credential_version", version, "refresh_attempt", j.RefreshAttempts)
 		}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/vesta-cx/euterpe/central/credentials"
 	"github.com/vesta-cx/euterpe/central/inbox"
 	"github.com/vesta-cx/euterpe/central/runner"
@@ -78,9 +80,14 @@ func TestCredentialRefresh(t *testing.T) {
 					j.Credentials = tc.creds
 					j.RefreshURL = rq.srv.URL + "/refresh"
 				})
-				v := e.drive(e.runner(nil), id, 30*time.Second)
+				m := runner.NewMetrics(nil)
+				v := e.drive(e.runnerMetrics(nil, m), id, 30*time.Second)
 				if v.Status != schema.StatusSucceeded || v.AttemptCount != 1 || v.CredentialVersion != 2 {
 					t.Fatalf("status %s attempts %d credential_version %d err %+v", v.Status, v.AttemptCount, v.CredentialVersion, v.LastError)
+				}
+				if c, s, r := counter(t, m.Claims), counter(t, m.Attempts.WithLabelValues(runner.OutcomeSucceeded)),
+					counter(t, m.Refreshes.WithLabelValues("refreshed")); c != 1 || s != 1 || r != 1 {
+					t.Fatalf("metrics: claims %v succeeded %v refreshed %v, want 1 each", c, s, r)
 				}
 				if n := rq.calls.Load() - before; n != 1 || rq.bad.Load() != 0 {
 					t.Fatalf("refresh calls %d, unverified %d", n, rq.bad.Load())
@@ -137,4 +144,13 @@ func TestAuthFailureWithoutRefreshURL(t *testing.T) {
 			t.Fatalf("status %s attempts %d err %+v", v.Status, v.AttemptCount, v.LastError)
 		}
 	})
+}
+
+func counter(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vesta-cx/euterpe/central/serve"
 	"github.com/vesta-cx/euterpe/central/ssrf"
 	"github.com/vesta-cx/euterpe/daemon"
@@ -32,6 +33,7 @@ func Definition() serve.Definition {
 				Jobs: d.Inbox, Secrets: d.Requesters, Settings: s, WorkerID: d.WorkerID, Logger: d.Log,
 				RefreshClient:  policy.NewClient(ssrf.ClientOptions{Timeout: 15 * time.Second}),
 				StorageControl: policy.Control,
+				Metrics:        NewMetrics(registerer(d)),
 			})
 			if err != nil {
 				return nil, err
@@ -52,3 +54,12 @@ func (x role) Run(ctx context.Context) error {
 }
 
 func (x role) ReadyChecks() []daemon.Check { return x.r.Checks() }
+
+// registerer is the serve registry the runner's series are exported on,
+// nil when there is none.
+func registerer(d *serve.Deps) prometheus.Registerer {
+	if d.Metrics == nil {
+		return nil
+	}
+	return d.Metrics
+}

@@ -57,6 +57,8 @@ type Options struct {
 	// StorageControl vets the addresses storage requests dial (see
 	// storage.Options.Control); nil allows any.
 	StorageControl func(network, address string, c syscall.RawConn) error
+	// Metrics receives the runner's counters; nil: unregistered series.
+	Metrics *Metrics
 }
 
 // Runner is the transcode runner role.
@@ -71,6 +73,7 @@ type Runner struct {
 	store    *storage.Client
 	refresh  refresher
 	scratch  *Scratch
+	metrics  *Metrics
 
 	missing atomic.Bool // ffmpeg/ffprobe absent at the last check
 }
@@ -83,6 +86,9 @@ func New(o Options) (*Runner, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Metrics == nil {
+		o.Metrics = NewMetrics(nil)
 	}
 	if o.RefreshClient == nil {
 		o.RefreshClient = &http.Client{Timeout: 15 * time.Second}
@@ -98,6 +104,7 @@ func New(o Options) (*Runner, error) {
 		store:   storage.NewClient(storage.Options{HeaderTimeout: o.Settings.StorageTimeout, Control: o.StorageControl}),
 		refresh: refresher{client: o.RefreshClient, now: time.Now},
 		scratch: sc,
+		metrics: o.Metrics,
 	}
 	if p, ok := o.Jobs.(Progresser); ok {
 		r.progress = p
@@ -183,10 +190,13 @@ func (r *Runner) claim(ctx context.Context) (*inbox.Job, error) {
 	if was {
 		r.log.Info("transcoder found again, claiming jobs")
 	}
+	start := time.Now()
 	jobs, err := r.jobs.Claim(ctx, r.worker, 1, r.set.LeaseTTL)
+	r.metrics.ClaimSeconds.Observe(time.Since(start).Seconds())
 	if err != nil || len(jobs) == 0 {
 		return nil, err
 	}
+	r.metrics.Claims.Inc()
 	return jobs[0], nil
 }
 

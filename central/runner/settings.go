@@ -10,30 +10,28 @@ import (
 
 // Settings configure the runner role.
 type Settings struct {
-	LeaseTTL           time.Duration
-	PollInterval       time.Duration
-	Concurrency        int
-	TempDir            string
-	MaxSourceBytes     int // bytes; int is 64-bit on every supported platform
-	MaxRefreshAttempts int
-	RefreshWait        time.Duration
-	FFmpeg, FFprobe    string
-	StorageTimeout     time.Duration
+	LeaseTTL        time.Duration
+	PollInterval    time.Duration
+	Concurrency     int
+	TempDir         string
+	MaxSourceBytes  int // bytes; int is 64-bit on every supported platform
+	RefreshWait     time.Duration
+	FFmpeg, FFprobe string
+	StorageTimeout  time.Duration
 }
 
 // DefaultSettings are the values used when nothing is configured.
 func DefaultSettings() Settings {
 	return Settings{
-		LeaseTTL:           30 * time.Second,
-		PollInterval:       time.Second,
-		Concurrency:        1,
-		TempDir:            filepath.Join(os.TempDir(), "euterpe-runner"),
-		MaxSourceBytes:     4 << 30,
-		MaxRefreshAttempts: 3,
-		RefreshWait:        30 * time.Second,
-		FFmpeg:             "ffmpeg",
-		FFprobe:            "ffprobe",
-		StorageTimeout:     30 * time.Second,
+		LeaseTTL:       30 * time.Second,
+		PollInterval:   time.Second,
+		Concurrency:    1,
+		TempDir:        filepath.Join(os.TempDir(), "euterpe-runner"),
+		MaxSourceBytes: 4 << 30,
+		RefreshWait:    30 * time.Second,
+		FFmpeg:         "ffmpeg",
+		FFprobe:        "ffprobe",
+		StorageTimeout: 30 * time.Second,
 	}
 }
 
@@ -52,8 +50,6 @@ func Bind(c *daemon.Config) *Settings {
 		"directory for per-attempt scratch files; leftovers of dead runners are swept at start", nil)
 	c.Int(&s.MaxSourceBytes, "runner-max-source-bytes", "EUTERPE_RUNNER_MAX_SOURCE_BYTES", d.MaxSourceBytes, 1, 1<<42,
 		"largest source accepted, checked before download and while streaming")
-	c.Int(&s.MaxRefreshAttempts, "runner-max-refresh-attempts", "EUTERPE_RUNNER_MAX_REFRESH_ATTEMPTS", d.MaxRefreshAttempts, 0, 100,
-		"credential refreshes a job may request over its life before auth failures are retried like other errors")
 	c.Duration(&s.RefreshWait, "runner-refresh-wait", "EUTERPE_RUNNER_REFRESH_WAIT", d.RefreshWait, 100*time.Millisecond, 10*time.Minute,
 		"how long a runner waits for credential_version to advance after calling refresh_url")
 	c.String(&s.FFmpeg, "ffmpeg", "EUTERPE_FFMPEG", d.FFmpeg, "ffmpeg program name or path", nil)

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vesta-cx/euterpe/central/api"
 	"github.com/vesta-cx/euterpe/central/credentials"
 	"github.com/vesta-cx/euterpe/central/idempotency"
@@ -34,8 +34,11 @@ type Settings struct {
 	IdempotencyTTL time.Duration
 	Retention      time.Duration
 	MaxAttempts    int
-	ShutdownGrace  time.Duration
-	SweepInterval  time.Duration
+	// MaxRefreshAttempts is the per-job credential-refresh budget
+	// (inbox.Policy.MaxRefreshAttempts), enforced when a runner counts one.
+	MaxRefreshAttempts int
+	ShutdownGrace      time.Duration
+	SweepInterval      time.Duration
 }
 
 // App is the composition: the roles and migration sets the program has.
@@ -79,7 +82,7 @@ const (
 func (a *App) Bind(c *daemon.Config, s *Settings) {
 	c.String(&s.Addr, "addr", "EUTERPE_CENTRAL_ADDR", "127.0.0.1:8090", "HTTP listen address", daemon.CheckHostPort)
 	c.String(&s.DatabaseURL, "database-url", "EUTERPE_DATABASE_URL", "", "postgres://… or sqlite:PATH; empty: <state-dir>/central.db", sqldb.CheckURL, daemon.Secret())
-	c.String(&s.StateDir, "state-dir", "EUTERPE_STATE_DIR", defaultStateDir(), "directory for the embedded database and local KEK", nil)
+	c.String(&s.StateDir, "state-dir", "EUTERPE_STATE_DIR", daemon.DefaultStateDir(), "directory for the embedded database and local KEK", nil)
 	c.String(&s.LogLevel, "log-level", "EUTERPE_LOG_LEVEL", "info", "debug, info, warn or error", daemon.CheckOneOf("debug", "info", "warn", "error"))
 	c.String(&s.Roles, "roles", "EUTERPE_CENTRAL_ROLES", "", "comma-separated roles to run; empty: every default role ("+strings.Join(a.defaultRoles(), ",")+")", a.checkRoles)
 	c.String(&s.Keyring, "keyring", "EUTERPE_KEYRING", "", "credential KEKs: kek_id:base64(32 bytes)[,…]; required with Postgres", nil, daemon.Secret())
@@ -87,6 +90,8 @@ func (a *App) Bind(c *daemon.Config, s *Settings) {
 	c.Duration(&s.IdempotencyTTL, "idempotency-ttl", "EUTERPE_IDEMPOTENCY_TTL", idempotency.DefaultTTL, time.Minute, 30*24*time.Hour, "how long Idempotency-Key values are remembered")
 	c.Duration(&s.Retention, "job-retention", "EUTERPE_JOB_RETENTION", 30*24*time.Hour, 0, 10*365*24*time.Hour, "finished jobs older than this are pruned (status answers 410); 0 keeps them")
 	c.Int(&s.MaxAttempts, "max-attempts", "EUTERPE_MAX_ATTEMPTS", 5, 1, 100, "execution attempts before a job is dead-lettered")
+	c.Int(&s.MaxRefreshAttempts, "max-refresh-attempts", "EUTERPE_MAX_REFRESH_ATTEMPTS", inbox.DefaultPolicy().MaxRefreshAttempts, 0, 100,
+		"credential refreshes (refresh_url calls) a job may request over its life; then storage auth failures are retried like other errors")
 	c.Duration(&s.ShutdownGrace, "shutdown-grace", "EUTERPE_SHUTDOWN_GRACE", 20*time.Second, 0, 10*time.Minute, "time in-flight requests get to finish on shutdown")
 	c.Duration(&s.SweepInterval, "sweep-interval", "EUTERPE_SWEEP_INTERVAL", 30*time.Second, 100*time.Millisecond, time.Hour, "how often expired leases, keys and old jobs are swept")
 	for _, d := range a.defs {
@@ -94,13 +99,6 @@ func (a *App) Bind(c *daemon.Config, s *Settings) {
 			d.Settings(c)
 		}
 	}
-}
-
-func defaultStateDir() string {
-	if d := os.Getenv("STATE_DIRECTORY"); d != "" { // systemd StateDirectory=
-		return d
-	}
-	return filepath.Join(".", ".euterpe-central")
 }
 
 func (a *App) allRoles() []string {
@@ -200,6 +198,7 @@ func (a *App) Open(ctx context.Context, s Settings, log *slog.Logger, getenv fun
 	}
 	pol := inbox.DefaultPolicy()
 	pol.MaxAttempts = s.MaxAttempts
+	pol.MaxRefreshAttempts = s.MaxRefreshAttempts
 	d = &Deps{
 		DB:         db,
 		Keys:       keys,
@@ -209,6 +208,7 @@ func (a *App) Open(ctx context.Context, s Settings, log *slog.Logger, getenv fun
 		WorkerID:   daemon.WorkerID(getenv),
 		Getenv:     getenv,
 		StateDir:   s.StateDir,
+		Metrics:    prometheus.NewRegistry(),
 	}
 	d.Auth = api.Auth(d.Requesters)
 	return d, func() { _ = db.Close() }, nil
@@ -218,6 +218,9 @@ func (a *App) Open(ctx context.Context, s Settings, log *slog.Logger, getenv fun
 func (a *App) Serve(ctx context.Context, s Settings, d *Deps) error {
 	log := d.Log
 	enabled := a.Enabled(s)
+	if d.Metrics == nil {
+		d.Metrics = prometheus.NewRegistry()
+	}
 	var roles []Role
 	var routes []RouteMounter
 	var checks []daemon.Check
@@ -259,6 +262,10 @@ func (a *App) Serve(ctx context.Context, s Settings, d *Deps) error {
 		e := daemon.NewEcho(log)
 		dbCheck := daemon.Check{Name: "database", Probe: d.DB.Ping}
 		daemon.MountHealth(e, append([]daemon.Check{dbCheck}, checks...)...)
+		if err := register(d.Metrics, NewQueueCollector(d.DB, log)); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+		daemon.MountMetrics(e, d.Metrics)
 		checkURL := func(string) error { return nil }
 		if a.CheckURL != nil {
 			checkURL = a.CheckURL(d.Getenv)

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vesta-cx/euterpe/central/credentials"
 	"github.com/vesta-cx/euterpe/central/inbox"
 	"github.com/vesta-cx/euterpe/central/requesters"
@@ -50,6 +51,9 @@ type Deps struct {
 	// Auth is the API-key middleware; a route a role mounts behind it reads
 	// the caller with api.Requester(c).
 	Auth echo.MiddlewareFunc
+	// Metrics is the process's Prometheus registry, served at GET /metrics
+	// by the api role; roles register their series on it in New.
+	Metrics *prometheus.Registry
 }
 
 // Factory builds a role from the shared dependencies.

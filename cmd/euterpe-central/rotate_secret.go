@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vesta-cx/euterpe/central/outbox"
 	"github.com/vesta-cx/euterpe/central/serve"
 	"github.com/vesta-cx/euterpe/daemon"
 )
@@ -30,7 +29,7 @@ func init() {
 				return err
 			}
 			defer closeFn()
-			rot, err := outbox.RotateSecret(ctx, d.DB, d.Keys, id, overlap, time.Now())
+			rot, err := d.Requesters.RotateSecret(ctx, id, overlap)
 			if err != nil {
 				return err
 			}

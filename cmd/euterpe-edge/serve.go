@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/edge/gateway"
@@ -34,7 +35,7 @@ func newServeConfig(getenv func(string) string) (*daemon.Config, *serveSettings)
 	cfg.String(&s.Addr, "addr", "EUTERPE_EDGE_ADDR", "127.0.0.1:8070", "HTTP listen address", daemon.CheckHostPort)
 	cfg.String(&s.RedisURL, "redis-url", "EUTERPE_REDIS_URL", "redis://127.0.0.1:6379/0", "Redis server URL", checkRedisURL, daemon.Secret())
 	cfg.Int(&s.RedisPool, "redis-pool-size", "EUTERPE_REDIS_POOL_SIZE", 6, 2, 1024, "connections in the shared Redis pool (the SSE reader adds one)")
-	cfg.String(&s.StateDir, "state-dir", "EUTERPE_STATE_DIR", "/var/lib/euterpe", "directory for persistent state", checkAbsDir)
+	cfg.String(&s.StateDir, "state-dir", "EUTERPE_STATE_DIR", daemon.DefaultStateDir(), "directory for persistent state", checkAbsDir)
 	cfg.Duration(&s.Grace, "shutdown-grace", "EUTERPE_SHUTDOWN_GRACE", 10*time.Second, 0, 10*time.Minute, "time in-flight work gets to finish on shutdown")
 	cfg.String(&s.LogLevel, "log-level", "EUTERPE_LOG_LEVEL", "info", "log level: debug, info, warn, error", daemon.CheckOneOf("debug", "info", "warn", "error"))
 	s.Gateway.Declare(cfg)
@@ -120,6 +121,7 @@ func runDaemon(parent context.Context, log *slog.Logger, s *serveSettings, geten
 		}
 	}
 	daemon.MountHealth(e, checks...)
+	daemon.MountMetrics(e, prometheus.NewRegistry())
 	for _, c := range comps {
 		c.c.Mount(e)
 	}

@@ -170,3 +170,16 @@ func TestSystemdUnitVerifies(t *testing.T) {
 	assert.NoError(t, err, "%s", out)
 	assert.Empty(t, strings.TrimSpace(string(out)))
 }
+
+func TestMetricsEndpoint(t *testing.T) {
+	_, opt := testsvc.Redis(t)
+	base := serveInProcess(t, map[string]string{"EUTERPE_REDIS_URL": fmt.Sprintf("redis://%s/%d", opt.Addr, opt.DB)})
+	resp, err := http.Get(base + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Contains(t, string(body), "go_goroutines ")
+	assert.Contains(t, string(body), "process_start_time_seconds ")
+}

@@ -259,7 +259,7 @@ func (q *Queue) claim(ctx context.Context, tx *sql.Tx, worker string, n int, ttl
 	} else {
 		args = append(setArgs, selArgs...)
 	}
-	rows, err := tx.QueryContext(ctx, q.DB.Rebind(q.claimSQL), args...)
+	rows, err := q.DB.QueryTx(ctx, tx, q.claimSQL, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -310,7 +310,7 @@ func (q *Queue) reclaim(ctx context.Context, tx *sql.Tx, now time.Time, n int) (
 	} else {
 		args = append(setArgs, selArgs...)
 	}
-	rows, err := tx.QueryContext(ctx, q.DB.Rebind(q.reclaimSQL), args...)
+	rows, err := q.DB.QueryTx(ctx, tx, q.reclaimSQL, args...)
 	if err != nil {
 		return 0, err
 	}
@@ -343,7 +343,7 @@ func (q *Queue) Heartbeat(ctx context.Context, c *Claim, ttl time.Duration) erro
 	now := q.now()
 	exp := now.Add(ttl)
 	err := q.DB.Tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, q.DB.Rebind(q.heartbeatSQL), sqldb.Micros(exp), sqldb.Micros(now), c.ID, c.Version)
+		res, err := q.DB.ExecTx(ctx, tx, q.heartbeatSQL, sqldb.Micros(exp), sqldb.Micros(now), c.ID, c.Version)
 		if err != nil {
 			return err
 		}
@@ -361,7 +361,7 @@ func (q *Queue) Heartbeat(ctx context.Context, c *Claim, ttl time.Duration) erro
 // set must not change the status column; use Move for that.
 func (q *Queue) Exec(ctx context.Context, tx Execer, c *Claim, set string, args ...any) error {
 	query := fmt.Sprintf("UPDATE %s SET %s WHERE %s = ? AND %s = ?", q.Spec.Table, set, q.Spec.ID, q.Spec.ClaimVersion)
-	res, err := tx.ExecContext(ctx, q.DB.Rebind(query), append(args, c.ID, c.Version)...)
+	res, err := q.DB.ExecTx(ctx, tx, query, append(args, c.ID, c.Version)...)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", q.Spec.Table, c.ID, err)
 	}
@@ -398,7 +398,7 @@ func (q *Queue) Move(ctx context.Context, tx Execer, c *Claim, to string, now ti
 		s.Table, set.String(), s.ID, s.ClaimVersion, s.Status, seq)
 	args = append(args, c.ID, c.Version, c.Status)
 	var newSeq int64
-	err := tx.QueryRowContext(ctx, q.DB.Rebind(query), args...).Scan(&newSeq)
+	err := q.DB.QueryRowTx(ctx, tx, query, args...).Scan(&newSeq)
 	if errors.Is(err, sql.ErrNoRows) {
 		return &StaleError{Table: s.Table, ID: c.ID, Version: c.Version}
 	}
@@ -512,8 +512,9 @@ type Preparer interface {
 }
 
 // moveJSON is MoveMany for SQLite: the (id, version) pairs as one JSON
-// parameter joined to the primary key (the driver re-prepares on every
-// execution and binds parameters in quadratic time, so one parameter it is).
+// parameter joined to the primary key (the driver binds parameters in
+// quadratic time, so one parameter it is, and one cached statement for
+// every batch size).
 func (q *Queue) moveJSON(ctx context.Context, tx Execer, claims []*Claim, from, to, set, seq string, setArgs []any) ([]*Claim, error) {
 	s := q.Spec
 	pairs := make([][2]any, len(claims))
@@ -533,7 +534,7 @@ func (q *Queue) moveJSON(ctx context.Context, tx Execer, claims []*Claim, from, 
 	}
 	query := fmt.Sprintf("UPDATE %s SET %s FROM (SELECT value->>0 AS id, value->>1 AS ver FROM json_each(?)) AS v WHERE %s.%s = v.id AND %s.%s = v.ver AND %s.%s = ? RETURNING %s.%s, %s",
 		s.Table, set, s.Table, s.ID, s.Table, s.ClaimVersion, s.Table, s.Status, s.Table, s.ID, ret)
-	rows, err := tx.QueryContext(ctx, query, args...)
+	rows, err := q.DB.QueryTx(ctx, tx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s -> %s: %w", s.Table, from, to, err)
 	}

@@ -46,7 +46,8 @@ type DB struct {
 	writer *sql.Conn
 	// stopCheckpoints ends the background WAL checkpointer (SQLite).
 	stopCheckpoints func()
-	rebinds         sync.Map // query -> rebound query (Postgres)
+	rebinds         sync.Map  // query -> rebound query (Postgres)
+	stmts           stmtCache // SQLite statements reused across transactions
 }
 
 // Open connects to url: "postgres://…" or "postgresql://…" for Postgres,
@@ -154,6 +155,7 @@ func (db *DB) Close() error {
 	if db.stopCheckpoints != nil {
 		db.stopCheckpoints()
 	}
+	db.stmts.closeStmts()
 	if db.writer != nil {
 		_ = db.writer.Close()
 	}

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,27 +36,41 @@ func RedisURL() string {
 	return "redis://127.0.0.1:6379/0"
 }
 
-var redisDB atomic.Int32
-
-// Redis returns a client on a real Redis server, on a logical database of its
-// own that is flushed before and after the test, so packages running in
-// parallel do not see each other's keys. Databases 1..15 rotate.
+// Redis returns a client on a real Redis server, on a logical database
+// (1..15) that no other test on the machine uses meanwhile: the database is
+// locked in database 0 for the test's lifetime (see acquireDB), flushed
+// before and after the test, then released.
 func Redis(t testing.TB) (*redis.Client, *redis.Options) {
 	t.Helper()
 	opts, err := redis.ParseURL(RedisURL())
 	if err != nil {
 		t.Fatalf("EUTERPE_TEST_REDIS_URL: %v", err)
 	}
-	// Spread by process and counter so parallel packages rarely share a db.
-	opts.DB = 1 + int((int32(os.Getpid())+redisDB.Add(1))%15)
-	c := redis.NewClient(opts)
+	ctlOpts := *opts
+	ctlOpts.DB = 0
+	ctlOpts.PoolSize = 2
+	ctl := redis.NewClient(&ctlOpts)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
-		_ = c.Close()
+	if err := ctl.Ping(ctx).Err(); err != nil {
+		_ = ctl.Close()
 		Unavailable(t, "redis at "+RedisURL(), err)
 	}
+	wait, cancelWait := context.WithTimeout(context.Background(), dbLockWait)
+	lease, err := acquireDB(wait, ctl)
+	cancelWait()
+	if err != nil {
+		_ = ctl.Close()
+		t.Fatalf("redis test database: %v", err)
+	}
+	t.Cleanup(func() { // registered first, so it runs after the flush below
+		_ = lease.release()
+		_ = ctl.Close()
+	})
+	opts.DB = lease.DB
+	c := redis.NewClient(opts)
 	if err := c.FlushDB(ctx).Err(); err != nil {
+		_ = c.Close()
 		t.Fatalf("flush redis db %d: %v", opts.DB, err)
 	}
 	t.Cleanup(func() {

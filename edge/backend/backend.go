@@ -17,6 +17,7 @@ const (
 	CodeBackendUnreachable = "backend_unreachable"
 	CodeBackendTimeout     = "backend_timeout"
 	CodeInvalidResult      = "invalid_result"
+	CodeResultTooLarge     = "result_too_large"
 )
 
 // Error is a backend failure as stored in the job hash: a stable code, the

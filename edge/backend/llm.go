@@ -21,7 +21,13 @@ type LLM struct {
 	APIKey  string
 	Timeout time.Duration
 	Client  *http.Client
+	// MaxText bounds the streamed text of one chat job in bytes (0 means
+	// DefaultLLMMaxText); a longer answer fails with result_too_large.
+	MaxText int
 }
+
+// DefaultLLMMaxText is the default cap on one chat job's streamed text.
+const DefaultLLMMaxText = 1 << 20
 
 // ChatResult is the result document of a chat, plan or code job.
 type ChatResult struct {
@@ -94,7 +100,11 @@ func (l *LLM) chat(ctx context.Context, p map[string]json.RawMessage, delta Delt
 		return nil, err
 	}
 	defer resp.Body.Close()
-	res, err := readChatStream(ctx, resp.Body, delta)
+	limit := l.MaxText
+	if limit <= 0 {
+		limit = DefaultLLMMaxText
+	}
+	res, err := readChatStream(ctx, resp.Body, delta, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -117,11 +127,13 @@ type chunk struct {
 	Error json.RawMessage `json:"error"`
 }
 
-// readChatStream reads SSE "data: {...}" lines until "data: [DONE]".
-func readChatStream(ctx context.Context, r io.Reader, delta Delta) (*ChatResult, error) {
+// readChatStream reads SSE "data: {...}" lines until "data: [DONE]". More
+// than maxText bytes of text stop the read with result_too_large; the
+// fragment that crosses the limit is not handed to delta.
+func readChatStream(ctx context.Context, r io.Reader, delta Delta, maxText int) (*ChatResult, error) {
 	res := &ChatResult{}
 	var text strings.Builder
-	done := false
+	done, tooLarge := false, false
 	err := scanSSE(r, func(data string) bool {
 		if data == "[DONE]" {
 			done = true
@@ -145,6 +157,10 @@ func readChatStream(ctx context.Context, r io.Reader, delta Delta) (*ChatResult,
 		}
 		for _, ch := range c.Choices {
 			if s := ch.Delta.Content; s != "" {
+				if text.Len()+len(s) > maxText {
+					tooLarge = true
+					return false
+				}
 				text.WriteString(s)
 				if delta != nil {
 					delta(s)
@@ -161,6 +177,9 @@ func readChatStream(ctx context.Context, r io.Reader, delta Delta) (*ChatResult,
 	}
 	if res == nil {
 		return nil, Errorf(CodeBackendError, 0, "llm stream error: %s", text.String())
+	}
+	if tooLarge {
+		return nil, Errorf(CodeResultTooLarge, 0, "llm answer longer than %d bytes (EUTERPE_LLM_MAX_TEXT_BYTES)", maxText)
 	}
 	if err != nil {
 		return nil, Errorf(CodeBackendUnreachable, 0, "llm stream: %v", err)

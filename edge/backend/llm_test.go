@@ -231,3 +231,58 @@ func TestLLMStreamErrorChunk(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// A streamed answer longer than MaxText fails with result_too_large and
+// stops being read; what was handed to delta stays within the cap.
+func TestLLMTextCap(t *testing.T) {
+	tok := strings.Repeat("y", 1000)
+	tests := []struct {
+		name    string
+		tokens  int
+		max     int
+		wantErr bool
+	}{
+		{"under the cap", 4, 4000, false},
+		{"over the cap", 50, 4000, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeLLM{tokens: make([]string, tc.tokens)}
+			for i := range f.tokens {
+				f.tokens[i] = tok
+			}
+			l := newLLM(t, f)
+			l.MaxText = tc.max
+			sent := 0
+			out, err := l.Run(context.Background(), Request{JobID: "j", Task: "chat", Payload: json.RawMessage(`{"prompt":"x"}`)}, func(s string) { sent += len(s) })
+			if sent > tc.max {
+				t.Fatalf("%d bytes handed to delta, cap %d", sent, tc.max)
+			}
+			if !tc.wantErr {
+				if err != nil {
+					t.Fatal(err)
+				}
+				var res ChatResult
+				_ = json.Unmarshal(out, &res)
+				if len(res.Text) != tc.tokens*len(tok) {
+					t.Fatalf("text %d bytes", len(res.Text))
+				}
+				return
+			}
+			var be *Error
+			if !errors.As(err, &be) || be.Code != CodeResultTooLarge || !strings.Contains(be.Message, "EUTERPE_LLM_MAX_TEXT_BYTES") {
+				t.Fatalf("err = %v, want %s", err, CodeResultTooLarge)
+			}
+		})
+	}
+}
+
+func TestLLMTextCapDefault(t *testing.T) {
+	f := &fakeLLM{tokens: []string{strings.Repeat("z", DefaultLLMMaxText/2), strings.Repeat("z", DefaultLLMMaxText/2+1)}}
+	l := newLLM(t, f)
+	_, err := l.Run(context.Background(), Request{JobID: "j", Task: "chat", Payload: json.RawMessage(`{"prompt":"x"}`)}, nil)
+	var be *Error
+	if !errors.As(err, &be) || be.Code != CodeResultTooLarge {
+		t.Fatalf("err = %v, want %s", err, CodeResultTooLarge)
+	}
+}

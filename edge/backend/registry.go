@@ -27,6 +27,8 @@ type Config struct {
 	LLMModel   string
 	LLMAPIKey  string
 	LLMTimeout time.Duration
+	// LLMMaxText caps the streamed text of one chat job in bytes.
+	LLMMaxText int
 	// Tasks maps tasks to backends: "chat=llm,embed=llm,tool=exec:/usr/bin/x
 	// --flag,rag=http:http://127.0.0.1:9000/rag". Empty means llm for chat,
 	// plan, code and embed when LLMBaseURL is set, and nothing otherwise.
@@ -46,6 +48,8 @@ func (b *Config) Register(c *daemon.Config) {
 		"bearer token for the LLM server", nil, daemon.Secret())
 	c.Duration(&b.LLMTimeout, "llm-timeout", "EUTERPE_LLM_TIMEOUT", 10*time.Minute, time.Second, 24*time.Hour,
 		"longest one LLM call may take")
+	c.Int(&b.LLMMaxText, "llm-max-text-bytes", "EUTERPE_LLM_MAX_TEXT_BYTES", DefaultLLMMaxText, 1024, 64<<20,
+		"longest streamed answer of one chat job, in bytes (result_too_large above)")
 	c.String(&b.Tasks, "task-backends", "EUTERPE_TASK_BACKENDS", "",
 		"task=backend list: llm, exec:<command> or http:<url>, e.g. chat=llm,tool=exec:/usr/local/bin/tool,rag=http:http://127.0.0.1:9000/rag",
 		func(v string) error { _, err := ParseTasks(v); return err })
@@ -156,7 +160,7 @@ func New(cfg Config, client *http.Client) (*Registry, error) {
 					Reason: "task " + b.Task + " uses llm but EUTERPE_LLM_BASE_URL is empty"}
 			}
 			if llm == nil {
-				llm = &LLM{BaseURL: cfg.LLMBaseURL, Model: cfg.LLMModel, APIKey: cfg.LLMAPIKey, Timeout: cfg.LLMTimeout, Client: client}
+				llm = &LLM{BaseURL: cfg.LLMBaseURL, Model: cfg.LLMModel, APIKey: cfg.LLMAPIKey, Timeout: cfg.LLMTimeout, MaxText: cfg.LLMMaxText, Client: client}
 			}
 			be = llm
 		case "exec":

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/edge/library/pathsafe"
 	"github.com/vesta-cx/euterpe/edge/library/store"
 )
@@ -111,7 +112,7 @@ func (x *Executor) scan(ctx context.Context, c *Claim) error {
 	counts.Missing = missing
 	c.SetProgress(counts.Seen, 1)
 	if len(rootErrs) > 0 {
-		msg := "roots not walked: " + strings.Join(rootErrs, "; ")
+		msg := daemon.CapMessage("roots not walked: " + strings.Join(rootErrs, "; "))
 		finish(store.StatusFailed, msg)
 		return errors.New(msg)
 	}

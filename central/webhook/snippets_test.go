@@ -1,0 +1,81 @@
+package webhook
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// codeBlock returns the first fenced block of lang in the README.
+func codeBlock(t *testing.T, lang string) string {
+	t.Helper()
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	s := string(readme)
+	start := strings.Index(s, "```"+lang+"\n")
+	require.GreaterOrEqual(t, start, 0, "README has no %s block", lang)
+	s = s[start+len("```"+lang+"\n"):]
+	end := strings.Index(s, "```")
+	require.GreaterOrEqual(t, end, 0)
+	return s[:end]
+}
+
+// The README's receiver snippets are what requesters copy; run them as
+// printed against requests signed here, so they cannot drift from Sign.
+func TestREADMESnippetsVerify(t *testing.T) {
+	body := []byte(`{"event_id":"e1","job_id":"j1","sequence":1,"status":"claimed"}`)
+	secret, old := []byte("whsec_current"), []byte("whsec_previous")
+	h, err := NewHeaders(time.Now(), "e1", body, secret, old)
+	require.NoError(t, err)
+	headers := map[string]string{}
+	for _, k := range []string{HeaderSignature, HeaderTimestamp, HeaderNonce, HeaderEventID} {
+		headers[k] = h.Get(k)
+	}
+	hj, err := json.Marshal(headers)
+	require.NoError(t, err)
+
+	// Each case prints one line per check: valid; replayed nonce; tampered body; wrong secret; old secret only.
+	python := codeBlock(t, "python") + `
+import json, sys
+h = json.loads(sys.argv[1]); body = sys.argv[2].encode()
+seen = {}
+print(verify(["whsec_current"], h, body, seen))
+print(verify(["whsec_current"], h, body, seen))
+print(verify(["whsec_current"], h, body + b" ", {}))
+print(verify(["whsec_wrong"], h, body, {}))
+print(verify(["whsec_previous"], h, body, {}))
+`
+	node := codeBlock(t, "js") + `
+const h = JSON.parse(process.argv[1]); const body = Buffer.from(process.argv[2]);
+const seen = new Map();
+console.log(verify(["whsec_current"], h, body, seen));
+console.log(verify(["whsec_current"], h, body, seen));
+console.log(verify(["whsec_current"], h, Buffer.concat([body, Buffer.from(" ")]), new Map()));
+console.log(verify(["whsec_wrong"], h, body, new Map()));
+console.log(verify(["whsec_previous"], h, body, new Map()));
+`
+	cases := []struct {
+		name, prog string
+		args       []string
+		want       string
+	}{
+		{"python", "python3", []string{"-c", python, string(hj), string(body)}, "True\nFalse\nFalse\nFalse\nTrue\n"},
+		{"node", "node", []string{"-e", node, string(hj), string(body)}, "true\nfalse\nfalse\nfalse\ntrue\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := exec.LookPath(tc.prog); err != nil {
+				t.Skipf("%s not installed; the snippet is not run", tc.prog)
+			}
+			out, err := exec.Command(tc.prog, tc.args...).CombinedOutput()
+			require.NoError(t, err, "%s", out)
+			require.Equal(t, tc.want, string(out))
+		})
+	}
+}

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Regenerates the settings tables in README.md from the programs themselves
+# (`euterpe-edge help serve`, `euterpe-central help`), between the markers
+# <!-- settings:edge --> … <!-- /settings:edge --> and likewise for central.
+#   scripts/settings-table.sh          rewrite README.md
+#   scripts/settings-table.sh --check  fail if README.md is out of date (make lint)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-write}
+
+table() { # reads "  -flag  (ENV, default "x")\n      usage" pairs
+  echo "| environment | flag | default | meaning |"
+  echo "|---|---|---|---|"
+  awk '
+    /^  -[a-z0-9-]+  \(/ {
+      flag=$1
+      env=$0; sub(/.*\(/, "", env); sub(/,.*/, "", env)
+      def=$0; sub(/.*default "/, "", def); sub(/"\)$/, "", def)
+      getline usage; sub(/^ +/, "", usage); gsub(/\|/, "\\|", usage)
+      if (def == "") def = " "; else def = "`" def "`"
+      printf "| `%s` | `%s` | %s | %s |\n", env, flag, def, usage
+    }'
+}
+
+edge=$(go run ./cmd/euterpe-edge help serve 2>&1 | table)
+central=$(go run ./cmd/euterpe-central help 2>&1 | table)
+
+render() {
+  awk -v edge="$edge" -v central="$central" '
+    /<!-- settings:edge -->/    { print; print edge; skip=1; next }
+    /<!-- settings:central -->/ { print; print central; skip=1; next }
+    /<!-- \/settings:(edge|central) -->/ { skip=0 }
+    !skip { print }' README.md
+}
+
+new=$(render)
+if [ "$mode" = --check ]; then
+  if [ "$new" != "$(cat README.md)" ]; then
+    echo "README.md settings tables are out of date: run scripts/settings-table.sh" >&2
+    exit 1
+  fi
+  exit 0
+fi
+printf '%s\n' "$new" > README.md

@@ -41,6 +41,7 @@ type Config struct {
 	fs       *flag.FlagSet
 	getenv   func(string) string
 	settings []*binding
+	checks   []func() error
 }
 
 type binding struct {
@@ -165,7 +166,8 @@ func (c *Config) Bool(p *bool, flagName, env string, def bool, usage string) {
 }
 
 // Parse applies environment values, then flags, then validates every
-// setting. The first problem is returned as a *SettingError.
+// setting, then runs the cross-setting checks added with Check. The first
+// problem is returned as a *SettingError.
 func (c *Config) Parse(args []string) error {
 	for _, b := range c.settings {
 		if b.Env == "" {
@@ -196,8 +198,24 @@ func (c *Config) Parse(args []string) error {
 			return c.settingErr(b, name, c.current(b), err)
 		}
 	}
+	for _, check := range c.checks {
+		if err := check(); err != nil {
+			var se *SettingError
+			if errors.As(err, &se) {
+				return se
+			}
+			return &SettingError{Setting: "settings", Reason: err.Error()}
+		}
+	}
 	return nil
 }
+
+// Check adds a validation of relations between settings (one setting must
+// be at least twice another, …), run by Parse after every setting passed its
+// own check, so a command stops before touching disk or database. check
+// should return a *SettingError naming the setting to change; any other
+// error is reported as a *SettingError for "settings".
+func (c *Config) Check(check func() error) { c.checks = append(c.checks, check) }
 
 func (c *Config) current(b *binding) string {
 	if f := c.fs.Lookup(b.Flag); f != nil && b.fromFlag {

@@ -84,3 +84,46 @@ func TestConfigSettingsListed(t *testing.T) {
 	}
 	require.Equal(t, "EUTERPE_ADDR,EUTERPE_API_KEY,EUTERPE_GRACE,EUTERPE_ON,EUTERPE_REDIS_URL,EUTERPE_WORKERS", strings.Join(envs, ","))
 }
+
+// Cross-setting checks run after every setting's own check, see final
+// values (flag or environment), and stop Parse with a *SettingError.
+func TestConfigCheckRelations(t *testing.T) {
+	relation := func(s *testSettings) func() error {
+		return func() error {
+			if s.grace > 0 && s.n > int(s.grace/time.Second) {
+				return &SettingError{Setting: "EUTERPE_WORKERS", Value: "x", Reason: "must not exceed EUTERPE_GRACE in seconds"}
+			}
+			return nil
+		}
+	}
+	cases := []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		check   func(s *testSettings) func() error
+		setting string // "" = no error
+	}{
+		{"holds", map[string]string{"EUTERPE_WORKERS": "2", "EUTERPE_GRACE": "3s"}, nil, relation, ""},
+		{"broken by env", map[string]string{"EUTERPE_WORKERS": "8", "EUTERPE_GRACE": "3s"}, nil, relation, "EUTERPE_WORKERS"},
+		{"broken by flag", map[string]string{"EUTERPE_GRACE": "3s"}, []string{"-workers", "9"}, relation, "EUTERPE_WORKERS"},
+		{"own check first", map[string]string{"EUTERPE_WORKERS": "0"}, nil, relation, "EUTERPE_WORKERS"},
+		{"plain error", nil, nil, func(*testSettings) func() error {
+			return func() error { return errors.New("inconsistent") }
+		}, "settings"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, s := newTestConfig(tc.env)
+			c.Check(tc.check(s))
+			err := c.Parse(tc.args)
+			if tc.setting == "" {
+				require.NoError(t, err)
+				return
+			}
+			var se *SettingError
+			require.ErrorAs(t, err, &se)
+			require.Equal(t, tc.setting, se.Setting)
+			require.NotContains(t, err.Error(), "\n", "one line")
+		})
+	}
+}

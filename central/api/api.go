@@ -177,14 +177,24 @@ func (a *API) enqueue(c echo.Context) error {
 	return c.JSON(http.StatusAccepted, Accepted{JobID: jobID, Status: "queued"})
 }
 
-func (a *API) status(c echo.Context) error {
-	req, _ := Requester(c)
+// jobIDParam reads the job_id query parameter of the job routes: missing →
+// 400 invalid_request; not a job id (UUID) → 404, as no such job can exist.
+func jobIDParam(c echo.Context) (string, error) {
 	id := c.QueryParam("job_id")
 	if id == "" {
-		return daemon.Errorf(http.StatusBadRequest, "invalid_request", "query parameter job_id is required")
+		return "", daemon.Errorf(http.StatusBadRequest, "invalid_request", "query parameter job_id is required")
 	}
 	if _, err := uuid.Parse(id); err != nil {
-		return daemon.Errorf(http.StatusNotFound, "not_found", "no job %q", daemon.CapMessage(id))
+		return "", daemon.Errorf(http.StatusNotFound, "not_found", "no job %q", daemon.CapMessage(id))
+	}
+	return id, nil
+}
+
+func (a *API) status(c echo.Context) error {
+	req, _ := Requester(c)
+	id, err := jobIDParam(c)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 10*time.Second)
 	defer cancel()

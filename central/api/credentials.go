@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 	"github.com/vesta-cx/euterpe/central/credentials"
 	"github.com/vesta-cx/euterpe/central/inbox"
@@ -74,12 +73,9 @@ func (r *CredentialsRequest) validate() (credentials.Storage, error) {
 // which a runner waiting on a refresh takes as its cue to retry.
 func (a *API) updateCredentials(c echo.Context) error {
 	req, _ := Requester(c)
-	id := c.QueryParam("job_id")
-	if id == "" {
-		return daemon.Errorf(http.StatusBadRequest, "invalid_request", "query parameter job_id is required")
-	}
-	if _, err := uuid.Parse(id); err != nil {
-		return daemon.Errorf(http.StatusNotFound, "not_found", "no job %q", daemon.CapMessage(id))
+	id, err := jobIDParam(c)
+	if err != nil {
+		return err
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, a.cfg.MaxBodyBytes))
 	if err != nil {

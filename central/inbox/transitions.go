@@ -1,6 +1,8 @@
 package inbox
 
 import (
+	"fmt"
+
 	"github.com/vesta-cx/euterpe/central/schema"
 	"github.com/vesta-cx/euterpe/daemon/lease"
 )
@@ -31,4 +33,16 @@ type Guard func(attemptCount, maxAttempts int) bool
 // attempt_count < max_attempts.
 var Guards = map[[2]string]Guard{
 	{schema.StatusFailed, schema.StatusQueued}: func(a, m int) bool { return a < m },
+}
+
+// CheckGuard returns a *lease.TransitionError (errors.Is
+// lease.ErrInvalidTransition) when from -> to has a guard in Guards that the
+// job's counters do not satisfy, else nil.
+func CheckGuard(from, to string, attemptCount, maxAttempts int) error {
+	g := Guards[[2]string{from, to}]
+	if g == nil || g(attemptCount, maxAttempts) {
+		return nil
+	}
+	return &lease.TransitionError{Machine: Transitions.Machine, From: from, To: to,
+		Reason: fmt.Sprintf("guard does not hold at attempt_count %d, max_attempts %d", attemptCount, maxAttempts)}
 }

@@ -64,9 +64,10 @@ func (s *Store) Heartbeat(ctx context.Context, j *Job, ttl time.Duration) error 
 }
 
 // Keep runs work while heartbeating j's lease every ttl/3; work's context
-// is cancelled as soon as the lease is found stale.
-func (s *Store) Keep(ctx context.Context, j *Job, ttl time.Duration, work func(context.Context) error) error {
-	return lease.Keep(ctx, ttl, func(ctx context.Context) error { return s.Heartbeat(ctx, j, ttl) }, work)
+// is cancelled as soon as the lease is found stale. opts (e.g.
+// lease.OnRenewError, to log failed renewals) are passed to lease.Keep.
+func (s *Store) Keep(ctx context.Context, j *Job, ttl time.Duration, work func(context.Context) error, opts ...lease.KeepOption) error {
+	return lease.Keep(ctx, ttl, func(ctx context.Context) error { return s.Heartbeat(ctx, j, ttl) }, work, opts...)
 }
 
 // Advance moves j to the next working state (fetching, processing or
@@ -85,7 +86,7 @@ func (s *Store) Advance(ctx context.Context, j *Job, to string) error {
 		if to == schema.StatusFetching {
 			extra, args = "started_at = COALESCE(started_at, ?)", []any{sqldb.Micros(now)}
 		}
-		if err := s.q.Move(ctx, tx, &c, to, now, extra, args...); err != nil {
+		if err := s.move(ctx, tx, j, &c, to, now, extra, args...); err != nil {
 			return err
 		}
 		if err := insertEvents(ctx, s.db, tx, []Event{transition(j, from, to, c.Seq, now)}); err != nil {
@@ -106,7 +107,7 @@ func (s *Store) Succeed(ctx context.Context, j *Job, outputs []OutputFile) error
 		now := s.now()
 		c := j.claim()
 		from := c.Status
-		if err := s.q.Move(ctx, tx, &c, schema.StatusSucceeded, now,
+		if err := s.move(ctx, tx, j, &c, schema.StatusSucceeded, now,
 			"outputs = ?, finished_at = ?, lease_expires_at = NULL, error_code = NULL, last_error = NULL",
 			string(out), sqldb.Micros(now)); err != nil {
 			return err
@@ -124,8 +125,9 @@ func (s *Store) Succeed(ctx context.Context, j *Job, outputs []OutputFile) error
 // Fail records a failed attempt of j and applies the retry policy: a
 // Permanent error ends in failed; otherwise, while attempt_count <
 // max_attempts, the job returns to queued after backoff (429 from the larger
-// bucket), and once the budget is spent it moves failed -> dead_letter. It
-// returns the job's new status.
+// bucket). Once the budget is spent (attempt_count >= max_attempts), every
+// class moves failed -> dead_letter, both transitions recorded. It returns
+// the job's new status.
 func (s *Store) Fail(ctx context.Context, j *Job, jerr JobError) (string, error) {
 	jerr.Message = daemon.CapMessage(jerr.Message)
 	if jerr.Code == "" {
@@ -152,7 +154,7 @@ func (s *Store) Release(ctx context.Context, j *Job) error {
 		now := s.now()
 		c := j.claim()
 		from := c.Status
-		if err := s.q.Move(ctx, tx, &c, schema.StatusQueued, now,
+		if err := s.move(ctx, tx, j, &c, schema.StatusQueued, now,
 			"worker_id = NULL, lease_expires_at = NULL, next_attempt_at = ?, attempt_count = attempt_count - 1",
 			sqldb.Micros(now)); err != nil {
 			return err
@@ -165,6 +167,19 @@ func (s *Store) Release(ctx context.Context, j *Job) error {
 	}))
 }
 
+// move applies one transition of j (claim c) inside tx. It is the one place
+// the inbox changes a job's status: the queue checks the move against
+// Transitions and fences it on claim_version and the current status; the
+// guards of §3 (Guards: failed -> queued only while attempt_count <
+// max_attempts) are checked here with the claim's counters, so no caller
+// can bypass them. A rejected move is a *lease.TransitionError.
+func (s *Store) move(ctx context.Context, tx lease.Execer, j *Job, c *lease.Claim, to string, now time.Time, set string, args ...any) error {
+	if err := CheckGuard(c.Status, to, c.Attempt, j.MaxAttempts); err != nil {
+		return err
+	}
+	return s.q.Move(ctx, tx, c, to, now, set, args...)
+}
+
 // decision is a row of the failure table: what a failed attempt leads to.
 type decision struct {
 	path  []string // states to move through
@@ -174,7 +189,9 @@ type decision struct {
 // failurePlan is the retry policy as data: by class, and whether the
 // attempt budget is spent.
 var failurePlan = map[Class]map[bool]decision{
-	Permanent:   {false: {path: []string{schema.StatusFailed}}, true: {path: []string{schema.StatusFailed}}},
+	// A permanent error ends in failed; on the last attempt the budget is
+	// spent as well, and §5 sends every such job on to dead_letter.
+	Permanent:   {false: {path: []string{schema.StatusFailed}}, true: {path: []string{schema.StatusFailed, schema.StatusDeadLetter}}},
 	Retryable:   {false: {path: []string{schema.StatusQueued}, retry: true}, true: {path: []string{schema.StatusFailed, schema.StatusDeadLetter}}},
 	RateLimited: {false: {path: []string{schema.StatusQueued}, retry: true}, true: {path: []string{schema.StatusFailed, schema.StatusDeadLetter}}},
 	AuthExpired: {false: {path: []string{schema.StatusQueued}, retry: true}, true: {path: []string{schema.StatusFailed, schema.StatusDeadLetter}}},
@@ -213,7 +230,7 @@ func (s *Store) fail(ctx context.Context, tx lease.Execer, j *Job, c *lease.Clai
 			set = append(set, "lease_expires_at = NULL", "finished_at = ?")
 			args = append(args, sqldb.Micros(now))
 		}
-		if err := s.q.Move(ctx, tx, c, to, now, strings.Join(set, ", "), args...); err != nil {
+		if err := s.move(ctx, tx, j, c, to, now, strings.Join(set, ", "), args...); err != nil {
 			return "", err
 		}
 		ev := transition(j, from, to, c.Seq, now)

@@ -19,7 +19,7 @@ type Config struct {
 	MaxAttempts  int           // delivery attempts before dead-letter
 	MaxAge       time.Duration // event age after which a failure dead-letters
 	LeaseTTL     time.Duration // delivery lease, renewed at a third
-	AllowPrivate bool          // EUTERPE_WEBHOOK_ALLOW_PRIVATE
+	AllowPrivate bool          // from serve.Deps.Policy (EUTERPE_WEBHOOK_ALLOW_PRIVATE, a serve setting)
 }
 
 // Defaults returns the contract's defaults.
@@ -55,7 +55,6 @@ func (cfg *Config) Bind(c *daemon.Config) {
 	c.Int(&cfg.MaxAttempts, "outbox-max-attempts", "EUTERPE_OUTBOX_MAX_ATTEMPTS", d.MaxAttempts, 1, 100000, "delivery attempts before an event is dead-lettered")
 	c.Duration(&cfg.MaxAge, "outbox-max-age", "EUTERPE_OUTBOX_MAX_AGE", d.MaxAge, time.Second, 365*24*time.Hour, "event age after which a failed delivery is dead-lettered")
 	c.Duration(&cfg.LeaseTTL, "outbox-lease-ttl", "EUTERPE_OUTBOX_LEASE_TTL", d.LeaseTTL, 300*time.Millisecond, time.Hour, "delivery lease; renewed every third")
-	c.Bool(&cfg.AllowPrivate, "webhook-allow-private", "EUTERPE_WEBHOOK_ALLOW_PRIVATE", false, "allow webhook and refresh URLs on loopback/private/link-local addresses (development and tests only)")
 }
 
 // Validate checks relations between settings that Bind's ranges cannot.

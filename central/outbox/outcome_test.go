@@ -83,7 +83,13 @@ func TestConfigValidate(t *testing.T) {
 	if err := dc.Parse(nil); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Batch != 25 || cfg.BackoffBase != time.Second || !cfg.AllowPrivate || cfg.Concurrency != 5 {
+	if cfg.Batch != 25 || cfg.BackoffBase != time.Second || cfg.Concurrency != 5 {
 		t.Fatalf("bound %+v", cfg)
+	}
+	// EUTERPE_WEBHOOK_ALLOW_PRIVATE is a serve setting (one policy for the
+	// whole process, serve.Deps.Policy); the dispatcher does not read it on
+	// its own (TestOnePolicyForEveryRole in central/serve covers it).
+	if cfg.AllowPrivate {
+		t.Fatal("outbox settings read EUTERPE_WEBHOOK_ALLOW_PRIVATE themselves")
 	}
 }

@@ -22,8 +22,17 @@ func Definition() serve.Definition {
 	return serve.Definition{
 		Name:      RoleName,
 		DefaultOn: true,
-		Settings:  func(c *daemon.Config) { cfg.Bind(c) },
+		Settings: func(c *daemon.Config) {
+			cfg.Bind(c)
+			// Relations between settings (lease TTL vs timeout, …) are
+			// checked with the others, before serve touches disk or database.
+			c.Check(func() error { return cfg.Validate() })
+		},
 		New: func(d *serve.Deps) (serve.Role, error) {
+			cfg := cfg
+			// The address policy is the process's, shared with the API and
+			// the runner (EUTERPE_WEBHOOK_ALLOW_PRIVATE is a serve setting).
+			cfg.AllowPrivate = d.Policy.AllowPrivate
 			disp, err := New(cfg, Options{
 				Store:   NewStore(d.DB, nil),
 				Secrets: &RequesterSecrets{Requesters: d.Requesters},

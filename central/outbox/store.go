@@ -51,7 +51,42 @@ func NewStore(db *sqldb.DB, now func() time.Time) *Store {
 	// Due time alone: the poll index serves it and the scan stops at the
 	// batch size. Per-job order comes from inOrder, not from the sort.
 	spec.Order = "next_attempt_at"
-	return &Store{DB: db, q: &lease.Queue{DB: db, Spec: spec, Machine: schema.OutboxTransitions, Now: now}}
+	// The claim returns what a delivery needs: no second query.
+	spec.Returning = claimColumns
+	return &Store{DB: db, q: &lease.Queue{DB: db, Spec: spec, Machine: schema.OutboxTransitions, Now: now, Extra: claimDest}}
+}
+
+// claimColumns are returned by the claim for each event, scanned by
+// claimDest into an eventRow.
+var claimColumns = []string{"job_id", "requester_id", "sequence", "webhook_url", "payload", "created_at", "redriven_at"}
+
+type eventRow struct {
+	jobID, requesterID string
+	sequence, created  int64
+	url                sql.NullString
+	payload            []byte
+	redriven           sql.NullInt64
+}
+
+// rowScanner scans job_id and carries the row it belongs to, so Claim can
+// find the row again from Claim.Extra.
+type rowScanner struct{ r *eventRow }
+
+func (s rowScanner) Scan(v any) error {
+	switch x := v.(type) {
+	case string:
+		s.r.jobID = x
+	case []byte:
+		s.r.jobID = string(x)
+	default:
+		return fmt.Errorf("job_id: unexpected %T", v)
+	}
+	return nil
+}
+
+func claimDest() []any {
+	r := &eventRow{}
+	return []any{rowScanner{r}, &r.requesterID, &r.sequence, &r.url, &r.payload, &r.created, &r.redriven}
 }
 
 func (s *Store) now() time.Time {
@@ -62,66 +97,25 @@ func (s *Store) now() time.Time {
 }
 
 // Claim takes up to n due events for worker under a lease of ttl (expired
-// delivery leases are reclaimed in the same transaction) and loads them.
+// delivery leases are reclaimed in the same transaction), in claim order.
 func (s *Store) Claim(ctx context.Context, worker string, n int, ttl time.Duration) ([]*Event, error) {
 	claims, err := s.q.Claim(ctx, worker, n, ttl)
 	if err != nil || len(claims) == 0 {
 		return nil, err
 	}
-	byID := make(map[string]*Event, len(claims))
-	args := make([]any, len(claims))
-	for i, c := range claims {
-		byID[c.ID] = &Event{Claim: c}
-		args[i] = c.ID
-	}
-	q := `SELECT event_id, job_id, requester_id, sequence, COALESCE(webhook_url, ''), payload, created_at, COALESCE(redriven_at, created_at)
-		FROM job_outbox_events WHERE event_id IN (` + strings.TrimSuffix(strings.Repeat("?,", len(args)), ",") + `)`
-	rows, err := s.DB.QueryContext(ctx, s.DB.Rebind(q), args...)
-	if err != nil {
-		return nil, fmt.Errorf("outbox: load claimed: %w", err)
-	}
-	defer rows.Close()
 	out := make([]*Event, 0, len(claims))
-	for rows.Next() {
-		var id string
-		var ev Event
-		var payload any
-		var created, ageFrom int64
-		if err := rows.Scan(&id, &ev.JobID, &ev.RequesterID, &ev.Sequence, &ev.URL, &payload, &created, &ageFrom); err != nil {
-			return nil, fmt.Errorf("outbox: load claimed: %w", err)
+	for _, c := range claims {
+		r := c.Extra[0].(rowScanner).r
+		c.Extra = nil
+		e := &Event{Claim: c, JobID: r.jobID, RequesterID: r.requesterID, Sequence: r.sequence,
+			URL: r.url.String, Payload: r.payload, CreatedAt: sqldb.FromMicros(r.created)}
+		e.AgeFrom = e.CreatedAt
+		if r.redriven.Valid {
+			e.AgeFrom = sqldb.FromMicros(r.redriven.Int64)
 		}
-		e := byID[id]
-		if e == nil {
-			continue
-		}
-		ev.Claim = e.Claim
-		ev.Payload = asBytes(payload)
-		ev.CreatedAt = sqldb.FromMicros(created)
-		ev.AgeFrom = sqldb.FromMicros(ageFrom)
-		*e = ev
 		out = append(out, e)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("outbox: load claimed: %w", err)
-	}
-	// Keep claim order (due time, job, sequence).
-	ordered := out[:0]
-	for _, c := range claims {
-		if e := byID[c.ID]; e != nil && e.JobID != "" {
-			ordered = append(ordered, e)
-		}
-	}
-	return ordered, nil
-}
-
-func asBytes(v any) []byte {
-	switch p := v.(type) {
-	case []byte:
-		return append([]byte(nil), p...)
-	case string:
-		return []byte(p)
-	}
-	return nil
+	return out, nil
 }
 
 // Heartbeat extends e's delivery lease; a *lease.StaleError means stop.
@@ -166,34 +160,39 @@ func (s *Store) DeadLetterOp(e *Event, code int, reason string) Op {
 		[]any{sqldb.Micros(s.now()), nullCode(code), daemon.CapMessage(reason)}}
 }
 
-// Apply writes ops in one transaction (one commit for many outcomes) and
+// Apply writes ops in one transaction (one commit for many outcomes; on
+// Postgres one statement per kind of outcome, lease.Queue.MoveEach) and
 // returns an error per op: a *lease.StaleError for an op whose claim was
 // lost, which does not disturb the others. If the transaction itself fails
 // the ops are written one by one.
 func (s *Store) Apply(ctx context.Context, ops []Op) []error {
-	out := make([]error, len(ops))
+	var out []error
 	saved := make([]lease.Claim, len(ops))
+	steps := make([]lease.Step, len(ops))
+	for i, op := range ops {
+		saved[i] = op.Event.Claim
+		steps[i] = lease.Step{Claim: &op.Event.Claim, To: op.To, Set: op.Set, Args: op.Args}
+	}
 	err := s.DB.Tx(ctx, func(tx *sql.Tx) error {
-		now := s.now()
-		for i, op := range ops {
-			saved[i] = op.Event.Claim
-			err := s.q.Move(ctx, tx, &op.Event.Claim, op.To, now, op.Set, op.Args...)
-			if err != nil && !errors.Is(err, lease.ErrStale) {
-				for j := 0; j <= i; j++ {
-					ops[j].Event.Claim = saved[j]
-				}
-				return err
-			}
-			out[i] = err
+		for i := range ops {
+			ops[i].Event.Claim = saved[i] // a retried transaction starts over
 		}
-		return nil
+		var err error
+		out, err = s.q.MoveEach(ctx, tx, steps, s.now())
+		return err
 	})
+	if err != nil {
+		for i := range ops {
+			ops[i].Event.Claim = saved[i]
+		}
+	}
 	if err == nil || len(ops) == 1 {
 		if err != nil {
-			out[0] = err
+			out = []error{err}
 		}
 		return out
 	}
+	out = make([]error, len(ops))
 	for i := range ops {
 		out[i] = s.Apply(ctx, ops[i:i+1])[0]
 	}

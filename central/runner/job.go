@@ -40,7 +40,10 @@ func (r *Runner) Process(ctx context.Context, j *inbox.Job) {
 		// the work may both write through it.
 		err = lease.Keep(ctx, r.set.LeaseTTL,
 			func(ctx context.Context) error { return r.jobs.Heartbeat(ctx, j, r.set.LeaseTTL) },
-			func(ctx context.Context) error { return r.execute(ctx, j, dir, log) })
+			func(ctx context.Context) error { return r.execute(ctx, j, dir, log) },
+			lease.OnRenewError(func(err error) {
+				log.Warn("lease renewal failed; retrying at the next heartbeat", "lease_ttl", r.set.LeaseTTL, "err", err)
+			}))
 	}
 	r.finish(ctx, j, err, log)
 }

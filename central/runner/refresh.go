@@ -82,10 +82,12 @@ func scrub(err error) error {
 // withRefresh runs op with the job's current credentials. When storage
 // rejects them (401/403) it runs the refresh flow of contract §7: count a
 // refresh attempt against the job's budget, call refresh_url signed with
-// the requester's webhook secret, wait for credential_version to advance,
-// and run op again with the new credentials. When the budget is spent, the
-// job has no refresh_url, or the version does not advance in time, the
-// attempt fails with ErrRefreshExhausted and takes the normal retry path.
+// the requester's webhook secret and wait for credential_version to
+// advance; op runs again only once it has (the credentials storage refused
+// are never retried). A refresh that leaves the version where it was is
+// followed by the next counted refresh attempt. When the budget is spent
+// or the job has no refresh_url, the attempt fails with
+// ErrRefreshExhausted and takes the normal retry path.
 func (r *Runner) withRefresh(ctx context.Context, j *inbox.Job, opName string, op func(credentials.Storage) error) error {
 	for {
 		creds, version, err := r.jobs.Credentials(ctx, j)
@@ -107,27 +109,37 @@ func (r *Runner) withRefresh(ctx context.Context, j *inbox.Job, opName string, o
 		if j.RefreshURL == "" {
 			return fmt.Errorf("%w (no refresh_url): %w", ErrRefreshExhausted, err)
 		}
-		allowed, cerr := r.jobs.CountRefreshAttempt(ctx, j)
-		if cerr != nil {
-			return cerr
+		if err := r.refreshUntilAdvanced(ctx, j, opName, se.Status, version, err); err != nil {
+			return err
 		}
-		if !allowed { // the inbox policy's MaxRefreshAttempts (EUTERPE_MAX_REFRESH_ATTEMPTS)
-			return fmt.Errorf("%w (refresh budget spent): %w", ErrRefreshExhausted, err)
+		// credential_version advanced: op runs again with the new credentials.
+	}
+}
+
+// refreshUntilAdvanced runs refresh attempts, each counted against the
+// job's budget (the inbox policy's MaxRefreshAttempts,
+// EUTERPE_MAX_REFRESH_ATTEMPTS), until credential_version moves past
+// version. rejected is the storage error that started the flow; it is
+// wrapped in ErrRefreshExhausted when the budget runs out first.
+func (r *Runner) refreshUntilAdvanced(ctx context.Context, j *inbox.Job, opName string, status, version int, rejected error) error {
+	for {
+		allowed, err := r.jobs.CountRefreshAttempt(ctx, j)
+		if err != nil {
+			return err
 		}
-		advanced, rerr := r.requestRefresh(ctx, j, opName, se.Status, version)
-		if rerr != nil {
-			return rerr
+		if !allowed {
+			return fmt.Errorf("%w (refresh budget spent): %w", ErrRefreshExhausted, rejected)
 		}
-		result := "refreshed"
-		if !advanced {
-			result = "not_refreshed"
+		advanced, err := r.requestRefresh(ctx, j, opName, status, version)
+		if err != nil {
+			return err
 		}
-		r.metrics.Refreshes.WithLabelValues(result).Inc()
-		if !advanced {
-			r.log.Warn("credentials not refreshed", "job_id", j.ID, "credential_version", version, "refresh_attempt", j.RefreshAttempts)
+		if advanced {
+			r.metrics.Refreshes.WithLabelValues("refreshed").Inc()
+			return nil
 		}
-		// Loop: with new credentials the op runs again; without, storage
-		// refuses again and the next refresh attempt is counted.
+		r.metrics.Refreshes.WithLabelValues("not_refreshed").Inc()
+		r.log.Warn("credentials not refreshed", "job_id", j.ID, "credential_version", version, "refresh_attempt", j.RefreshAttempts)
 	}
 }
 

@@ -130,6 +130,41 @@ func TestRefreshCeilingThenDeadLetter(t *testing.T) {
 	})
 }
 
+// TestUnchangedCredentialsNotRetried: contract §7 step 3 — the runner
+// proceeds only if credential_version advanced. A refresh the requester
+// acknowledges without sending new credentials is followed by the next
+// counted refresh attempt, never by another storage call with the
+// credentials storage already refused: one attempt makes one storage
+// request and exactly MaxRefreshAttempts refresh calls.
+func TestUnchangedCredentialsNotRetried(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *env) {
+		e.putWAV("in/src.wav", 1)
+		rq := e.newRequester(nil) // accepts, never sends credentials
+		bad := &credentials.S3{AccessKeyID: e.s3.AccessKey, SecretAccessKey: "expired-secret"}
+		id := e.enqueue("in/src.wav", oneOpus, func(j *inbox.NewJob) {
+			j.Credentials = credentials.Storage{Source: bad, Output: *e.rootCreds()}
+			j.RefreshURL = rq.srv.URL
+			j.MaxAttempts = 1
+		})
+		m := runner.NewMetrics(nil)
+		v := e.drive(e.runnerMetrics(func(s *runner.Settings) { s.RefreshWait = 100 * time.Millisecond }, m), id, 20*time.Second)
+		if v.Status != schema.StatusDeadLetter || v.AttemptCount != 1 || v.LastError.Code != "credentials_expired" || v.CredentialVersion != 1 {
+			t.Fatalf("status %s attempts %d err %+v cv %d", v.Status, v.AttemptCount, v.LastError, v.CredentialVersion)
+		}
+		storageCalls := e.proxy.Requests(http.MethodHead) + e.proxy.Requests(http.MethodGet)
+		if storageCalls != 1 {
+			t.Fatalf("storage requests %d, want 1: the refused credentials were used again", storageCalls)
+		}
+		ceiling := testPolicy().MaxRefreshAttempts
+		if n := rq.calls.Load(); n != int32(ceiling) {
+			t.Fatalf("refresh calls %d, want %d", n, ceiling)
+		}
+		if got := counter(t, m.Refreshes.WithLabelValues("not_refreshed")); got != float64(ceiling) {
+			t.Fatalf("not_refreshed %v, want %d", got, ceiling)
+		}
+	})
+}
+
 // TestAuthFailureWithoutRefreshURL: a job with no refresh_url cannot renew
 // its credentials; the attempt fails and retries like any other.
 func TestAuthFailureWithoutRefreshURL(t *testing.T) {

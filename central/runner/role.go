@@ -14,8 +14,9 @@ import (
 const RoleName = "runner"
 
 // Definition registers the runner with euterpe-central serve. Its outbound
-// calls (storage, refresh_url) follow the address policy of central/ssrf
-// (EUTERPE_WEBHOOK_ALLOW_PRIVATE lifts it for development).
+// calls (storage, refresh_url) follow the process's address policy
+// (serve.Deps.Policy; EUTERPE_WEBHOOK_ALLOW_PRIVATE lifts it for
+// development).
 func Definition() serve.Definition {
 	var set *Settings
 	return serve.Definition{
@@ -28,7 +29,7 @@ func Definition() serve.Definition {
 			if set != nil {
 				s = *set
 			}
-			policy := ssrf.PolicyFromEnv(d.Getenv)
+			policy := d.Policy
 			r, err := New(Options{
 				Jobs: d.Inbox, Secrets: d.Requesters, Settings: s, WorkerID: d.WorkerID, Logger: d.Log,
 				RefreshClient:  policy.NewClient(ssrf.ClientOptions{Timeout: 15 * time.Second}),

@@ -17,6 +17,7 @@ import (
 	"github.com/vesta-cx/euterpe/central/inbox"
 	"github.com/vesta-cx/euterpe/central/requesters"
 	"github.com/vesta-cx/euterpe/central/schema"
+	"github.com/vesta-cx/euterpe/central/ssrf"
 	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 	"golang.org/x/sync/errgroup"
@@ -39,14 +40,16 @@ type Settings struct {
 	MaxRefreshAttempts int
 	ShutdownGrace      time.Duration
 	SweepInterval      time.Duration
+	// AllowPrivate lifts the outbound address policy (central/ssrf) for
+	// every role and the API alike: webhook deliveries, refresh calls,
+	// storage requests and the enqueue check of callback URLs.
+	AllowPrivate bool
 }
 
 // App is the composition: the roles and migration sets the program has.
 type App struct {
 	defs       []Definition
 	migrations []sqldb.Migrations
-	// CheckURL is installed as the API's callback URL check (address policy).
-	CheckURL func(getenv func(string) string) func(string) error
 }
 
 // NewApp returns an App with the core schema and no roles beyond the
@@ -94,6 +97,8 @@ func (a *App) Bind(c *daemon.Config, s *Settings) {
 		"credential refreshes (refresh_url calls) a job may request over its life; then storage auth failures are retried like other errors")
 	c.Duration(&s.ShutdownGrace, "shutdown-grace", "EUTERPE_SHUTDOWN_GRACE", 20*time.Second, 0, 10*time.Minute, "time in-flight requests get to finish on shutdown")
 	c.Duration(&s.SweepInterval, "sweep-interval", "EUTERPE_SWEEP_INTERVAL", 30*time.Second, 100*time.Millisecond, time.Hour, "how often expired leases, keys and old jobs are swept")
+	c.Bool(&s.AllowPrivate, "webhook-allow-private", ssrf.EnvAllowPrivate, false,
+		"allow webhook, refresh and storage URLs on loopback/private/link-local addresses (development and tests only)")
 	for _, d := range a.defs {
 		if d.Settings != nil {
 			d.Settings(c)
@@ -127,6 +132,10 @@ func (a *App) checkRoles(v string) error {
 	}
 	return nil
 }
+
+// Policy is the one outbound address policy of the process, built from
+// EUTERPE_WEBHOOK_ALLOW_PRIVATE (flag or environment).
+func (s Settings) Policy() ssrf.Policy { return ssrf.Policy{AllowPrivate: s.AllowPrivate} }
 
 // Enabled resolves the role list of s.
 func (a *App) Enabled(s Settings) []string {
@@ -209,6 +218,7 @@ func (a *App) Open(ctx context.Context, s Settings, log *slog.Logger, getenv fun
 		Getenv:     getenv,
 		StateDir:   s.StateDir,
 		Metrics:    prometheus.NewRegistry(),
+		Policy:     s.Policy(),
 	}
 	d.Auth = api.Auth(d.Requesters)
 	return d, func() { _ = db.Close() }, nil
@@ -266,12 +276,8 @@ func (a *App) Serve(ctx context.Context, s Settings, d *Deps) error {
 			return fmt.Errorf("metrics: %w", err)
 		}
 		daemon.MountMetrics(e, d.Metrics)
-		checkURL := func(string) error { return nil }
-		if a.CheckURL != nil {
-			checkURL = a.CheckURL(d.Getenv)
-		}
 		api.New(api.Config{DB: d.DB, Inbox: d.Inbox, Requesters: d.Requesters,
-			Idempotency: idempotency.New(d.DB, s.IdempotencyTTL, nil), Log: log, CheckURL: checkURL}).Mount(e)
+			Idempotency: idempotency.New(d.DB, s.IdempotencyTTL, nil), Log: log, CheckURL: d.Policy.CheckURL}).Mount(e)
 		for _, m := range routes {
 			m.MountRoutes(e)
 		}

@@ -1,46 +1,20 @@
 package serve_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/vesta-cx/euterpe/central/credentials"
 	"github.com/vesta-cx/euterpe/central/outbox"
 	"github.com/vesta-cx/euterpe/central/serve"
-	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 	"github.com/vesta-cx/euterpe/daemon/sqldb/sqltest"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-var listening = regexp.MustCompile(`"msg":"listening","addr":"([^"]+)"`)
 
 // TestServeMetrics runs serve (api + dispatcher) on each engine, accepts a
 // job through the API, lets the dispatcher dead-letter an event its
@@ -55,56 +29,20 @@ func TestServeMetrics(t *testing.T) {
 				w.WriteHeader(http.StatusGone)
 			}))
 			defer gone.Close()
-			env := map[string]string{
-				"EUTERPE_DATABASE_URL":          sqltest.URL(t, engine),
-				"EUTERPE_STATE_DIR":             t.TempDir(),
-				"EUTERPE_KEYRING":               "k1:" + credentials.NewKey(),
-				"EUTERPE_CENTRAL_ADDR":          "127.0.0.1:0",
+			env := serveEnv(t, engine, map[string]string{
 				"EUTERPE_CENTRAL_ROLES":         "api,dispatcher",
 				"EUTERPE_OUTBOX_POLL_MIN":       "20ms",
 				"EUTERPE_OUTBOX_POLL_MAX":       "50ms",
 				"EUTERPE_WEBHOOK_ALLOW_PRIVATE": "true",
 				"EUTERPE_MAX_REFRESH_ATTEMPTS":  "1",
-			}
-			getenv := func(k string) string { return env[k] }
+			})
 			app := serve.NewApp()
 			app.Register(outbox.Definition())
 			app.AddMigrations(outbox.Migrations())
-			cfg := daemon.NewConfig("euterpe-central serve", getenv)
-			var s serve.Settings
-			app.Bind(cfg, &s)
-			if err := cfg.Parse(nil); err != nil {
-				t.Fatal(err)
-			}
-			logs := &syncBuffer{}
-			log := slog.New(slog.NewJSONHandler(logs, nil))
-			ctx, cancel := context.WithCancel(context.Background())
-			d, closeDB, err := app.Open(ctx, s, log, getenv)
-			if err != nil {
-				t.Fatal(err)
-			}
+			st := startServe(t, app, env, nil)
+			d, base, ctx, logs := st.deps, st.base, context.Background(), st.logs
 			if got := d.Inbox.Policy().MaxRefreshAttempts; got != 1 {
 				t.Fatalf("inbox policy MaxRefreshAttempts %d, want 1 from EUTERPE_MAX_REFRESH_ATTEMPTS", got)
-			}
-			done := make(chan error, 1)
-			go func() { done <- app.Serve(ctx, s, d) }()
-			defer func() {
-				cancel()
-				if err := <-done; err != nil {
-					t.Errorf("serve: %v", err)
-				}
-				closeDB()
-			}()
-			var base string
-			deadline := time.Now().Add(10 * time.Second)
-			for base == "" {
-				if m := listening.FindStringSubmatch(logs.String()); m != nil {
-					base = "http://" + m[1]
-				} else if time.Now().After(deadline) {
-					t.Fatalf("serve did not listen: %s", logs.String())
-				} else {
-					time.Sleep(10 * time.Millisecond)
-				}
 			}
 
 			// One queued job through the real API.
@@ -112,22 +50,13 @@ func TestServeMetrics(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			body, _ := json.Marshal(map[string]any{
+			code, body := st.postJob(t, req.APIKey, map[string]any{
 				"source":     map[string]any{"url": "https://storage.example.com/in.wav?sig=x"},
 				"output":     map[string]any{"bucket": "out", "prefix": "p/", "credentials": map[string]any{"access_key_id": "a", "secret_access_key": "b"}},
 				"renditions": []any{map[string]any{"name": "hi", "codec": "opus"}},
 			})
-			hreq, _ := http.NewRequest(http.MethodPost, base+"/transcode", bytes.NewReader(body))
-			hreq.Header.Set("Authorization", "Bearer "+req.APIKey)
-			hreq.Header.Set("Idempotency-Key", uuid.NewString())
-			hreq.Header.Set("Content-Type", "application/json")
-			res, err := http.DefaultClient.Do(hreq)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res.Body.Close()
-			if res.StatusCode != http.StatusAccepted {
-				t.Fatalf("POST /transcode: %d", res.StatusCode)
+			if code != http.StatusAccepted {
+				t.Fatalf("POST /transcode: %d %s", code, body)
 			}
 
 			// An event whose receiver answers 410 Gone: dead-lettered at once.
@@ -141,7 +70,7 @@ func TestServeMetrics(t *testing.T) {
 			}
 
 			var page string
-			deadline = time.Now().Add(10 * time.Second)
+			deadline := time.Now().Add(10 * time.Second)
 			for !strings.Contains(page, "\neuterpe_outbox_dead_letter_total 1\n") {
 				if time.Now().After(deadline) {
 					t.Fatalf("dead-letter counter not 1 in /metrics:\n%s", page)

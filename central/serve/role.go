@@ -9,6 +9,7 @@ import (
 	"github.com/vesta-cx/euterpe/central/credentials"
 	"github.com/vesta-cx/euterpe/central/inbox"
 	"github.com/vesta-cx/euterpe/central/requesters"
+	"github.com/vesta-cx/euterpe/central/ssrf"
 	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 )
@@ -54,6 +55,10 @@ type Deps struct {
 	// Metrics is the process's Prometheus registry, served at GET /metrics
 	// by the api role; roles register their series on it in New.
 	Metrics *prometheus.Registry
+	// Policy is the outbound address policy (EUTERPE_WEBHOOK_ALLOW_PRIVATE,
+	// flag or environment), the same for every role and the API's check of
+	// callback URLs: roles build their HTTP clients and dialers from it.
+	Policy ssrf.Policy
 }
 
 // Factory builds a role from the shared dependencies.

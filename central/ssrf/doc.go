@@ -11,5 +11,8 @@
 // dialer's Control hook, against the address actually being connected to
 // after DNS resolution; a name that resolves, or rebinds, to an internal
 // address is refused there. Policy.AllowPrivate (EUTERPE_WEBHOOK_ALLOW_PRIVATE)
-// lifts the address checks for development and tests on loopback.
+// lifts the address checks for development and tests on loopback. A process
+// has one Policy: serve builds it from its settings (serve.Deps.Policy) and
+// the API, the dispatcher and the runner (storage and refresh calls) all use
+// it.
 package ssrf

@@ -11,7 +11,10 @@ import (
 	"syscall"
 )
 
-// EnvAllowPrivate is the setting that lifts the address checks.
+// EnvAllowPrivate is the setting that lifts the address checks. serve
+// declares it once (flag -webhook-allow-private or this variable) and hands
+// the resulting Policy to every role and to the API's URL check, so all
+// outbound calls of a process follow the same policy.
 const EnvAllowPrivate = "EUTERPE_WEBHOOK_ALLOW_PRIVATE"
 
 // ErrRefused is matched with errors.Is for every refused URL or address.
@@ -36,13 +39,6 @@ type Policy struct {
 	// AllowPrivate permits loopback, private, link-local and the other
 	// internal ranges (development and tests). Scheme checks still apply.
 	AllowPrivate bool
-}
-
-// PolicyFromEnv reads EUTERPE_WEBHOOK_ALLOW_PRIVATE; anything but a true
-// boolean (true, 1, t) keeps the guard on.
-func PolicyFromEnv(getenv func(string) string) Policy {
-	b, _ := strconv.ParseBool(strings.TrimSpace(getenv(EnvAllowPrivate)))
-	return Policy{AllowPrivate: b}
 }
 
 // internalNames are host names that always mean "inside".

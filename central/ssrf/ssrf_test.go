@@ -89,14 +89,6 @@ func TestCheckURL(t *testing.T) {
 	}
 }
 
-func TestPolicyFromEnv(t *testing.T) {
-	for v, want := range map[string]bool{"true": true, "1": true, "": false, "false": false, "yes": false} {
-		if got := PolicyFromEnv(func(string) string { return v }).AllowPrivate; got != want {
-			t.Errorf("%q: %v", v, got)
-		}
-	}
-}
-
 // The client checks the address after resolution: "localhost" passes no
 // syntactic check here (the request is built directly) but resolves to
 // loopback and is refused by the dialer, the same path a rebinding name takes.

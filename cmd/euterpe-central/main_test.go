@@ -276,6 +276,42 @@ func TestPostgresNeedsKeyring(t *testing.T) {
 	}
 }
 
+// TestCrossSettingCheckedBeforeSideEffects: a relation between settings
+// (EUTERPE_OUTBOX_LEASE_TTL must be at least twice EUTERPE_OUTBOX_TIMEOUT)
+// stops serve with one line naming the setting before anything is written:
+// no local KEK file, no database file, no migration.
+func TestCrossSettingCheckedBeforeSideEffects(t *testing.T) {
+	for _, engine := range sqltest.Engines {
+		t.Run(string(engine), func(t *testing.T) {
+			state := t.TempDir()
+			env := map[string]string{"EUTERPE_STATE_DIR": state, "EUTERPE_OUTBOX_TIMEOUT": "1m"}
+			if engine == sqldb.Postgres {
+				env["EUTERPE_DATABASE_URL"] = sqltest.URL(t, engine)
+				env["EUTERPE_KEYRING"] = "k1:" + credentials.NewKey()
+			}
+			var out, errb bytes.Buffer
+			code := run(context.Background(), []string{"serve"}, func(k string) string { return env[k] }, &out, &errb)
+			lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
+			if code != 2 || len(lines) != 1 || !strings.Contains(lines[0], "EUTERPE_OUTBOX_LEASE_TTL") {
+				t.Fatalf("exit %d, stderr:\n%s", code, errb.String())
+			}
+			if entries, err := os.ReadDir(state); err != nil || len(entries) != 0 {
+				t.Fatalf("state directory written before the settings were checked: %v %v", entries, err)
+			}
+			if engine == sqldb.Postgres {
+				db, err := sqldb.Open(context.Background(), env["EUTERPE_DATABASE_URL"], "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer db.Close()
+				if n := count(t, db, `SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'euterpe_schema_versions'`); n != 0 {
+					t.Fatal("database migrated before the settings were checked")
+				}
+			}
+		})
+	}
+}
+
 func TestRequesterCreateAndRewrap(t *testing.T) {
 	dir := t.TempDir()
 	k1, k2 := "k1:"+credentials.NewKey(), "k2:"+credentials.NewKey()

@@ -5,7 +5,6 @@ import (
 	"github.com/vesta-cx/euterpe/central/outbox"
 	"github.com/vesta-cx/euterpe/central/runner"
 	"github.com/vesta-cx/euterpe/central/serve"
-	"github.com/vesta-cx/euterpe/central/ssrf"
 )
 
 // register adds the roles and migration sets of the program. A role
@@ -15,9 +14,6 @@ func register(app *serve.App) {
 	app.AddMigrations(outbox.Migrations())
 	app.Register(runner.Definition())
 	app.Register(outbox.Definition())
-	app.CheckURL = func(getenv func(string) string) func(string) error {
-		return ssrf.PolicyFromEnv(getenv).CheckURL
-	}
 }
 
 func credentialsNewKey() string { return credentials.NewKey() }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/redis/go-redis/v9"
@@ -40,8 +41,18 @@ type Plugin struct {
 	Name string
 	// Settings declares the plugin's settings; it runs before parsing.
 	Settings func(cfg *daemon.Config)
+	// Validate, when set, checks the plugin's settings against each other
+	// and the daemon-wide ones after parsing, before anything starts; it
+	// returns a *daemon.SettingError naming the setting to change.
+	Validate func(d DaemonSettings) error
 	// Build makes the component once settings are parsed.
 	Build func(ctx context.Context, d Deps) (Component, error)
+}
+
+// DaemonSettings are the daemon-wide values plugin settings may depend on.
+type DaemonSettings struct {
+	Grace  time.Duration // EUTERPE_SHUTDOWN_GRACE
+	JobTTL time.Duration // EUTERPE_JOB_TTL_S, the default job TTL
 }
 
 var plugins []Plugin

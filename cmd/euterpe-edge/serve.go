@@ -67,6 +67,10 @@ func serve(parent context.Context, args []string, stderr io.Writer, getenv func(
 		fmt.Fprintln(stderr, "euterpe-edge:", err)
 		return 2
 	}
+	if err := s.validate(); err != nil {
+		fmt.Fprintln(stderr, "euterpe-edge:", err)
+		return 2
+	}
 	log, err := daemon.NewLogger(stderr, s.LogLevel)
 	if err != nil {
 		fmt.Fprintln(stderr, "euterpe-edge:", err)

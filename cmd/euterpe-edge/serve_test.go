@@ -43,11 +43,18 @@ func TestBadSettingStopsWithOneLineNamingIt(t *testing.T) {
 		{map[string]string{"EUTERPE_SSE_HEARTBEAT": "1h"}, nil, "EUTERPE_SSE_HEARTBEAT"},
 		{map[string]string{"EUTERPE_REDIS_POOL_SIZE": "1"}, nil, "EUTERPE_REDIS_POOL_SIZE"},
 		{nil, []string{"-backlog-limit", "x"}, "-backlog-limit"},
+		// Relations between settings, each valid alone.
+		{map[string]string{"EUTERPE_EDGE_ADDR": "127.0.0.1:0", "EUTERPE_QUEUE_MAXLEN": "100", "EUTERPE_BACKLOG_LIMIT": "10000"}, nil, "EUTERPE_QUEUE_MAXLEN"},
+		{map[string]string{"EUTERPE_EDGE_ADDR": "127.0.0.1:0", "EUTERPE_WORKER_DRAIN": "10s", "EUTERPE_SHUTDOWN_GRACE": "10s"}, nil, "EUTERPE_WORKER_DRAIN"},
+		{map[string]string{"EUTERPE_EDGE_ADDR": "127.0.0.1:0", "EUTERPE_JOB_TTL_S": "1000", "EUTERPE_JOB_MAX_TTL_S": "100"}, nil, "EUTERPE_JOB_TTL_S"},
+		{map[string]string{"EUTERPE_EDGE_ADDR": "127.0.0.1:0", "EUTERPE_CLAIM_IDLE": "2m", "EUTERPE_JOB_TTL_S": "60"}, nil, "EUTERPE_CLAIM_IDLE"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.setting, func(t *testing.T) {
 			var stderr bytes.Buffer
-			code := run(context.Background(), append([]string{"serve"}, tt.args...), io.Discard, &stderr, envMap(tt.env))
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // a daemon that starts is stopped
+			defer cancel()
+			code := run(ctx, append([]string{"serve"}, tt.args...), io.Discard, &stderr, envMap(tt.env))
 			assert.Equal(t, 2, code)
 			out := strings.TrimSpace(stderr.String())
 			assert.NotContains(t, out, "\n", "one line")

@@ -15,6 +15,7 @@ func init() {
 	register(Plugin{
 		Name:     "worker",
 		Settings: s.Register,
+		Validate: func(d DaemonSettings) error { return s.Validate(d.Grace, d.JobTTL) },
 		Build: func(ctx context.Context, d Deps) (Component, error) {
 			reg, err := backend.New(s.Backend, nil)
 			if err != nil {

@@ -27,13 +27,18 @@ func (e *StaleError) Is(target error) bool { return target == ErrStale }
 // ErrInvalidTransition is matched with errors.Is for any rejected status move.
 var ErrInvalidTransition = errors.New("invalid status transition")
 
-// TransitionError names both states of a move the table does not allow.
+// TransitionError names both states of a move the table does not allow,
+// or of an allowed move whose guard does not hold (Reason says why).
 type TransitionError struct {
 	Machine  string
 	From, To string
+	Reason   string // empty for a move outside the table
 }
 
 func (e *TransitionError) Error() string {
+	if e.Reason != "" {
+		return fmt.Sprintf("%s: invalid transition %s -> %s: %s", e.Machine, e.From, e.To, e.Reason)
+	}
 	return fmt.Sprintf("%s: invalid transition %s -> %s", e.Machine, e.From, e.To)
 }
 

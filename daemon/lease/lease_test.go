@@ -84,3 +84,65 @@ func TestKeepSurvivesTransientRenewErrors(t *testing.T) {
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, beats.Load(), int32(2))
 }
+
+// A beat that lands between the work's final commit and its return sees the
+// row finished (stale); the work did complete, so Keep reports success.
+func TestKeepWorkSucceededDespiteLateStaleBeat(t *testing.T) {
+	staleSeen := make(chan struct{})
+	var once atomic.Bool
+	err := Keep(context.Background(), 15*time.Millisecond, func(context.Context) error {
+		if once.CompareAndSwap(false, true) {
+			defer close(staleSeen)
+		}
+		return &StaleError{Table: "t", ID: "1", Version: 1}
+	}, func(ctx context.Context) error {
+		// The final write already committed; the heartbeat fires before
+		// the work returns.
+		<-staleSeen
+		<-ctx.Done()
+		return nil
+	})
+	require.NoError(t, err)
+}
+
+func TestKeepReportsRenewErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		renewErr error
+		reported bool
+	}{
+		{"transient error reported", errors.New("database unreachable"), true},
+		{"stale not reported", &StaleError{Table: "t", ID: "1", Version: 1}, false},
+		{"success not reported", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var reports atomic.Int32
+			var last atomic.Value
+			beat := make(chan struct{}, 1)
+			err := Keep(context.Background(), 15*time.Millisecond, func(context.Context) error {
+				select {
+				case beat <- struct{}{}:
+				default:
+				}
+				return tc.renewErr
+			}, func(ctx context.Context) error {
+				<-beat
+				select {
+				case <-ctx.Done():
+				case <-time.After(40 * time.Millisecond):
+				}
+				return nil
+			}, OnRenewError(func(err error) {
+				reports.Add(1)
+				last.Store(err)
+			}))
+			require.NoError(t, err)
+			if !tc.reported {
+				require.Zero(t, reports.Load())
+				return
+			}
+			require.GreaterOrEqual(t, reports.Load(), int32(1))
+			require.ErrorIs(t, last.Load().(error), tc.renewErr)
+		})
+	}
+}

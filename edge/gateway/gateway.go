@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -19,16 +18,15 @@ type Gateway struct {
 	store *jobs.Store
 	hub   *Hub
 
-	backlogMu   sync.Mutex
-	backlogAt   time.Time
-	backlogSeen int64
+	backlog *backlogGauge
 }
 
 // New builds a gateway on the shared store; opt describes the Redis server,
 // from which the hub opens its single dedicated connection.
 func New(log *slog.Logger, set Settings, store *jobs.Store, opt *redis.Options) *Gateway {
 	store.QueueMaxLen = int64(set.QueueMaxLen)
-	return &Gateway{log: log, set: set, store: store, hub: NewHub(log, opt, store.Redis())}
+	return &Gateway{log: log, set: set, store: store, hub: NewHub(log, opt, store.Redis()),
+		backlog: &backlogGauge{every: set.BacklogInterval}}
 }
 
 // Hub exposes the fan-out reader (for metrics and tests).
@@ -47,7 +45,9 @@ func (g *Gateway) Mount(e *echo.Echo) {
 // and runs the event hub until ctx is done.
 func (g *Gateway) Run(ctx context.Context) error {
 	go g.ensureGroup(ctx)
-	return g.hub.Run(ctx)
+	err := g.hub.Run(ctx)
+	g.backlog.wait()
+	return err
 }
 
 func (g *Gateway) ensureGroup(ctx context.Context) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -126,16 +125,11 @@ func notFound(id string) error {
 // costs Redis a few calls a second, not one per request.
 func (g *Gateway) checkBacklog(ctx context.Context) error {
 	limit := int64(g.set.BacklogLimit)
-	g.backlogMu.Lock()
-	defer g.backlogMu.Unlock()
-	if g.set.BacklogInterval == 0 || time.Since(g.backlogAt) >= g.set.BacklogInterval {
-		n, err := g.store.Backlog(ctx, limit)
-		if err != nil {
-			return err
-		}
-		g.backlogSeen, g.backlogAt = n, time.Now()
+	n, err := g.backlog.value(ctx, func(ctx context.Context) (int64, error) { return g.store.Backlog(ctx, limit) })
+	if err != nil {
+		return err
 	}
-	if g.backlogSeen > limit {
+	if n > limit {
 		e := daemon.Errorf(http.StatusTooManyRequests, "backlog_full", "queue backlog exceeds %d jobs; retry later", limit)
 		e.RetryAfter = g.set.RetryAfter
 		return e

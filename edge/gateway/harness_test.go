@@ -3,10 +3,12 @@ package gateway_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,9 +20,12 @@ import (
 	"github.com/vesta-cx/euterpe/edge/jobs"
 )
 
+var serverSeq atomic.Int64
+
 // server is a gateway served over a real listener on a real Redis.
 type server struct {
 	URL   string
+	Name  string // client name of the gateway's connections
 	RDB   *redis.Client
 	Store *jobs.Store
 	GW    *gateway.Gateway
@@ -38,7 +43,9 @@ func testSettings() gateway.Settings {
 func startServer(t testing.TB, set gateway.Settings) *server {
 	t.Helper()
 	rdb, opt := testsvc.Redis(t)
-	opt.ClientName = "euterpe-edge-test"
+	// A name of its own, so connection counts never include another
+	// test's connections that the server has not finished closing.
+	opt.ClientName = fmt.Sprintf("euterpe-edge-test-%d", serverSeq.Add(1))
 	opt.PoolSize = 8
 	shared := redis.NewClient(opt)
 	t.Cleanup(func() { _ = shared.Close() })
@@ -50,7 +57,7 @@ func startServer(t testing.TB, set gateway.Settings) *server {
 	ln, err := daemon.Listen("127.0.0.1:0")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &server{URL: "http://" + ln.Addr().String(), RDB: rdb, Store: store, GW: gw, stop: cancel, done: make(chan struct{})}
+	s := &server{URL: "http://" + ln.Addr().String(), Name: opt.ClientName, RDB: rdb, Store: store, GW: gw, stop: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		go func() { _ = gw.Run(ctx) }()

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -91,7 +92,14 @@ func NewHub(log *slog.Logger, opt *redis.Options, ctl redis.UniversalClient) *Hu
 }
 
 // Subscribe registers interest in job's events after the stream id after.
-func (h *Hub) Subscribe(job string, after jobs.StreamID) (*Sub, error) {
+//
+// A job's shared cursor is never taken from a client: a new feed starts at
+// the stream's last entry (or 0-0 when it has none), read with XREVRANGE,
+// so a client id ahead of the stream (or between two entries) cannot make
+// the shared XREAD wait for entries that will never come for the others.
+// Each subscriber skips what is not after its own id; one whose id is
+// behind the feed's cursor fetches the gap itself (CatchUpTo).
+func (h *Hub) Subscribe(ctx context.Context, job string, after jobs.StreamID) (*Sub, error) {
 	c := make(chan jobs.Event, subBuffer)
 	s := &Sub{Job: job, C: c, c: c}
 	h.mu.Lock()
@@ -100,12 +108,26 @@ func (h *Hub) Subscribe(job string, after jobs.StreamID) (*Sub, error) {
 		return nil, ErrHubClosed
 	}
 	f := h.feeds[job]
-	added := f == nil
-	if added {
-		f = &feed{cursor: after, subs: map[*Sub]struct{}{}}
-		h.feeds[job] = f
-		h.gen++
-	} else if after.Less(f.cursor) {
+	added := false
+	if f == nil {
+		h.mu.Unlock()
+		last, err := h.lastID(ctx, job)
+		if err != nil {
+			return nil, err
+		}
+		h.mu.Lock()
+		if h.closed {
+			h.mu.Unlock()
+			return nil, ErrHubClosed
+		}
+		if f = h.feeds[job]; f == nil { // nobody created it meanwhile
+			f = &feed{cursor: last, subs: map[*Sub]struct{}{}}
+			h.feeds[job] = f
+			h.gen++
+			added = true
+		}
+	}
+	if after.Less(f.cursor) {
 		s.CatchUpTo = f.cursor
 	}
 	f.subs[s] = struct{}{}
@@ -114,6 +136,19 @@ func (h *Hub) Subscribe(job string, after jobs.StreamID) (*Sub, error) {
 		h.poke()
 	}
 	return s, nil
+}
+
+// lastID is the id of the last entry of job's event stream, zero when the
+// stream is empty or missing.
+func (h *Hub) lastID(ctx context.Context, job string) (jobs.StreamID, error) {
+	msgs, err := h.ctl.XRevRangeN(ctx, jobs.EventsKey(job), "+", "-", 1).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return jobs.StreamID{}, fmt.Errorf("last event of job %s: %w", job, err)
+	}
+	if len(msgs) == 0 {
+		return jobs.StreamID{}, nil
+	}
+	return jobs.ParseStreamID(msgs[0].ID)
 }
 
 // Unsubscribe removes s; its feed goes when its last subscriber does.

@@ -55,3 +55,32 @@ func FuzzParseCreate(f *testing.F) {
 		}
 	})
 }
+
+func TestSettingsValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		mod     func(*Settings)
+		setting string
+	}{
+		{"defaults", func(*Settings) {}, ""},
+		{"emergency cap far above backlog", func(s *Settings) { s.QueueMaxLen = 100_000 }, ""},
+		{"cap below backlog", func(s *Settings) { s.QueueMaxLen, s.BacklogLimit = 100, 10_000 }, "EUTERPE_QUEUE_MAXLEN"},
+		{"cap at twice backlog", func(s *Settings) { s.QueueMaxLen, s.BacklogLimit = 20_000, 10_000 }, "EUTERPE_QUEUE_MAXLEN"},
+		{"default ttl above max", func(s *Settings) { s.JobTTL, s.MaxJobTTL = 1000, 100 }, "EUTERPE_JOB_TTL_S"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := DefaultSettings()
+			tc.mod(&s)
+			err := s.Validate()
+			if tc.setting == "" {
+				require.NoError(t, err)
+				return
+			}
+			var se *daemon.SettingError
+			require.ErrorAs(t, err, &se)
+			assert.Equal(t, tc.setting, se.Setting)
+			assert.NotContains(t, err.Error(), "\n")
+		})
+	}
+}

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/vesta-cx/euterpe/daemon"
@@ -15,7 +17,7 @@ type Settings struct {
 	BacklogInterval time.Duration // how long a backlog measurement is reused
 	RetryAfter      int           // seconds, sent with 429
 	Heartbeat       time.Duration // SSE heartbeat comment period
-	QueueMaxLen     int           // XADD MAXLEN ~ on jobs:stream (0 = no trim)
+	QueueMaxLen     int           // emergency XADD MAXLEN ~ on jobs:stream (0 = no trim, the default)
 }
 
 // DefaultSettings are the values Declare starts from.
@@ -23,7 +25,7 @@ func DefaultSettings() Settings {
 	return Settings{
 		JobTTL: 86400, MaxJobTTL: 7 * 86400, MaxBodyBytes: 200 * 1024,
 		BacklogLimit: 10000, BacklogInterval: 100 * time.Millisecond, RetryAfter: 1,
-		Heartbeat: 15 * time.Second, QueueMaxLen: 100000,
+		Heartbeat: 15 * time.Second, QueueMaxLen: 0,
 	}
 }
 
@@ -37,5 +39,19 @@ func (s *Settings) Declare(cfg *daemon.Config) {
 	cfg.Duration(&s.BacklogInterval, "backlog-check-interval", "EUTERPE_BACKLOG_CHECK_INTERVAL", d.BacklogInterval, 0, 10*time.Second, "how long one backlog measurement is reused (0 = measure on every request)")
 	cfg.Int(&s.RetryAfter, "retry-after-s", "EUTERPE_RETRY_AFTER_S", d.RetryAfter, 1, 3600, "Retry-After seconds sent with 429")
 	cfg.Duration(&s.Heartbeat, "sse-heartbeat", "EUTERPE_SSE_HEARTBEAT", d.Heartbeat, 10*time.Millisecond, 10*time.Minute, "SSE heartbeat comment period")
-	cfg.Int(&s.QueueMaxLen, "queue-maxlen", "EUTERPE_QUEUE_MAXLEN", d.QueueMaxLen, 0, 100_000_000, "approximate cap on jobs:stream length (XADD MAXLEN ~; 0 = no trimming); keep it well above the backlog limit")
+	cfg.Int(&s.QueueMaxLen, "queue-maxlen", "EUTERPE_QUEUE_MAXLEN", d.QueueMaxLen, 0, 100_000_000, "emergency cap on jobs:stream length (XADD MAXLEN ~); 0 = never trim (finished entries are deleted by the workers); otherwise more than twice EUTERPE_BACKLOG_LIMIT")
+}
+
+// Validate checks the relations between settings that are each in range
+// already; it returns a *daemon.SettingError naming the setting to change.
+func (s Settings) Validate() error {
+	if s.JobTTL > s.MaxJobTTL {
+		return &daemon.SettingError{Setting: "EUTERPE_JOB_TTL_S", Value: strconv.Itoa(s.JobTTL),
+			Reason: fmt.Sprintf("must not exceed EUTERPE_JOB_MAX_TTL_S (%d)", s.MaxJobTTL)}
+	}
+	if s.QueueMaxLen != 0 && int64(s.QueueMaxLen) <= 2*int64(s.BacklogLimit) {
+		return &daemon.SettingError{Setting: "EUTERPE_QUEUE_MAXLEN", Value: strconv.Itoa(s.QueueMaxLen),
+			Reason: fmt.Sprintf("must be 0 (never trim) or more than twice EUTERPE_BACKLOG_LIMIT (%d): trimming drops the oldest entries, delivered or not", s.BacklogLimit)}
+	}
+	return nil
 }

@@ -70,7 +70,7 @@ func (g *Gateway) follow(ctx context.Context, id string, cursor jobs.StreamID, s
 	beat := time.NewTicker(g.set.Heartbeat)
 	defer beat.Stop()
 	for {
-		sub, err := g.hub.Subscribe(id, cursor)
+		sub, err := g.hub.Subscribe(ctx, id, cursor)
 		if err != nil {
 			return err
 		}
@@ -100,20 +100,29 @@ func (g *Gateway) pump(ctx context.Context, sub *Sub, cursor *jobs.StreamID, s *
 		return nil
 	}
 	// Catch up from Redis to where the shared reader was when we joined.
+	// Entries after CatchUpTo come live; once a page reaches past it (or
+	// the stream ends) everything up to it has been sent, so the cursor
+	// moves to CatchUpTo even when no entry sits exactly there — a page
+	// that makes no progress must not be fetched again.
 	for sub.CatchUpTo != (jobs.StreamID{}) && cursor.Less(sub.CatchUpTo) {
 		evs, err := g.store.Events(ctx, sub.Job, cursor.String(), catchUpPage)
 		if err != nil {
 			return err
 		}
+		past := false
 		for _, ev := range evs {
 			if sub.CatchUpTo.Less(jobs.MustStreamID(ev.ID)) {
+				past = true
 				break
 			}
 			if err := send(ev); err != nil {
 				return err
 			}
 		}
-		if len(evs) < catchUpPage {
+		if past || len(evs) < catchUpPage {
+			if cursor.Less(sub.CatchUpTo) {
+				*cursor = sub.CatchUpTo
+			}
 			break
 		}
 	}

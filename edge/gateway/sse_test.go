@@ -190,7 +190,7 @@ func TestSSEConnectionsBounded(t *testing.T) {
 	}
 	n := 0
 	for _, line := range strings.Split(s.RDB.ClientList(context.Background()).Val(), "\n") {
-		if strings.Contains(line, "name=euterpe-edge-test") {
+		if strings.Contains(line, "name="+s.Name+" ") || strings.Contains(line, "name="+s.Name+"-sse ") {
 			n++
 		}
 	}

@@ -12,6 +12,8 @@ import (
 //
 // KEYS: job hash, events stream, queue stream, [idempotency key]
 // ARGV: id, task, payload, now_ms, ttl_s, idempotency value, queue maxlen
+// (0: no trimming, the normal case; finished entries are deleted by the
+// worker, see transitionScript)
 var createScript = redis.NewScript(`
 redis.replicate_commands()
 if #KEYS == 4 then
@@ -40,7 +42,9 @@ return {'created', ev, msg}
 // the event, refreshes both TTLs from the hash's ttl_s, publishes a cancel
 // and acknowledges the queue message as asked. The message is also
 // acknowledged when the job is gone or already terminal, since there is
-// nothing left to do for it.
+// nothing left to do for it. An acknowledged message is then deleted
+// (XACK, then XDEL): that is what keeps jobs:stream bounded, by removing
+// exactly the finished entries and never one still pending or undelivered.
 //
 // KEYS: job hash, events stream, queue stream
 // ARGV: 1 new status ("" keeps it), 2 now_ms, 3 event type, 4 step, 5 data,
@@ -49,7 +53,10 @@ return {'created', ev, msg}
 var transitionScript = redis.NewScript(`
 redis.replicate_commands()
 local function ack()
-  if ARGV[9] ~= '' then redis.call('XACK', KEYS[3], '` + Group + `', ARGV[9]) end
+  if ARGV[9] ~= '' then
+    redis.call('XACK', KEYS[3], '` + Group + `', ARGV[9])
+    redis.call('XDEL', KEYS[3], ARGV[9])
+  end
 end
 local cur = redis.call('HGET', KEYS[1], 'status')
 if not cur then ack() return {'missing', ''} end

@@ -26,8 +26,10 @@ var (
 // Store reads and writes the edge job data model on one Redis client.
 type Store struct {
 	rdb redis.UniversalClient
-	// QueueMaxLen trims jobs:stream approximately (XADD MAXLEN ~) to this
-	// many entries; 0 disables trimming.
+	// QueueMaxLen, when not 0, is an emergency cap on jobs:stream (XADD
+	// MAXLEN ~). Trimming drops the oldest entries whether finished or not,
+	// so it must stay far above any backlog; normally it is 0 and the
+	// stream stays small because finished entries are deleted (Ack).
 	QueueMaxLen int64
 	// Now is the clock for created_ts/updated_ts/ts; tests may replace it.
 	Now func() time.Time
@@ -37,7 +39,7 @@ type Store struct {
 
 // NewStore returns a Store on rdb.
 func NewStore(rdb redis.UniversalClient) *Store {
-	return &Store{rdb: rdb, QueueMaxLen: 100_000, Now: time.Now}
+	return &Store{rdb: rdb, Now: time.Now}
 }
 
 // Redis returns the client the store uses.
@@ -144,8 +146,9 @@ type Transition struct {
 	// Result and Error are stored in the hash when non-empty (JSON).
 	Result json.RawMessage
 	Error  json.RawMessage
-	// AckMessageID, when set, XACKs that jobs:stream message in the same
-	// script: on success, and also when the job is gone or already terminal.
+	// AckMessageID, when set, XACKs then XDELs that jobs:stream message in
+	// the same script (after the hash update and the event): on success,
+	// and also when the job is gone or already terminal.
 	AckMessageID string
 	// Publish sends the job id on CancelChannel(id) in the same script.
 	Publish bool

@@ -17,7 +17,7 @@ const CodeMaxDeliveries = "max_deliveries_exceeded"
 // deadLetter ends a message for good. When failJob is set the job becomes
 // error max_deliveries_exceeded with its terminal event (unless it already
 // ended); then a copy of the message goes to jobs:dead and the message is
-// acknowledged, those two in one MULTI. If the job cannot be failed
+// acknowledged and deleted from jobs:stream, all in one MULTI. If the job cannot be failed
 // (Redis trouble) the message stays pending and the next scan retries.
 //
 // A jobs:dead entry holds the original job_id, task and payload fields plus
@@ -48,7 +48,7 @@ func (p *Pool) deadLetter(ctx context.Context, e entry, reason string, failJob b
 			"consumer", p.consumer, "ts", itoa(time.Now().UnixMilli()),
 		},
 	})
-	tx.XAck(ctx, jobs.QueueStream, jobs.Group, e.msg.ID)
+	jobs.QueueAck(ctx, tx, e.msg.ID)
 	if _, err := tx.Exec(ctx); err != nil {
 		p.log.Warn("dead-letter: copy and ack", "msg_id", e.msg.ID, "err", err)
 		return

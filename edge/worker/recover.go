@@ -56,8 +56,13 @@ func SupportsAutoClaim(info string) bool {
 	return false
 }
 
-// autoClaimer walks the pending list with XAUTOCLAIM (Redis >= 6.2), then
-// reads the delivery counts of what it claimed with XPENDING.
+// autoClaimer walks the pending list with XAUTOCLAIM (Redis >= 6.2). It
+// claims with JUSTID, like the fallback path, because Redis 6.2 answers a
+// claim of a deleted entry with a nil the client cannot parse; JUSTID does
+// not count a delivery, so the claimed ids' delivery counts are read with
+// XPENDING and written back incremented (XCLAIM ... RETRYCOUNT n+1 JUSTID,
+// min idle 0: the entries are ours now), pipelined with the XRANGE that
+// reads their fields.
 type autoClaimer struct {
 	p      *Pool
 	cursor string
@@ -66,26 +71,31 @@ type autoClaimer struct {
 func (a *autoClaimer) name() string { return "XAUTOCLAIM" }
 
 func (a *autoClaimer) claim(ctx context.Context, minIdle time.Duration, count int) ([]entry, error) {
-	msgs, next, err := a.p.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-		Stream: jobs.QueueStream, Group: jobs.Group, Consumer: a.p.consumer,
+	p := a.p
+	ids, next, err := p.rdb.XAutoClaimJustID(ctx, &redis.XAutoClaimArgs{
+		Stream: jobs.QueueStream, Group: jobs.Group, Consumer: p.consumer,
 		MinIdle: minIdle, Start: a.cursor, Count: int64(count),
 	}).Result()
 	if err != nil {
 		return nil, fmt.Errorf("XAUTOCLAIM: %w", err)
 	}
 	a.cursor = next
-	if len(msgs) == 0 {
+	if len(ids) == 0 {
 		return nil, nil
 	}
-	counts, err := a.p.deliveries(ctx, msgs[0].ID, msgs[len(msgs)-1].ID)
+	counts, err := p.deliveries(ctx, ids[0], ids[len(ids)-1])
 	if err != nil {
 		return nil, err
 	}
-	out := make([]entry, 0, len(msgs))
-	for _, m := range msgs {
-		out = append(out, entry{msg: m, deliveries: counts[m.ID]})
+	claimed := make([]claimedID, 0, len(ids))
+	for _, id := range ids {
+		n, ok := counts[id]
+		if !ok {
+			continue // no longer pending (Redis 7 drops deleted entries itself)
+		}
+		claimed = append(claimed, claimedID{id: id, deliveries: n + 1})
 	}
-	return out, nil
+	return p.readClaimed(ctx, claimed, true)
 }
 
 // deliveries returns the delivery counts of this consumer's pending
@@ -105,13 +115,62 @@ func (p *Pool) deliveries(ctx context.Context, first, last string) (map[string]i
 	return out, nil
 }
 
+// claimedID is a queue message this consumer has just claimed, with the
+// delivery count that claim makes it.
+type claimedID struct {
+	id         string
+	deliveries int64
+}
+
+// readClaimed reads the fields of claimed messages with XRANGE (and, when
+// setCount is set, records their delivery counts in the same pipeline). A
+// claimed id whose entry no longer exists cannot be run: its fields, the
+// job id among them, are gone, so nothing ties it to a job any more. It is
+// acknowledged (and deleted) so it leaves the pending list, and logged as
+// an error; the job it carried, if any, stays in its last status until its
+// TTL. Entries vanish only when something other than the workers deletes
+// or trims them (EUTERPE_QUEUE_MAXLEN set too low, or a manual XDEL/XTRIM).
+func (p *Pool) readClaimed(ctx context.Context, claimed []claimedID, setCount bool) ([]entry, error) {
+	if len(claimed) == 0 {
+		return nil, nil
+	}
+	pipe := p.rdb.Pipeline()
+	ranges := make([]*redis.XMessageSliceCmd, len(claimed))
+	for i, c := range claimed {
+		if setCount {
+			pipe.Do(ctx, "XCLAIM", jobs.QueueStream, jobs.Group, p.consumer, 0, c.id, "RETRYCOUNT", c.deliveries, "JUSTID")
+		}
+		ranges[i] = pipe.XRange(ctx, jobs.QueueStream, c.id, c.id)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("XRANGE claimed: %w", err)
+	}
+	var out []entry
+	var vanished []string
+	for i, r := range ranges {
+		msgs := r.Val()
+		if len(msgs) == 0 {
+			vanished = append(vanished, claimed[i].id)
+			continue
+		}
+		out = append(out, entry{msg: msgs[0], deliveries: claimed[i].deliveries})
+	}
+	if len(vanished) > 0 {
+		p.log.Error("claimed queue entries no longer exist (deleted or trimmed while pending); their jobs cannot be identified and are not recovered",
+			"ids", vanished)
+		if err := p.store.Ack(ctx, vanished...); err != nil {
+			p.log.Warn("ack vanished queue entries", "err", err)
+		}
+	}
+	return out, nil
+}
+
 // pendingClaimer is the Redis 6.0 path: XPENDING lists pending entries with
 // idle time and delivery count, and XCLAIM (with the same min idle time, so
 // two claimers cannot both win) takes the idle ones. XCLAIM is sent with
 // JUSTID and an explicit RETRYCOUNT, because Redis before 7 answers a claim
 // of a deleted entry with a nil the client cannot parse; the entries are
-// then read with XRANGE, and a claimed id that no longer exists is
-// acknowledged and forgotten.
+// then read with XRANGE (readClaimed).
 type pendingClaimer struct{ p *Pool }
 
 func (c *pendingClaimer) name() string { return "XPENDING+XCLAIM" }
@@ -143,40 +202,17 @@ func (c *pendingClaimer) claim(ctx context.Context, minIdle time.Duration, count
 			"RETRYCOUNT", e.RetryCount+1, "JUSTID")
 	}
 	_, _ = pipe.Exec(ctx)
-	pipe = p.rdb.Pipeline()
-	var claimed []redis.XPendingExt
-	var ranges []*redis.XMessageSliceCmd
+	var claimed []claimedID
 	for i, cmd := range claims {
 		ids, err := cmd.StringSlice()
 		if err != nil {
 			return nil, fmt.Errorf("XCLAIM: %w", err)
 		}
-		if len(ids) == 1 { // empty: another consumer claimed it first
-			claimed = append(claimed, idle[i])
-			ranges = append(ranges, pipe.XRange(ctx, jobs.QueueStream, idle[i].ID, idle[i].ID))
+		if len(ids) == 1 { // empty: another consumer claimed it first (or Redis 7 dropped a deleted entry)
+			claimed = append(claimed, claimedID{id: idle[i].ID, deliveries: idle[i].RetryCount + 1})
 		}
 	}
-	if len(claimed) == 0 {
-		return nil, nil
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("XRANGE claimed: %w", err)
-	}
-	var out []entry
-	var vanished []string
-	for i, r := range ranges {
-		msgs := r.Val()
-		if len(msgs) == 0 {
-			vanished = append(vanished, claimed[i].ID)
-			continue
-		}
-		out = append(out, entry{msg: msgs[0], deliveries: claimed[i].RetryCount + 1})
-	}
-	if len(vanished) > 0 {
-		p.log.Warn("claimed queue entries no longer exist (stream trimmed?); acknowledging", "ids", vanished)
-		_ = p.rdb.XAck(ctx, jobs.QueueStream, jobs.Group, vanished...).Err()
-	}
-	return out, nil
+	return p.readClaimed(ctx, claimed, false)
 }
 
 // owns reports whether msgID is in flight in this pool.

@@ -15,9 +15,9 @@ import (
 type outcomeKind int
 
 const (
-	finishDone  outcomeKind = iota // status done + result + event + XACK
-	finishError                    // status error + error + event + XACK
-	ackOnly                        // cancelled: the terminal event exists; XACK
+	finishDone  outcomeKind = iota // status done + result + event + XACK + XDEL
+	finishError                    // status error + error + event + XACK + XDEL
+	ackOnly                        // cancelled: the terminal event exists; XACK + XDEL
 	abandon                        // shutdown or lost claim: leave pending
 )
 
@@ -130,7 +130,7 @@ func (p *Pool) writeOutcomes(ctx context.Context, batch []outcome) {
 			p.log.Warn("finish job", "job_id", opOf[i].j.id, "attempt", attempt, "err", r.Err)
 		}
 		if len(ackIDs) > 0 {
-			if err := p.rdb.XAck(ctx, jobs.QueueStream, jobs.Group, ackIDs...).Err(); err != nil {
+			if err := p.store.Ack(ctx, ackIDs...); err != nil {
 				failed = append(failed, acked...)
 				p.log.Warn("ack cancelled jobs", "attempt", attempt, "err", err)
 			} else {

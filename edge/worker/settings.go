@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/vesta-cx/euterpe/daemon"
@@ -88,4 +89,20 @@ func (s *Settings) Register(c *daemon.Config) {
 		"jobs:dead is trimmed to about this many entries")
 	s.Block = d.Block
 	s.Backend.Register(c)
+}
+
+// Validate checks the worker settings against each other and against the
+// daemon-wide ones they depend on: grace is EUTERPE_SHUTDOWN_GRACE, jobTTL
+// the default job TTL (EUTERPE_JOB_TTL_S). It returns a
+// *daemon.SettingError naming the setting to change.
+func (s Settings) Validate(grace, jobTTL time.Duration) error {
+	if s.Drain > 0 && s.Drain >= grace {
+		return &daemon.SettingError{Setting: "EUTERPE_WORKER_DRAIN", Value: s.Drain.String(),
+			Reason: fmt.Sprintf("must be less than EUTERPE_SHUTDOWN_GRACE (%s), or the daemon stops before running jobs drain", grace)}
+	}
+	if jobTTL > 0 && s.ClaimIdle >= jobTTL {
+		return &daemon.SettingError{Setting: "EUTERPE_CLAIM_IDLE", Value: s.ClaimIdle.String(),
+			Reason: fmt.Sprintf("must be less than EUTERPE_JOB_TTL_S (%s), or a crashed worker's jobs expire before they are recovered", jobTTL)}
+	}
+	return nil
 }

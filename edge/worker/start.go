@@ -111,7 +111,7 @@ func (p *Pool) start(jobsCtx context.Context, entries []entry) {
 		}
 	}
 	if len(ack) > 0 {
-		if err := p.rdb.XAck(jobsCtx, jobs.QueueStream, jobs.Group, ack...).Err(); err != nil {
+		if err := p.store.Ack(jobsCtx, ack...); err != nil {
 			p.log.Warn("ack skipped messages", "err", err)
 		}
 		p.releaseSlots(len(ack))

@@ -201,8 +201,8 @@ func TestCancelledBeforeRunning(t *testing.T) {
 	}))
 	waitDelivered(t, rdb, 3*time.Second)
 	waitNoPending(t, rdb, 3*time.Second)
-	if n := rdb.XLen(context.Background(), jobs.QueueStream).Val(); n != 1 {
-		t.Fatalf("queue length %d", n)
+	if n := rdb.XLen(context.Background(), jobs.QueueStream).Val(); n != 0 {
+		t.Fatalf("queue length %d, want the acknowledged entry deleted", n)
 	}
 	if calls.Load() != 0 {
 		t.Fatal("backend ran a cancelled job")
@@ -298,6 +298,9 @@ func TestDeadLetterAfterMaxDeliveries(t *testing.T) {
 			}
 			if types := eventTypes(t, st, id); terminalCount(types) != 1 || types[len(types)-1] != "error" {
 				t.Fatalf("events = %v", types)
+			}
+			if n := rdb.XLen(context.Background(), jobs.QueueStream).Val(); n != 0 {
+				t.Fatalf("dead-lettered entry left in %s (%d entries)", jobs.QueueStream, n)
 			}
 		})
 	}

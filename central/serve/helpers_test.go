@@ -1,0 +1,131 @@
+package serve_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/vesta-cx/euterpe/central/credentials"
+	"github.com/vesta-cx/euterpe/central/serve"
+	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
+	"github.com/vesta-cx/euterpe/daemon/sqldb/sqltest"
+)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var listening = regexp.MustCompile(`"msg":"listening","addr":"([^"]+)"`)
+
+// started is serve running in the test process.
+type started struct {
+	base string // http://host:port of the API
+	deps *serve.Deps
+	logs *syncBuffer
+}
+
+// serveEnv is the environment of a serve on engine with a fresh database,
+// state directory and keyring, listening on a free port; extra adds to it.
+func serveEnv(t *testing.T, engine sqldb.Engine, extra map[string]string) map[string]string {
+	env := map[string]string{
+		"EUTERPE_DATABASE_URL": sqltest.URL(t, engine),
+		"EUTERPE_STATE_DIR":    t.TempDir(),
+		"EUTERPE_KEYRING":      "k1:" + credentials.NewKey(),
+		"EUTERPE_CENTRAL_ADDR": "127.0.0.1:0",
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	return env
+}
+
+// startServe parses app's settings from env and args the way the program
+// does, opens the database and runs serve until the test ends.
+func startServe(t *testing.T, app *serve.App, env map[string]string, args []string) *started {
+	t.Helper()
+	getenv := func(k string) string { return env[k] }
+	cfg := daemon.NewConfig("euterpe-central serve", getenv)
+	var s serve.Settings
+	app.Bind(cfg, &s)
+	if err := cfg.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	d, closeDB, err := app.Open(ctx, s, slog.New(slog.NewJSONHandler(logs, nil)), getenv)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- app.Serve(ctx, s, d) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+		closeDB()
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if m := listening.FindStringSubmatch(logs.String()); m != nil {
+			return &started{base: "http://" + m[1], deps: d, logs: logs}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not listen: %s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// postJob sends job to POST /transcode as apiKey with a fresh
+// Idempotency-Key and returns the status code and body.
+func (st *started) postJob(t *testing.T, apiKey string, job map[string]any) (int, []byte) {
+	t.Helper()
+	body, _ := json.Marshal(job)
+	req, _ := http.NewRequest(http.MethodPost, st.base+"/transcode", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+apiKey)
+	req.Header.Set("Idempotency-Key", uuid.NewString())
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, b
+}
+
+// waitFor polls cond until it holds, failing the test after 15 s.
+func (st *started) waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: timed out; log:\n%s", what, st.logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,137 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
+	"github.com/vesta-cx/euterpe/edge/jobs"
+)
+
+// slowInfo holds XINFO commands (the backlog measurement) while armed.
+type slowInfo struct {
+	armed   atomic.Bool
+	release chan struct{}
+	started chan struct{}
+}
+
+func (h *slowInfo) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) { return next(ctx, network, addr) }
+}
+
+func (h *slowInfo) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "xinfo" && h.armed.Load() {
+			select {
+			case h.started <- struct{}{}:
+			default:
+			}
+			select {
+			case <-h.release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *slowInfo) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func slowGateway(t *testing.T, interval time.Duration) (*Gateway, *slowInfo) {
+	t.Helper()
+	_, opt := testsvc.Redis(t)
+	o := *opt
+	rdb := redis.NewClient(&o)
+	t.Cleanup(func() { _ = rdb.Close() })
+	h := &slowInfo{release: make(chan struct{}), started: make(chan struct{}, 1)}
+	rdb.AddHook(h)
+	store := jobs.NewStore(rdb)
+	if err := store.EnsureGroup(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	set := DefaultSettings()
+	set.BacklogInterval = interval
+	return New(slog.New(slog.NewTextHandler(io.Discard, nil)), set, store, &o), h
+}
+
+// While a re-measurement is stuck on a slow Redis, requests are answered
+// from the previous measurement at once, and only one measurement runs.
+func TestBacklogSingleFlightServesCachedValue(t *testing.T) {
+	g, h := slowGateway(t, 20*time.Millisecond)
+	ctx := context.Background()
+	if err := g.checkBacklog(ctx); err != nil { // first measurement, fast
+		t.Fatal(err)
+	}
+	time.Sleep(30 * time.Millisecond) // the value is now stale
+	h.armed.Store(true)
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	start := time.Now()
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- g.checkBacklog(ctx)
+		}()
+	}
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(2 * time.Second):
+		close(h.release)
+		<-finished
+		t.Fatalf("requests waited %v behind the slow measurement", time.Since(start))
+	}
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-h.started:
+	case <-time.After(2 * time.Second):
+		t.Fatal("no re-measurement started")
+	}
+	select {
+	case <-h.started:
+		t.Fatal("a second measurement ran concurrently")
+	default:
+	}
+	close(h.release)
+	g.backlog.wait()
+}
+
+// With no usable value yet, a request waits for the measurement but no
+// longer than its own context.
+func TestBacklogWaiterHonoursContext(t *testing.T) {
+	g, h := slowGateway(t, time.Second)
+	h.armed.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := g.checkBacklog(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want the request's deadline", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("waited %v", d)
+	}
+	close(h.release)
+	g.backlog.wait()
+	if err := g.checkBacklog(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,119 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/edge/backend"
+	"github.com/vesta-cx/euterpe/edge/jobs"
+)
+
+// Every way a job ends removes its queue entry: done, error, cancelled
+// before it ran. jobs:stream is left empty, with nothing pending.
+func TestFinishedEntriesLeaveQueue(t *testing.T) {
+	rdb, st, _ := newRedis(t)
+	ctx := context.Background()
+	var ids []string
+	for i := range 20 {
+		task := "chat"
+		if i%4 == 0 {
+			task = "code" // fails
+		}
+		ids = append(ids, create(t, st, task, `{}`))
+	}
+	if _, err := st.Cancel(ctx, ids[1], "gateway.cancel", "test"); err != nil {
+		t.Fatal(err)
+	}
+	startPool(t, rdb, st, "w1", testSettings(), backend.NewRegistry(map[string]backend.Backend{
+		"chat": backend.Func(func(context.Context, backend.Request, backend.Delta) (json.RawMessage, error) {
+			return json.RawMessage(`{}`), nil
+		}),
+		"code": backend.Func(func(context.Context, backend.Request, backend.Delta) (json.RawMessage, error) {
+			return nil, backend.Errorf(backend.CodeBackendError, 1, "boom")
+		}),
+	}))
+	for _, id := range ids {
+		waitTerminal(t, st, id, 5*time.Second)
+	}
+	waitNoPending(t, rdb, 3*time.Second)
+	if n := rdb.XLen(ctx, jobs.QueueStream).Val(); n != 0 {
+		t.Fatalf("%d finished entries left in %s", n, jobs.QueueStream)
+	}
+}
+
+// A pending entry deleted from the stream (by a trim or by hand) is
+// acknowledged by recovery on both claim paths without disturbing the
+// recovery of the others; its job cannot be identified any more.
+func TestRecoveryOfVanishedEntry(t *testing.T) {
+	for _, fallback := range []bool{false, true} {
+		name := "XAUTOCLAIM"
+		if fallback {
+			name = "XPENDING+XCLAIM"
+		}
+		t.Run(name, func(t *testing.T) {
+			rdb, st, _ := newRedis(t)
+			ctx := context.Background()
+			if !fallback && !SupportsAutoClaim(rdb.Info(ctx, "server").Val()) {
+				t.Skip("server has no XAUTOCLAIM")
+			}
+			lost := create(t, st, "chat", `{}`)
+			lostMsg := orphan(t, rdb, st, lost, 0)
+			kept := create(t, st, "chat", `{}`)
+			orphan(t, rdb, st, kept, 0)
+			if err := rdb.XDel(ctx, jobs.QueueStream, lostMsg).Err(); err != nil {
+				t.Fatal(err)
+			}
+			s := testSettings()
+			s.ClaimFallback = fallback
+			startPool(t, rdb, st, "survivor", s, backend.NewRegistry(map[string]backend.Backend{
+				"chat": backend.Func(func(context.Context, backend.Request, backend.Delta) (json.RawMessage, error) {
+					return json.RawMessage(`{}`), nil
+				}),
+			}))
+			if j := waitTerminal(t, st, kept, 5*time.Second); j.Status != jobs.Done {
+				t.Fatalf("kept job %s", j.Status)
+			}
+			waitNoPending(t, rdb, 3*time.Second)
+			if j, err := st.Get(ctx, lost); err != nil || j.Status != jobs.Running {
+				t.Fatalf("lost job: %v %v", j, err)
+			}
+		})
+	}
+}
+
+func TestValidateAgainstDaemonSettings(t *testing.T) {
+	tests := []struct {
+		name    string
+		mod     func(*Settings)
+		grace   time.Duration
+		jobTTL  time.Duration
+		setting string
+	}{
+		{"defaults", func(*Settings) {}, 10 * time.Second, 24 * time.Hour, ""},
+		{"drain equals grace", func(s *Settings) { s.Drain = 10 * time.Second }, 10 * time.Second, time.Hour, "EUTERPE_WORKER_DRAIN"},
+		{"drain above grace", func(s *Settings) { s.Drain = time.Minute }, 10 * time.Second, time.Hour, "EUTERPE_WORKER_DRAIN"},
+		{"no drain, no grace", func(s *Settings) { s.Drain = 0 }, 0, time.Hour, ""},
+		{"claim idle beyond job ttl", func(s *Settings) { s.ClaimIdle = 2 * time.Minute }, 10 * time.Second, time.Minute, "EUTERPE_CLAIM_IDLE"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := DefaultSettings()
+			tc.mod(&s)
+			err := s.Validate(tc.grace, tc.jobTTL)
+			if tc.setting == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			var se *daemon.SettingError
+			if !errors.As(err, &se) || se.Setting != tc.setting {
+				t.Fatalf("err = %v, want a SettingError naming %s", err, tc.setting)
+			}
+		})
+	}
+}

@@ -36,6 +36,16 @@ func (s *Store) SucceedMany(ctx context.Context, jobs []*Job, outputs []OutputFi
 	if len(path) == 0 {
 		return nil, fmt.Errorf("inbox: no path to succeeded from %s", from)
 	}
+	// The guards of §3 hold here as on the single-job move path.
+	for _, j := range jobs {
+		c, prev := j.claim(), from
+		for _, to := range path {
+			if err := CheckGuard(prev, to, c.Attempt, j.MaxAttempts); err != nil {
+				return nil, err
+			}
+			prev = to
+		}
+	}
 	out, err := json.Marshal(outputs)
 	if err != nil {
 		return nil, fmt.Errorf("inbox: outputs: %w", err)

@@ -167,12 +167,13 @@ func (s *Store) Release(ctx context.Context, j *Job) error {
 	}))
 }
 
-// move applies one transition of j (claim c) inside tx. It is the one place
-// the inbox changes a job's status: the queue checks the move against
-// Transitions and fences it on claim_version and the current status; the
-// guards of §3 (Guards: failed -> queued only while attempt_count <
-// max_attempts) are checked here with the claim's counters, so no caller
-// can bypass them. A rejected move is a *lease.TransitionError.
+// move applies one transition of j (claim c) inside tx. Every single-job
+// status write of the inbox goes through it (SucceedMany, the batch path,
+// checks the same guards before its one statement). The queue checks the
+// move against Transitions and fences it on claim_version and the current
+// status; the guards of §3 (Guards: failed -> queued only while
+// attempt_count < max_attempts) are checked here with the claim's counters,
+// so no caller can bypass them. A rejected move is a *lease.TransitionError.
 func (s *Store) move(ctx context.Context, tx lease.Execer, j *Job, c *lease.Claim, to string, now time.Time, set string, args ...any) error {
 	if err := CheckGuard(c.Status, to, c.Attempt, j.MaxAttempts); err != nil {
 		return err

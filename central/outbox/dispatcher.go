@@ -189,7 +189,11 @@ func (d *Dispatcher) handle(ctx context.Context, e *Event, sends chan struct{}) 
 			}
 			defer func() { <-sends }()
 			return d.deliver(lctx, e)
-		})
+		},
+		lease.OnRenewError(func(err error) {
+			d.log.Warn("outbox lease renewal failed; retrying at the next heartbeat",
+				"event_id", e.ID, "job_id", e.JobID, "lease_ttl", d.cfg.LeaseTTL, "err", err)
+		}))
 	if err != nil {
 		if errors.Is(err, lease.ErrStale) {
 			d.log.Warn("outbox lease lost; another dispatcher owns the event", "event_id", e.ID, "job_id", e.JobID)

@@ -377,25 +377,9 @@ func (q *Queue) Move(ctx context.Context, tx Execer, c *Claim, to string, now ti
 		return err
 	}
 	s := q.Spec
-	var set strings.Builder
-	args := make([]any, 0, len(extraArgs)+5)
-	fmt.Fprintf(&set, "%s = ?", s.Status)
-	args = append(args, to)
-	if s.UpdatedAt != "" {
-		fmt.Fprintf(&set, ", %s = ?", s.UpdatedAt)
-		args = append(args, sqldb.Micros(now))
-	}
-	if extraSet != "" {
-		set.WriteString(", " + extraSet)
-		args = append(args, extraArgs...)
-	}
-	seq := "0"
-	if s.Sequence != "" {
-		fmt.Fprintf(&set, ", %s = %s + 1", s.Sequence, s.Sequence)
-		seq = s.Sequence
-	}
+	set, args, seq := q.moveSet(to, now, 1, extraSet, extraArgs, 3)
 	query := fmt.Sprintf("UPDATE %s SET %s WHERE %s = ? AND %s = ? AND %s = ? RETURNING %s",
-		s.Table, set.String(), s.ID, s.ClaimVersion, s.Status, seq)
+		s.Table, set, s.ID, s.ClaimVersion, s.Status, seq)
 	args = append(args, c.ID, c.Version, c.Status)
 	var newSeq int64
 	err := q.DB.QueryRowTx(ctx, tx, query, args...).Scan(&newSeq)
@@ -408,6 +392,34 @@ func (q *Queue) Move(ctx context.Context, tx Execer, c *Claim, to string, now ti
 	c.Status = to
 	c.Seq = newSeq
 	return nil
+}
+
+// moveSet builds the SET clause of a status write to to, shared by Move and
+// MoveMany: the status, updated_at (when the spec has one), extraSet, and the
+// sequence advanced by hops (one number per recorded transition). It returns
+// the clause, its arguments (with capacity for more arguments the caller
+// appends) and the column that holds the new sequence ("0" when the spec
+// has none).
+func (q *Queue) moveSet(to string, now time.Time, hops int, extraSet string, extraArgs []any, more int) (set string, args []any, seq string) {
+	s := q.Spec
+	var b strings.Builder
+	args = make([]any, 0, len(extraArgs)+2+more)
+	fmt.Fprintf(&b, "%s = ?", s.Status)
+	args = append(args, to)
+	if s.UpdatedAt != "" {
+		fmt.Fprintf(&b, ", %s = ?", s.UpdatedAt)
+		args = append(args, sqldb.Micros(now))
+	}
+	if extraSet != "" {
+		b.WriteString(", " + extraSet)
+		args = append(args, extraArgs...)
+	}
+	seq = "0"
+	if s.Sequence != "" {
+		fmt.Fprintf(&b, ", %s = %s + %d", s.Sequence, s.Sequence, hops)
+		seq = s.Sequence
+	}
+	return b.String(), args, seq
 }
 
 func (q *Queue) fenced(res sql.Result, c *Claim) error {
@@ -446,25 +458,9 @@ func (q *Queue) MoveMany(ctx context.Context, tx Execer, claims []*Claim, path [
 		prev = to
 	}
 	s := q.Spec
-	var set strings.Builder
-	args := make([]any, 0, len(extraArgs)+2*len(claims)+4)
-	fmt.Fprintf(&set, "%s = ?", s.Status)
-	args = append(args, prev)
-	if s.UpdatedAt != "" {
-		fmt.Fprintf(&set, ", %s = ?", s.UpdatedAt)
-		args = append(args, sqldb.Micros(now))
-	}
-	if extraSet != "" {
-		set.WriteString(", " + extraSet)
-		args = append(args, extraArgs...)
-	}
-	seq := "0"
-	if s.Sequence != "" {
-		fmt.Fprintf(&set, ", %s = %s + %d", s.Sequence, s.Sequence, len(path))
-		seq = s.Sequence
-	}
+	set, args, seq := q.moveSet(prev, now, len(path), extraSet, extraArgs, 3)
 	if q.DB.Engine == sqldb.SQLite {
-		return q.moveJSON(ctx, tx, claims, from, prev, set.String(), seq, args)
+		return q.moveJSON(ctx, tx, claims, from, prev, set, seq, args)
 	}
 	// Postgres: the (id, version) pairs travel as two array parameters.
 	byID := make(map[string]*Claim, len(claims))
@@ -475,7 +471,7 @@ func (q *Queue) MoveMany(ctx context.Context, tx Execer, claims []*Claim, path [
 	}
 	args = append(args, ids, versions, from)
 	query := fmt.Sprintf("UPDATE %s t SET %s FROM unnest(?::text[], ?::bigint[]) AS v(id, ver) WHERE t.%s = v.id AND t.%s = v.ver AND t.%s = ? RETURNING t.%s, %s",
-		s.Table, set.String(), s.ID, s.ClaimVersion, s.Status, s.ID, qualify("t", []string{seq}))
+		s.Table, set, s.ID, s.ClaimVersion, s.Status, s.ID, qualify("t", []string{seq}))
 	rows, err := tx.QueryContext(ctx, q.DB.Rebind(query), args...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s -> %s: %w", s.Table, from, prev, err)

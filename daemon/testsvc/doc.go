@@ -4,4 +4,10 @@
 // helper here; when the service does not answer, the test is skipped on a
 // developer machine and fails when CI=true, so CI can never go green by
 // skipping what it was meant to prove.
+//
+// Redis tests each get a logical database (1..15) that no other test on the
+// machine holds at the same time: the database is locked with a key in
+// database 0 (euterpe:testdb:<n>, SET NX with an expiry refreshed while the
+// test runs, released when it ends), so packages tested in parallel never
+// flush each other's keys. When all fifteen are held, Redis(t) waits.
 package testsvc

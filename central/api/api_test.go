@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
 
 	"github.com/vesta-cx/euterpe/central/api"
 	"github.com/vesta-cx/euterpe/central/credentials"
@@ -31,25 +32,8 @@ type env struct {
 	url   string
 	inbox *inbox.Store
 	reqs  *requesters.Store
-	logs  *syncBuffer
+	logs  *testsvc.LogBuffer
 	clock *clock
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 type clock struct {
@@ -75,7 +59,7 @@ func start(t *testing.T, db *sqldb.DB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testsvc.LogBuffer{}
 	log, _ := daemon.NewLogger(logs, "debug")
 	clk := &clock{}
 	e := &env{t: t, db: db, logs: logs, clock: clk,

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
+
 	"github.com/google/uuid"
 	"github.com/vesta-cx/euterpe/central/api"
 	"github.com/vesta-cx/euterpe/central/credentials"
@@ -39,7 +41,7 @@ func TestUpdateCredentials(t *testing.T) {
 		reqs := requesters.New(db, keys)
 		owner, _ := reqs.Create(ctx, "owner")
 		other, _ := reqs.Create(ctx, "other")
-		var logs syncBuffer
+		var logs testsvc.LogBuffer
 		log := slog.New(slog.NewJSONHandler(&logs, nil))
 		e := daemon.NewEcho(log)
 		api.New(api.Config{DB: db, Inbox: in, Requesters: reqs, Idempotency: idempotency.New(db, time.Hour, time.Now), Log: log}).Mount(e)

@@ -1,7 +1,6 @@
 package outbox
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
 
 	"github.com/google/uuid"
 
@@ -38,24 +39,7 @@ type fixture struct {
 	keySpec string
 	req     string
 	secret  string
-	logs    *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs    *testsvc.LogBuffer
 }
 
 func newFixture(t testing.TB, db *sqldb.DB) *fixture {
@@ -65,7 +49,7 @@ func newFixture(t testing.TB, db *sqldb.DB) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{db: db, keys: keys, keySpec: spec, req: "req_" + uuid.NewString()[:8], secret: "whsec_test_" + uuid.NewString(), logs: &syncBuffer{}}
+	f := &fixture{db: db, keys: keys, keySpec: spec, req: "req_" + uuid.NewString()[:8], secret: "whsec_test_" + uuid.NewString(), logs: &testsvc.LogBuffer{}}
 	sealed, err := keys.Seal([]byte(f.secret), credentials.WebhookSecretAAD(f.req, 1))
 	if err != nil {
 		t.Fatal(err)

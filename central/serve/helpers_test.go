@@ -8,9 +8,10 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
 
 	"github.com/google/uuid"
 	"github.com/vesta-cx/euterpe/central/credentials"
@@ -20,30 +21,13 @@ import (
 	"github.com/vesta-cx/euterpe/daemon/sqldb/sqltest"
 )
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 var listening = regexp.MustCompile(`"msg":"listening","addr":"([^"]+)"`)
 
 // started is serve running in the test process.
 type started struct {
 	base string // http://host:port of the API
 	deps *serve.Deps
-	logs *syncBuffer
+	logs *testsvc.LogBuffer
 }
 
 // serveEnv is the environment of a serve on engine with a fresh database,
@@ -72,7 +56,7 @@ func startServe(t *testing.T, app *serve.App, env map[string]string, args []stri
 	if err := cfg.Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testsvc.LogBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	d, closeDB, err := app.Open(ctx, s, slog.New(slog.NewJSONHandler(logs, nil)), getenv)
 	if err != nil {

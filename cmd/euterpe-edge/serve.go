@@ -44,6 +44,7 @@ func newServeConfig(getenv func(string) string) (*daemon.Config, *serveSettings)
 			p.Settings(cfg)
 		}
 	}
+	cfg.Check(s.validate)
 	return cfg, s
 }
 
@@ -64,10 +65,6 @@ func checkAbsDir(v string) error {
 func serve(parent context.Context, args []string, stderr io.Writer, getenv func(string) string) int {
 	cfg, s := newServeConfig(getenv)
 	if err := cfg.Parse(args); err != nil {
-		fmt.Fprintln(stderr, "euterpe-edge:", err)
-		return 2
-	}
-	if err := s.validate(); err != nil {
 		fmt.Fprintln(stderr, "euterpe-edge:", err)
 		return 2
 	}

@@ -117,13 +117,7 @@ func openSQLite(ctx context.Context, path string) (*DB, error) {
 			return nil, fmt.Errorf("sqlite: state directory: %w", err)
 		}
 	}
-	q := url.Values{}
-	for _, p := range []string{"journal_mode(WAL)", "busy_timeout(15000)", "foreign_keys(1)", "synchronous(NORMAL)",
-		"cache_size(-16384)", "temp_store(MEMORY)", "wal_autocheckpoint(0)"} {
-		q.Add("_pragma", p)
-	}
-	q.Set("_txlock", "immediate")
-	sdb, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	sdb, err := sql.Open("sqlite", SQLiteDSN(path, "cache_size(-16384)", "temp_store(MEMORY)", "wal_autocheckpoint(0)"))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite %s: %w", path, err)
 	}

@@ -4,10 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"net/url"
 	"time"
 
-	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
 )
 
 // Store is an open library.db. DB is safe for concurrent use; SQLite
@@ -20,19 +19,10 @@ type Store struct {
 	Now func() time.Time
 }
 
-// DSN is the modernc.org/sqlite data source name for path: WAL journal,
-// NORMAL sync (durable at checkpoints, safe against corruption), foreign
-// keys on, a generous busy timeout and BEGIN IMMEDIATE transactions so two
-// writers never deadlock upgrading read locks.
-func DSN(path string) string {
-	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(10000)")
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous(NORMAL)")
-	q.Add("_pragma", "foreign_keys(1)")
-	q.Set("_txlock", "immediate")
-	return "file:" + path + "?" + q.Encode()
-}
+// DSN is the data source name of library.db: the project's SQLite settings
+// (sqldb.SQLiteDSN) with SQLite's own WAL autocheckpoint left on between the
+// explicit checkpoints of wal_maintenance_jobs.
+func DSN(path string) string { return sqldb.SQLiteDSN(path) }
 
 // Open opens (creating if needed) the database at path and migrates it to
 // the current schema.

@@ -33,7 +33,7 @@ bench: services build
 cross-arm64:
 	@mkdir -p dist/linux-arm64
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/linux-arm64/ $(addprefix ./cmd/,$(PROGRAMS))
-	@scripts/check-arm64.sh dist/linux-arm64 $(PROGRAMS)
+	@scripts/check-arm64.sh dist/linux-arm64 $(VERSION) $(PROGRAMS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -1,11 +1,33 @@
 #!/usr/bin/env bash
-# Runs every benchmark once at full size and prints a table per package.
-# Sizes can be lowered for a quick look, e.g.
-#   EUTERPE_BENCH_JOBS=5000 make bench
+# Runs every benchmark at full size and prints one table per package.
+# Most benchmarks size their own workload (EUTERPE_BENCH_* variables lower
+# them for a quick look, e.g. EUTERPE_BENCH_JOBS=5000 make bench) and run
+# once; the HTTP and SSE ones are request loops and get a request count.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-pkgs=$(grep -rl --include='*_test.go' '^func Benchmark' . | xargs -n1 dirname | sort -u)
-[ -n "$pkgs" ] || { echo "no benchmarks"; exit 0; }
+mkdir -p .run
 go build -o .run/benchtable ./scripts/benchtable
-# -benchtime=1x: each benchmark sizes its own workload and reports rates.
-CGO_ENABLED=0 go test -run '^$' -bench . -benchtime=1x -timeout 60m $pkgs 2>&1 | .run/benchtable
+
+# package                    benchmarks                 -benchtime
+plan=(
+  "./edge/worker             BurnDown                   1x"
+  "./edge/gateway            CreateThroughput           20000x"
+  "./edge/gateway            EnqueueLatencyPaced        5000x"
+  "./cmd/euterpe-edge        SSEFanout                  20x"
+  "./cmd/euterpe-edge        IdleRSS                    3x"
+  "./edge/library/executor   .                          1x"
+  "./edge/library/store      .                          1x"
+  "./central/inbox           .                          1x"
+  "./central/outbox          .                          1x"
+  "./central/runner          .                          1x"
+)
+listed=$(printf '%s\n' "${plan[@]}" | awk '{print $1}' | sort -u)
+found=$(grep -rl --include='*_test.go' '^func Benchmark' . | xargs -n1 dirname | sort -u)
+missing=$(comm -13 <(echo "$listed") <(echo "$found") || true)
+[ -z "$missing" ] || { echo "bench.sh: benchmarks not in the plan: $missing" >&2; exit 1; }
+
+for line in "${plan[@]}"; do
+  read -r pkg bench time <<<"$line"
+  echo "== $pkg $bench ($time)" >&2
+  CGO_ENABLED=0 go test -run '^$' -bench "$bench" -benchtime "$time" -timeout 60m "$pkg"
+done 2>&1 | .run/benchtable

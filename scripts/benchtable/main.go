@@ -41,8 +41,18 @@ func run(in io.Reader, out io.Writer) error {
 		fmt.Fprintln(os.Stderr, line) // keep the raw output visible
 		switch {
 		case strings.HasPrefix(line, "pkg: "):
-			cur = &table{pkg: strings.TrimPrefix(line, "pkg: "), seen: map[string]bool{}}
-			tables = append(tables, cur)
+			// Several runs of one package (different -benchtime) share a table.
+			pkg := strings.TrimPrefix(line, "pkg: ")
+			cur = nil
+			for _, t := range tables {
+				if t.pkg == pkg {
+					cur = t
+				}
+			}
+			if cur == nil {
+				cur = &table{pkg: pkg, seen: map[string]bool{}}
+				tables = append(tables, cur)
+			}
 		case strings.HasPrefix(line, "Benchmark") && cur != nil:
 			if r, ok := parse(line); ok {
 				for u := range r.metrics {

@@ -71,7 +71,7 @@ func New(ctx context.Context, log *slog.Logger, stateDir, workerID string, s Set
 	}
 	backoff := lease.Backoff{Base: 2 * s.Poll, Cap: 10 * s.LeaseTTL}
 	x := &executor.Executor{
-		Store: st, Roots: roots, Thumbs: thumbs, Trash: trash, Log: log.With("component", "library-executor"),
+		Store: st, Catalog: st, Roots: roots, Thumbs: thumbs, Trash: trash, Log: log.With("component", "library-executor"),
 		WorkerID: workerID, LeaseTTL: s.LeaseTTL, Poll: s.Poll, ThumbWorkers: s.ThumbWorkers,
 		IOBytesPerSec: int64(s.IOBytesPerSec), Retry: backoff, SkipDirs: []string{state.Path()},
 	}

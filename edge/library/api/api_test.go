@@ -225,3 +225,39 @@ func TestDuplicatesDeleteAndThumbnailFlow(t *testing.T) {
 func gifBytes() []byte {
 	return []byte("GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff!\xf9\x04\x01\x00\x00\x00\x00,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;")
 }
+
+// TestMalformedGroupKeyAndCursor: a group_key that is not
+// <blake3|sha256>:<hex of the right length> on POST …/delete, and a cursor
+// that is not a positive integer id on GET …/files, are 400s naming the
+// problem; nothing is enqueued.
+func TestMalformedGroupKeyAndCursor(t *testing.T) {
+	s := start(t)
+	valid := "blake3:" + strings.Repeat("ab", 32)
+	body := `{"keep_file_ids":[1],"delete_file_ids":[2]}`
+	cases := []struct {
+		name, method, path, body, code string
+	}{
+		{"delete: no separator", "POST", "/api/v1/duplicates/groups/nonsense/delete", body, "bad_group_key"},
+		{"delete: unknown algorithm", "POST", "/api/v1/duplicates/groups/md5:" + strings.Repeat("ab", 16) + "/delete", body, "bad_group_key"},
+		{"delete: short digest", "POST", "/api/v1/duplicates/groups/blake3:abc/delete", body, "bad_group_key"},
+		{"delete: non-hex digest", "POST", "/api/v1/duplicates/groups/sha256:" + strings.Repeat("zz", 32) + "/delete", body, "bad_group_key"},
+		{"files: garbled cursor", "GET", "/api/v1/duplicates/groups/" + valid + "/files?cursor=abc", "", "bad_cursor"},
+		{"files: zero cursor", "GET", "/api/v1/duplicates/groups/" + valid + "/files?cursor=0", "", "bad_cursor"},
+		{"files: negative cursor", "GET", "/api/v1/duplicates/groups/" + valid + "/files?cursor=-5", "", "bad_cursor"},
+		{"files: overflowing cursor", "GET", "/api/v1/duplicates/groups/" + valid + "/files?cursor=99999999999999999999", "", "bad_cursor"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, out := s.do(c.method, c.path, c.body)
+			e, _ := out["error"].(map[string]any)
+			if code != 400 || e == nil || e["code"] != c.code || e["message"] == "" {
+				t.Fatalf("%s %s = %d %v, want 400 %s", c.method, c.path, code, out, c.code)
+			}
+		})
+	}
+	var jobs int
+	s.lib.Store.DB.QueryRow(`SELECT COUNT(*) FROM jobs`).Scan(&jobs)
+	if jobs != 0 {
+		t.Fatalf("%d jobs enqueued by refused requests", jobs)
+	}
+}

@@ -47,7 +47,7 @@ RETURNING id, group_key`)
 // rows whose lease has expired go back to pending, lease owner fields
 // cleared.
 func (x *Executor) RequeueStaleCleanups(ctx context.Context) (int64, error) {
-	res, err := x.Store.DB.ExecContext(ctx, sqlCleanupRequeueStale, x.now())
+	res, err := x.exec(ctx, sqlCleanupRequeueStale, x.now())
 	if err != nil {
 		return 0, fmt.Errorf("requeue stale cleanups: %w", err)
 	}
@@ -66,7 +66,7 @@ func (x *Executor) RunCleanupOnce(ctx context.Context) (bool, error) {
 	tok := x.token()
 	var id int64
 	var group string
-	err := x.Store.DB.QueryRowContext(ctx, sqlCleanupClaim, tok, now, x.leaseUntil(now)).Scan(&id, &group)
+	err := x.queryRow(ctx, sqlCleanupClaim, func(r *sql.Row) error { return r.Scan(&id, &group) }, tok, now, x.leaseUntil(now))
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -75,7 +75,7 @@ func (x *Executor) RunCleanupOnce(ctx context.Context) (bool, error) {
 	}
 	renew := func(ctx context.Context) error {
 		now := x.now()
-		res, err := x.Store.DB.ExecContext(ctx, sqlCleanupHeartbeat, now, x.leaseUntil(now), id, tok)
+		res, err := x.exec(ctx, sqlCleanupHeartbeat, now, x.leaseUntil(now), id, tok)
 		if err != nil {
 			return err
 		}
@@ -98,7 +98,7 @@ func (x *Executor) RunCleanupOnce(ctx context.Context) (bool, error) {
 	if err := store.CleanupMachine.Check(store.StatusRunning, status); err != nil {
 		return true, err
 	}
-	res, err := x.Store.DB.ExecContext(context.WithoutCancel(ctx), sqlCleanupFinish, status, code, msg, x.now(), id, tok)
+	res, err := x.exec(context.WithoutCancel(ctx), sqlCleanupFinish, status, code, msg, x.now(), id, tok)
 	if err != nil {
 		return true, err
 	}

@@ -48,7 +48,7 @@ func (x *Executor) delete(ctx context.Context, c *Claim) error {
 		return &refusedError{code: CodeBadPayload, msg: err.Error()}
 	}
 	record := func(f store.File, decision, reason string, trash *string) error {
-		return x.Store.RecordDecision(context.WithoutCancel(ctx), store.Decision{
+		return x.Catalog.RecordDecision(context.WithoutCancel(ctx), store.Decision{
 			JobID: c.Job.ID, GroupKey: key.String(), FileID: f.ID, Path: f.Path,
 			Decision: decision, Reason: reason, TrashPath: trash,
 		})
@@ -134,11 +134,11 @@ func (x *Executor) verifyMember(ctx context.Context, id int64, k store.GroupKey)
 		return f, "re-hash failed: " + err.Error()
 	}
 	if digest != k.HashHex {
-		_ = x.Store.MarkNeedsHash(context.WithoutCancel(ctx), f.ID)
+		_ = x.Catalog.MarkNeedsHash(context.WithoutCancel(ctx), f.ID)
 		return f, "content changed: re-hash no longer matches the group"
 	}
 	if size != f.SizeBytes || mtime != f.MtimeNS {
-		_ = x.Store.MarkNeedsHash(context.WithoutCancel(ctx), f.ID)
+		_ = x.Catalog.MarkNeedsHash(context.WithoutCancel(ctx), f.ID)
 		return f, "file changed since it was hashed"
 	}
 	return f, ""

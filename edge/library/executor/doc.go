@@ -10,9 +10,23 @@
 // whitelists for each path (claim, heartbeat, finish, recovery). Every such
 // statement is built through Whitelists at package initialisation, so a
 // statement naming another column cannot be compiled into the program, and
-// GuardTriggers lets tests install triggers that abort any other column
-// change. Rows are fenced by worker_id (a token minted per claim),
-// status='running' and an unexpired lease; a fenced write that matches no
-// row returns *lease.StaleError. Facts about files go through the store's
-// catalog, never through the job tables.
+// it can only be run through exec/queryRow, which tag it with its path.
+// Rows are fenced by worker_id (a token minted per claim), status='running'
+// and an unexpired lease; a fenced write that matches no row returns
+// *lease.StaleError.
+//
+// What the executor observes about files — the scan session and the files a
+// scan saw, a digest, a file that changed under a delete, each delete
+// decision — it hands to the Catalog interface declared here. The catalog
+// is the policy side's (implemented by *store.Store, with its write paths
+// listed in store.CatalogWrites); the executor never writes library_files,
+// scan_sessions or delete_decisions with SQL of its own.
+//
+// GuardTriggers lets tests enforce both lists per write path: with
+// Store.MarkPaths on, each executor or catalog write runs in a transaction
+// that first records its (table, path) in the executor_path table, and the
+// triggers abort an UPDATE that changes a column outside that one path's
+// list (a claim writing progress, a heartbeat writing status, a hash record
+// touching is_missing), a write under a path the table does not have, or an
+// unmarked UPDATE outside the union of the table's paths.
 package executor

@@ -2,7 +2,6 @@ package executor_test
 
 import (
 	"context"
-	"database/sql"
 	"io"
 	"log/slog"
 	"os"
@@ -28,8 +27,11 @@ type env struct {
 }
 
 // newEnv builds a library on temp directories. guard installs triggers
-// that abort any executor-forbidden column change on the job tables; only
-// tests where every UPDATE of those tables comes from the executor use it.
+// that abort any forbidden column change on the job and catalog tables and
+// turns on write-path marking, so each executor or catalog UPDATE is checked
+// against its own path's columns; only tests where every UPDATE of those
+// tables comes from the executor, the catalog, the policy side or a fixture
+// writing whitelisted columns use it.
 func newEnv(t *testing.T, guard bool) *env {
 	t.Helper()
 	base := t.TempDir()
@@ -47,7 +49,7 @@ func newEnv(t *testing.T, guard bool) *env {
 	t.Cleanup(func() { st.Close() })
 	e.st = st
 	if guard {
-		installGuards(t, st.DB)
+		installGuards(t, st)
 	}
 	roots, err := pathsafe.NewRoots([]string{e.root})
 	if err != nil {
@@ -67,10 +69,10 @@ func newEnv(t *testing.T, guard bool) *env {
 	return e
 }
 
-func installGuards(t *testing.T, db *sql.DB) {
+func installGuards(t *testing.T, st *store.Store) {
 	t.Helper()
-	for table := range executor.Whitelists {
-		cols, err := store.TableColumns(context.Background(), db, table)
+	for table := range executor.GuardedPaths() {
+		cols, err := store.TableColumns(context.Background(), st.DB, table)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,10 +80,13 @@ func installGuards(t *testing.T, db *sql.DB) {
 		for c := range cols {
 			all = append(all, c)
 		}
-		if _, err := db.Exec(executor.GuardTriggers(table, all)); err != nil {
-			t.Fatal(err)
+		for _, q := range executor.GuardTriggers(table, all) {
+			if _, err := st.DB.Exec(q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
 		}
 	}
+	st.MarkPaths()
 }
 
 func (e *env) write(rel, content string) string {

@@ -14,13 +14,37 @@ import (
 	"github.com/vesta-cx/euterpe/edge/library/store"
 )
 
+// Catalog is where the executor records what it observed: the scan session
+// and the files a scan saw, the digest a hash produced, a file whose content
+// changed under a delete, and each delete decision. It is the policy side's
+// catalog (implemented by *store.Store, which owns library_files,
+// scan_sessions and delete_decisions and their documented write paths,
+// store.CatalogWrites); the executor never writes those tables with SQL of
+// its own.
+type Catalog interface {
+	StartScanSession(ctx context.Context, jobID int64, roots []string) (int64, error)
+	FinishScanSession(ctx context.Context, id int64, status string, c store.ScanCounts, errMsg string) error
+	UpsertFiles(ctx context.Context, sessionID int64, batch []store.FileStat) (newN, changedN int64, err error)
+	MarkMissing(ctx context.Context, sessionID int64, roots []string) (int64, error)
+	RecordHash(ctx context.Context, f store.File, algo, hashHex string) (bool, error)
+	MarkNeedsHash(ctx context.Context, id int64) error
+	RecordDecision(ctx context.Context, d store.Decision) error
+}
+
+var _ Catalog = (*store.Store)(nil)
+
 // Executor claims and runs library work. Configure the fields, then call Run.
 type Executor struct {
-	Store  *store.Store
-	Roots  *pathsafe.Roots
-	Thumbs *pathsafe.Dir
-	Trash  *pathsafe.Dir
-	Log    *slog.Logger
+	// Store is library.db: the executor claims, heartbeats and finishes
+	// leased rows in it with the §7 statements of this package, and reads
+	// files and jobs from it.
+	Store *store.Store
+	// Catalog records scan, hash and delete results; nil means Store.
+	Catalog Catalog
+	Roots   *pathsafe.Roots
+	Thumbs  *pathsafe.Dir
+	Trash   *pathsafe.Dir
+	Log     *slog.Logger
 
 	WorkerID     string        // base identity; each claim gets a token derived from it
 	LeaseTTL     time.Duration // lease length; heartbeats every third
@@ -44,6 +68,9 @@ type Executor struct {
 	// rename moves a file into the trash; nil means os.Rename. Tests
 	// replace it to reach the cross-filesystem fallback.
 	rename func(oldpath, newpath string) error
+	// hashChunk, when set, is called after each chunk a hash job reads
+	// with the job's bytes done so far. Tests use it to observe progress.
+	hashChunk func(bytesDone int64)
 }
 
 func (x *Executor) init() {
@@ -63,6 +90,9 @@ func (x *Executor) init() {
 		}
 		if x.Retry.Base <= 0 {
 			x.Retry = lease.Backoff{Base: 2 * time.Second, Cap: 5 * time.Minute}
+		}
+		if x.Catalog == nil {
+			x.Catalog = x.Store
 		}
 		if x.MaxWALRetries <= 0 {
 			x.MaxWALRetries = 5

@@ -121,6 +121,9 @@ func (x *Executor) hash(ctx context.Context, c *Claim, algo string) error {
 				if totalBytes > 0 {
 					c.SetProgress(processed, float64(bytesDone)/float64(totalBytes))
 				}
+				if x.hashChunk != nil {
+					x.hashChunk(bytesDone)
+				}
 			})
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -133,7 +136,7 @@ func (x *Executor) hash(ctx context.Context, c *Claim, algo string) error {
 			if size != f.SizeBytes || mtime != f.MtimeNS {
 				continue // changed since the scan: the next scan re-records it
 			}
-			if _, err := x.Store.RecordHash(ctx, f, algo, digest); err != nil {
+			if _, err := x.Catalog.RecordHash(ctx, f, algo, digest); err != nil {
 				return err
 			}
 			if totalBytes > 0 {

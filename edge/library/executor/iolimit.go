@@ -20,26 +20,9 @@ var sqlIOReserve = mustUpdate("io_rate_limits", "reserve", []Set{
 // booked slot starts. Every worker of every process sharing library.db
 // paces through the same row, so the rate is global.
 func (x *Executor) ReserveIO(ctx context.Context, bucket string, cost int64) error {
-	if x.IOBytesPerSec <= 0 || cost <= 0 {
-		return nil
-	}
-	interval := cost * 1000 / x.IOBytesPerSec
-	var start int64
-	err := x.Store.Tx(ctx, func(tx *sql.Tx) error {
-		now := x.now()
-		// bootstrap path: insert the bucket row when absent
-		if _, err := tx.ExecContext(ctx, `INSERT INTO io_rate_limits(bucket_key, next_available_at_ms, updated_at)
-VALUES (?, 0, ?) ON CONFLICT(bucket_key) DO NOTHING`, bucket, now); err != nil {
-			return err
-		}
-		return tx.QueryRowContext(ctx, sqlIOReserve, now, interval, bucket).Scan(&start)
-	})
-	if err != nil {
+	wait, err := x.reserveIO(ctx, bucket, cost)
+	if err != nil || wait <= 0 {
 		return err
-	}
-	wait := time.Until(store.MS(start))
-	if wait <= 0 {
-		return nil
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
@@ -49,4 +32,28 @@ VALUES (?, 0, ?) ON CONFLICT(bucket_key) DO NOTHING`, bucket, now); err != nil {
 	case <-t.C:
 		return nil
 	}
+}
+
+// reserveIO books cost bytes (bootstrapping the bucket row when absent) and
+// returns how long, on the store clock, until the booked slot starts.
+func (x *Executor) reserveIO(ctx context.Context, bucket string, cost int64) (time.Duration, error) {
+	if x.IOBytesPerSec <= 0 || cost <= 0 {
+		return 0, nil
+	}
+	interval := cost * 1000 / x.IOBytesPerSec
+	var start, now int64
+	path := store.WritePath{Table: sqlIOReserve.Table, Path: sqlIOReserve.Path}
+	err := x.Store.TxOnPath(ctx, []store.WritePath{path}, func(tx *sql.Tx) error {
+		now = x.now()
+		// bootstrap path: insert the bucket row when absent
+		if _, err := tx.ExecContext(ctx, `INSERT INTO io_rate_limits(bucket_key, next_available_at_ms, updated_at)
+VALUES (?, 0, ?) ON CONFLICT(bucket_key) DO NOTHING`, bucket, now); err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, sqlIOReserve.SQL, now, interval, bucket).Scan(&start)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return time.Duration(start-now) * time.Millisecond, nil
 }

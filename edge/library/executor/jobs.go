@@ -52,7 +52,7 @@ var (
 // RecoverStaleJobs is the claim-path recovery of §4.2: stale running
 // scan/hash/delete jobs become retryable with lease_expired metadata.
 func (x *Executor) RecoverStaleJobs(ctx context.Context) (int64, error) {
-	res, err := x.Store.DB.ExecContext(ctx, sqlJobRecover, x.now())
+	res, err := x.exec(ctx, sqlJobRecover, x.now())
 	if err != nil {
 		return 0, fmt.Errorf("recover stale jobs: %w", err)
 	}
@@ -67,7 +67,12 @@ func (x *Executor) ClaimJob(ctx context.Context) (*Claim, error) {
 	}
 	now := x.now()
 	tok := x.token()
-	j, err := store.ScanJob(x.Store.DB.QueryRowContext(ctx, sqlJobClaim, tok, now, x.leaseUntil(now)))
+	var j store.Job
+	err := x.queryRow(ctx, sqlJobClaim, func(r *sql.Row) error {
+		var err error
+		j, err = store.ScanJob(r)
+		return err
+	}, tok, now, x.leaseUntil(now))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -105,7 +110,7 @@ func (c *Claim) fraction() float64 { return float64(c.progress.Load()) / 1e6 }
 // when the claim was lost.
 func (c *Claim) Heartbeat(ctx context.Context) error {
 	now := c.x.now()
-	res, err := c.x.Store.DB.ExecContext(ctx, sqlJobHeartbeat, c.processed.Load(), c.fraction(), now, c.x.leaseUntil(now), c.Job.ID, c.Token)
+	res, err := c.x.exec(ctx, sqlJobHeartbeat, c.processed.Load(), c.fraction(), now, c.x.leaseUntil(now), c.Job.ID, c.Token)
 	if err != nil {
 		return fmt.Errorf("heartbeat job %d: %w", c.Job.ID, err)
 	}
@@ -132,7 +137,7 @@ func (c *Claim) Finish(ctx context.Context, status, code, msg string) error {
 	if status == store.StatusCompleted {
 		progress = 1
 	}
-	res, err := c.x.Store.DB.ExecContext(ctx, sqlJobFinish, status, progress, codeV, msgV, c.x.now(), c.Job.ID, c.Token)
+	res, err := c.x.exec(ctx, sqlJobFinish, status, progress, codeV, msgV, c.x.now(), c.Job.ID, c.Token)
 	if err != nil {
 		return fmt.Errorf("finish job %d: %w", c.Job.ID, err)
 	}

@@ -22,13 +22,13 @@ const scanBatch = 2000
 // is skipped because its target is walked on its own.
 func (x *Executor) scan(ctx context.Context, c *Claim) error {
 	roots := x.Roots.List()
-	sid, err := x.Store.StartScanSession(ctx, c.Job.ID, roots)
+	sid, err := x.Catalog.StartScanSession(ctx, c.Job.ID, roots)
 	if err != nil {
 		return fmt.Errorf("start scan session: %w", err)
 	}
 	var counts store.ScanCounts
 	finish := func(status string, msg string) {
-		if err := x.Store.FinishScanSession(context.WithoutCancel(ctx), sid, status, counts, msg); err != nil {
+		if err := x.Catalog.FinishScanSession(context.WithoutCancel(ctx), sid, status, counts, msg); err != nil {
 			x.Log.Warn("finish scan session", "session", sid, "err", err)
 		}
 	}
@@ -39,7 +39,7 @@ func (x *Executor) scan(ctx context.Context, c *Claim) error {
 		if len(batch) == 0 {
 			return nil
 		}
-		n, ch, err := x.Store.UpsertFiles(ctx, sid, batch)
+		n, ch, err := x.Catalog.UpsertFiles(ctx, sid, batch)
 		if err != nil {
 			return err
 		}
@@ -104,7 +104,7 @@ func (x *Executor) scan(ctx context.Context, c *Claim) error {
 		}
 		walked = append(walked, root)
 	}
-	missing, err := x.Store.MarkMissing(ctx, sid, walked)
+	missing, err := x.Catalog.MarkMissing(ctx, sid, walked)
 	if err != nil {
 		finish(store.StatusFailed, err.Error())
 		return fmt.Errorf("mark missing: %w", err)

@@ -88,7 +88,7 @@ func thumbErr(code string, err error) error { return &thumbError{code: code, err
 
 // RequeueStaleThumbnails is the §4.3 claim-path requeue.
 func (x *Executor) RequeueStaleThumbnails(ctx context.Context) (int64, error) {
-	res, err := x.Store.DB.ExecContext(ctx, sqlThumbRequeueStale, x.now())
+	res, err := x.exec(ctx, sqlThumbRequeueStale, x.now())
 	if err != nil {
 		return 0, err
 	}
@@ -103,8 +103,9 @@ func (x *Executor) ClaimThumbnail(ctx context.Context) (*ThumbTask, error) {
 	}
 	now := x.now()
 	t := &ThumbTask{Token: x.token()}
-	err := x.Store.DB.QueryRowContext(ctx, sqlThumbClaim, t.Token, now, x.leaseUntil(now)).
-		Scan(&t.ID, &t.FileID, &t.SourcePath, &t.OutputPath, &t.MediaType, &t.Format, &t.MaxSize, &t.ErrorCount)
+	err := x.queryRow(ctx, sqlThumbClaim, func(r *sql.Row) error {
+		return r.Scan(&t.ID, &t.FileID, &t.SourcePath, &t.OutputPath, &t.MediaType, &t.Format, &t.MaxSize, &t.ErrorCount)
+	}, t.Token, now, x.leaseUntil(now))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -122,7 +123,7 @@ func (x *Executor) RunThumbnailOnce(ctx context.Context) (bool, error) {
 	}
 	renew := func(ctx context.Context) error {
 		now := x.now()
-		res, err := x.Store.DB.ExecContext(ctx, sqlThumbHeartbeat, now, x.leaseUntil(now), t.ID, t.Token)
+		res, err := x.exec(ctx, sqlThumbHeartbeat, now, x.leaseUntil(now), t.ID, t.Token)
 		if err != nil {
 			return err
 		}
@@ -152,7 +153,7 @@ func (x *Executor) RunThumbnailOnce(ctx context.Context) (bool, error) {
 		}
 		now := x.now()
 		retryAfter := now + x.Retry.Delay(t.ErrorCount+1).Milliseconds()
-		res, err2 := x.Store.DB.ExecContext(bg, sqlThumbFailed, code, daemon.CapMessage(err.Error()), retryAfter, now, t.ID, t.Token)
+		res, err2 := x.exec(bg, sqlThumbFailed, code, daemon.CapMessage(err.Error()), retryAfter, now, t.ID, t.Token)
 		if err2 != nil {
 			return true, err2
 		}
@@ -162,7 +163,7 @@ func (x *Executor) RunThumbnailOnce(ctx context.Context) (bool, error) {
 		return true, nil
 	}
 	now := x.now()
-	res, err := x.Store.DB.ExecContext(bg, sqlThumbReady, w, h, size, now, t.ID, t.Token)
+	res, err := x.exec(bg, sqlThumbReady, w, h, size, now, t.ID, t.Token)
 	if err != nil {
 		return true, err
 	}

@@ -88,7 +88,7 @@ WHERE status = 'running' AND (lease_expires_at IS NULL OR lease_expires_at <= ?)
 	rows.Close()
 	var total int64
 	for _, r := range todo {
-		res, err := x.Store.DB.ExecContext(ctx, sqlWALRecover, now, now+x.Retry.Delay(int(r.n)+1).Milliseconds(), r.id)
+		res, err := x.exec(ctx, sqlWALRecover, now, now+x.Retry.Delay(int(r.n)+1).Milliseconds(), r.id)
 		if err != nil {
 			return total, err
 		}
@@ -112,7 +112,7 @@ func (x *Executor) RunWALOnce(ctx context.Context) (bool, error) {
 	tok := x.token()
 	var id, retries int64
 	var mode string
-	err := x.Store.DB.QueryRowContext(ctx, sqlWALClaim, tok, now, x.leaseUntil(now)).Scan(&id, &mode, &retries)
+	err := x.queryRow(ctx, sqlWALClaim, func(r *sql.Row) error { return r.Scan(&id, &mode, &retries) }, tok, now, x.leaseUntil(now))
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -121,7 +121,7 @@ func (x *Executor) RunWALOnce(ctx context.Context) (bool, error) {
 	}
 	renew := func(ctx context.Context) error {
 		now := x.now()
-		res, err := x.Store.DB.ExecContext(ctx, sqlWALHeartbeat, now, x.leaseUntil(now), id, tok)
+		res, err := x.exec(ctx, sqlWALHeartbeat, now, x.leaseUntil(now), id, tok)
 		if err != nil {
 			return err
 		}
@@ -154,15 +154,15 @@ func (x *Executor) RunWALOnce(ctx context.Context) (bool, error) {
 		if errors.As(err, &re) {
 			code = re.code
 		}
-		res, err = x.Store.DB.ExecContext(bg, sqlWALFailure, code, daemon.CapMessage(err.Error()), now, id, tok)
+		res, err = x.exec(bg, sqlWALFailure, code, daemon.CapMessage(err.Error()), now, id, tok)
 	case busy > 0 && retries+1 >= int64(x.MaxWALRetries):
-		res, err = x.Store.DB.ExecContext(bg, sqlWALFailure, CodeCheckpointBusy,
+		res, err = x.exec(bg, sqlWALFailure, CodeCheckpointBusy,
 			fmt.Sprintf("checkpoint still busy after %d attempts", retries+1), now, id, tok)
 	case busy > 0:
-		res, err = x.Store.DB.ExecContext(bg, sqlWALRetry, busy, logFrames, done, now, id, tok,
+		res, err = x.exec(bg, sqlWALRetry, busy, logFrames, done, now, id, tok,
 			now+x.Retry.Delay(int(retries)+1).Milliseconds())
 	default:
-		res, err = x.Store.DB.ExecContext(bg, sqlWALSuccess, busy, logFrames, done, now, id, tok)
+		res, err = x.exec(bg, sqlWALSuccess, busy, logFrames, done, now, id, tok)
 	}
 	if err != nil {
 		return true, err

@@ -1,9 +1,13 @@
 package executor
 
 import (
+	"context"
+	"database/sql"
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/vesta-cx/euterpe/edge/library/store"
 )
 
 // Whitelists is protocol §7 as data: table → write path → the columns the
@@ -90,22 +94,59 @@ func BuildUpdate(table, path string, sets []Set, where string) (Update, error) {
 		SQL: "UPDATE " + table + " SET " + strings.Join(parts, ", ") + " WHERE " + where}, nil
 }
 
-func mustUpdate(table, path string, sets []Set, where string) string {
+func mustUpdate(table, path string, sets []Set, where string) Update {
 	u, err := BuildUpdate(table, path, sets, where)
 	if err != nil {
 		panic(err)
 	}
 	registry = append(registry, u)
-	return u.SQL
+	return u
 }
 
 // Statements returns every UPDATE the executor issues.
 func Statements() []Update { return append([]Update(nil), registry...) }
 
-// Writable is the union of the columns the executor may write in table.
+// exec runs u as one write of its path (marked for the guard triggers when
+// the store marks paths).
+func (x *Executor) exec(ctx context.Context, u Update, args ...any) (sql.Result, error) {
+	var res sql.Result
+	err := x.Store.OnPath(ctx, store.WritePath{Table: u.Table, Path: u.Path}, func(q store.Querier) error {
+		var err error
+		res, err = q.ExecContext(ctx, u.SQL, args...)
+		return err
+	})
+	return res, err
+}
+
+// queryRow runs u (an UPDATE … RETURNING) as one write of its path and
+// hands the row to scan inside the write.
+func (x *Executor) queryRow(ctx context.Context, u Update, scan func(*sql.Row) error, args ...any) error {
+	return x.Store.OnPath(ctx, store.WritePath{Table: u.Table, Path: u.Path}, func(q store.Querier) error {
+		return scan(q.QueryRowContext(ctx, u.SQL, args...))
+	})
+}
+
+// GuardedPaths is every write path the guard triggers know: the executor's
+// §7 Whitelists plus the catalog's store.CatalogWrites.
+func GuardedPaths() map[string]map[string][]string {
+	out := map[string]map[string][]string{}
+	for _, src := range []map[string]map[string][]string{Whitelists, store.CatalogWrites} {
+		for table, paths := range src {
+			if out[table] == nil {
+				out[table] = map[string][]string{}
+			}
+			for p, cols := range paths {
+				out[table][p] = cols
+			}
+		}
+	}
+	return out
+}
+
+// Writable is the union of the columns any guarded path may write in table.
 func Writable(table string) []string {
 	seen := map[string]bool{}
-	for _, cols := range Whitelists[table] {
+	for _, cols := range GuardedPaths()[table] {
 		for _, c := range cols {
 			seen[c] = true
 		}
@@ -118,23 +159,63 @@ func Writable(table string) []string {
 	return out
 }
 
-// GuardTriggers returns, for table with columns all, a trigger that aborts
-// any UPDATE changing a column the executor may not write. Tests install it
-// on databases only the executor updates.
-func GuardTriggers(table string, all []string) string {
-	w := map[string]bool{}
-	for _, c := range Writable(table) {
-		w[c] = true
+// changed renders "OLD.c IS NOT NEW.c OR …" for the columns of all not in
+// allowed ("0" when none).
+func changed(all []string, allowed []string) string {
+	ok := map[string]bool{}
+	for _, c := range allowed {
+		ok[c] = true
 	}
 	var conds []string
 	for _, c := range all {
-		if !w[c] {
+		if !ok[c] {
 			conds = append(conds, fmt.Sprintf("OLD.%[1]s IS NOT NEW.%[1]s", c))
 		}
 	}
 	if len(conds) == 0 {
-		conds = []string{"0"}
+		return "0"
 	}
-	return fmt.Sprintf(`CREATE TRIGGER IF NOT EXISTS trg_guard_%[1]s BEFORE UPDATE ON %[1]s WHEN %[2]s
-BEGIN SELECT RAISE(ABORT, 'executor whitelist violation on %[1]s'); END`, table, strings.Join(conds, " OR "))
+	return "(" + strings.Join(conds, " OR ") + ")"
+}
+
+// GuardTriggers returns the statements (store.PathMarkDDL first) that
+// install, for table with columns all, triggers aborting a forbidden UPDATE:
+//
+//   - a marked UPDATE (executor_path holds a row for table) may change only
+//     the columns of that one path; a path the table does not have aborts;
+//   - an unmarked UPDATE (test fixtures, policy writes) may change only the
+//     union of the table's paths.
+//
+// Tests install them together with Store.MarkPaths on databases whose
+// guarded tables only the executor, the catalog and the policy side update.
+func GuardTriggers(table string, all []string) []string {
+	paths := GuardedPaths()[table]
+	mark := fmt.Sprintf("(SELECT path FROM %s WHERE tbl = '%s' LIMIT 1)", store.PathMarkTable, table)
+	out := []string{store.PathMarkDDL}
+	trigger := func(name, when, msg string) {
+		out = append(out, fmt.Sprintf("CREATE TRIGGER IF NOT EXISTS trg_guard_%s_%s BEFORE UPDATE ON %s WHEN %s\n"+
+			"BEGIN SELECT RAISE(ABORT, '%s'); END", table, name, table, when, msg))
+	}
+	names := make([]string, 0, len(paths))
+	for p := range paths {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	for _, p := range names {
+		trigger("path_"+p, mark+" = '"+p+"' AND "+changed(all, paths[p]),
+			"executor whitelist violation on "+table+" ("+p+" path)")
+	}
+	quoted := make([]string, len(names))
+	for i, p := range names {
+		quoted[i] = "'" + p + "'"
+	}
+	known := "0"
+	if len(quoted) > 0 {
+		known = mark + " IN (" + strings.Join(quoted, ",") + ")"
+	}
+	trigger("unknown_path", mark+" IS NOT NULL AND NOT "+known,
+		"executor whitelist violation on "+table+" (unknown path)")
+	trigger("unmarked", mark+" IS NULL AND "+changed(all, Writable(table)),
+		"executor whitelist violation on "+table)
+	return out
 }

@@ -8,9 +8,40 @@ import (
 	"strings"
 )
 
-// The catalog is the library's record of facts about files: what a scan saw
-// (library_files, scan_sessions), what a hash produced, and what a delete
-// decided (delete_decisions). Job and lease columns are not written here.
+// The catalog is the policy side's record of what the executor observed: what
+// a scan saw (library_files, scan_sessions), what a hash produced, and what a
+// delete decided (delete_decisions). The executor reaches it only through the
+// small executor.Catalog interface, which *Store implements; it never writes
+// these tables with SQL of its own. Job and lease columns are not written
+// here. CatalogWrites lists, per table and write path, the only columns the
+// catalog's UPDATEs change; tests install guard triggers from it.
+
+// Catalog write paths.
+const (
+	PathScanStart      = "scan_start"      // scan_sessions INSERT
+	PathScanFinish     = "scan_finish"     // scan_sessions UPDATE
+	PathScanUpsert     = "scan_upsert"     // library_files INSERT … ON CONFLICT DO UPDATE
+	PathMarkMissing    = "mark_missing"    // library_files UPDATE
+	PathRecordHash     = "record_hash"     // library_files UPDATE
+	PathMarkNeedsHash  = "mark_needs_hash" // library_files UPDATE
+	PathRecordDecision = "record_decision" // delete_decisions INSERT, library_files UPDATE
+)
+
+// CatalogWrites is, per table and write path, the columns a catalog UPDATE
+// may change. delete_decisions is append-only: no path may update it.
+var CatalogWrites = map[string]map[string][]string{
+	"scan_sessions": {
+		PathScanFinish: {"status", "files_seen", "files_new", "files_changed", "files_missing", "files_refused", "error_message", "finished_at"},
+	},
+	"library_files": {
+		PathScanUpsert:     {"root", "size_bytes", "mtime_ns", "is_missing", "needs_hash", "content_hash", "hash_algorithm", "last_seen_scan_id", "updated_at"},
+		PathMarkMissing:    {"is_missing", "updated_at"},
+		PathRecordHash:     {"hash_algorithm", "content_hash", "needs_hash", "hashed_at", "updated_at"},
+		PathMarkNeedsHash:  {"needs_hash", "updated_at"},
+		PathRecordDecision: {"is_missing", "updated_at"},
+	},
+	"delete_decisions": {},
+}
 
 // FileStat is what a scan learned about one file.
 type FileStat struct {
@@ -29,8 +60,10 @@ type ScanCounts struct {
 func (s *Store) StartScanSession(ctx context.Context, jobID int64, roots []string) (int64, error) {
 	b, _ := json.Marshal(roots)
 	var id int64
-	err := s.DB.QueryRowContext(ctx, `INSERT INTO scan_sessions(job_id, roots, status, started_at)
+	err := s.OnPath(ctx, WritePath{"scan_sessions", PathScanStart}, func(q Querier) error {
+		return q.QueryRowContext(ctx, `INSERT INTO scan_sessions(job_id, roots, status, started_at)
 VALUES (?, ?, ?, ?) RETURNING id`, jobID, string(b), StatusRunning, s.NowMS()).Scan(&id)
+	})
 	return id, err
 }
 
@@ -43,13 +76,21 @@ func (s *Store) FinishScanSession(ctx context.Context, id int64, status string, 
 	if errMsg != "" {
 		msg = errMsg
 	}
-	res, err := s.DB.ExecContext(ctx, `UPDATE scan_sessions SET status = ?, files_seen = ?, files_new = ?,
+	var n int64
+	err := s.OnPath(ctx, WritePath{"scan_sessions", PathScanFinish}, func(q Querier) error {
+		res, err := q.ExecContext(ctx, `UPDATE scan_sessions SET status = ?, files_seen = ?, files_new = ?,
 files_changed = ?, files_missing = ?, files_refused = ?, error_message = ?, finished_at = ?
 WHERE id = ? AND status = 'running'`, status, c.Seen, c.New, c.Changed, c.Missing, c.Refused, msg, s.NowMS(), id)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if n == 0 {
 		return fmt.Errorf("scan session %d is not running: %w", id, ErrNotFound)
 	}
 	return nil
@@ -60,7 +101,7 @@ WHERE id = ? AND status = 'running'`, status, c.Seen, c.New, c.Changed, c.Missin
 // and loses its stale hash; every file seen is no longer missing.
 func (s *Store) UpsertFiles(ctx context.Context, sessionID int64, batch []FileStat) (newN, changedN int64, err error) {
 	now := s.NowMS()
-	err = s.Tx(ctx, func(tx *sql.Tx) error {
+	err = s.TxOnPath(ctx, []WritePath{{"library_files", PathScanUpsert}}, func(tx *sql.Tx) error {
 		st, err := tx.PrepareContext(ctx, `INSERT INTO library_files(root, path, size_bytes, mtime_ns, is_missing, needs_hash,
   last_seen_scan_id, created_at, updated_at)
 VALUES (?1, ?2, ?3, ?4, 0, 1, ?5, ?6, ?6)
@@ -107,13 +148,18 @@ func (s *Store) MarkMissing(ctx context.Context, sessionID int64, roots []string
 	for _, r := range roots {
 		args = append(args, r)
 	}
-	res, err := s.DB.ExecContext(ctx, `UPDATE library_files SET is_missing = 1, updated_at = ?
+	var n int64
+	err := s.OnPath(ctx, WritePath{"library_files", PathMarkMissing}, func(q Querier) error {
+		res, err := q.ExecContext(ctx, `UPDATE library_files SET is_missing = 1, updated_at = ?
 WHERE is_missing = 0 AND (last_seen_scan_id IS NULL OR last_seen_scan_id <> ?)
   AND root IN (?`+strings.Repeat(",?", len(roots)-1)+`)`, args...)
-	if err != nil {
-		return 0, err
-	}
-	return res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n, err
 }
 
 // FilesToHash returns up to limit live files needing a hash with id > after.
@@ -147,20 +193,26 @@ WHERE needs_hash = 1 AND is_missing = 0`).Scan(&files, &bytes)
 // and stays needs_hash=1 for the next pass.
 func (s *Store) RecordHash(ctx context.Context, f File, algo, hashHex string) (bool, error) {
 	now := s.NowMS()
-	res, err := s.DB.ExecContext(ctx, `UPDATE library_files SET hash_algorithm = ?, content_hash = ?,
+	var n int64
+	err := s.OnPath(ctx, WritePath{"library_files", PathRecordHash}, func(q Querier) error {
+		res, err := q.ExecContext(ctx, `UPDATE library_files SET hash_algorithm = ?, content_hash = ?,
 needs_hash = 0, hashed_at = ?, updated_at = ?
 WHERE id = ? AND size_bytes = ? AND mtime_ns = ? AND is_missing = 0`, algo, hashHex, now, now, f.ID, f.SizeBytes, f.MtimeNS)
-	if err != nil {
-		return false, err
-	}
-	n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
 	return n == 1, err
 }
 
 // MarkNeedsHash puts f back in the hash queue (its content changed).
 func (s *Store) MarkNeedsHash(ctx context.Context, id int64) error {
-	_, err := s.DB.ExecContext(ctx, `UPDATE library_files SET needs_hash = 1, updated_at = ? WHERE id = ?`, s.NowMS(), id)
-	return err
+	return s.OnPath(ctx, WritePath{"library_files", PathMarkNeedsHash}, func(q Querier) error {
+		_, err := q.ExecContext(ctx, `UPDATE library_files SET needs_hash = 1, updated_at = ? WHERE id = ?`, s.NowMS(), id)
+		return err
+	})
 }
 
 // Decision is one recorded delete decision.
@@ -179,7 +231,8 @@ type Decision struct {
 // is marked missing in the same transaction.
 func (s *Store) RecordDecision(ctx context.Context, d Decision) error {
 	now := s.NowMS()
-	return s.Tx(ctx, func(tx *sql.Tx) error {
+	paths := []WritePath{{"delete_decisions", PathRecordDecision}, {"library_files", PathRecordDecision}}
+	return s.TxOnPath(ctx, paths, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO delete_decisions(job_id, group_key, file_id, path, decision, reason, trash_path, decided_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, d.JobID, d.GroupKey, d.FileID, d.Path, d.Decision, d.Reason, d.TrashPath, now); err != nil {
 			return err

@@ -9,6 +9,11 @@
 // needs: keyset pagination of jobs, duplicate groups and group files, with
 // their cursor and group_key codecs.
 //
-// The policy and executor packages write through their own statements; this
-// package holds only what both sides share.
+// The policy and executor packages write the job tables through their own
+// statements. This package also holds the catalog (catalog.go): the policy
+// side's record of what the executor observed about files, reached by the
+// executor only through its Catalog interface, with the columns each catalog
+// write path may change listed in CatalogWrites. Write-path marks
+// (pathmark.go) let tests' guard triggers check every such write against its
+// own path.
 package store

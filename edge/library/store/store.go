@@ -17,6 +17,8 @@ type Store struct {
 	Path string
 	// Now is the clock every timestamp and lease comparison uses.
 	Now func() time.Time
+
+	marks *marks // write-path marking (tests with guard triggers)
 }
 
 // DSN is the data source name of library.db: the project's SQLite settings

@@ -150,13 +150,33 @@ func (s *Store) Fail(ctx context.Context, j *Job, jerr JobError) (string, error)
 // Release gives j back to the queue without counting it as a failure, for
 // a worker that is shutting down: the job is claimable again at once.
 func (s *Store) Release(ctx context.Context, j *Job) error {
+	return s.release(ctx, j, nil)
+}
+
+// ReleaseError is Release for a job given back because of the worker's
+// machine rather than the job (e.g. its transcoder is missing): no attempt
+// is spent, and jerr's code and capped message are recorded as the job's
+// error_code/last_error so the reason shows in its status.
+func (s *Store) ReleaseError(ctx context.Context, j *Job, jerr JobError) error {
+	jerr.Message = daemon.CapMessage(jerr.Message)
+	if jerr.Code == "" {
+		jerr.Code = string(jerr.Class)
+	}
+	return s.release(ctx, j, &jerr)
+}
+
+func (s *Store) release(ctx context.Context, j *Job, jerr *JobError) error {
 	return s.afterEvents(s.db.Tx(ctx, func(tx *sql.Tx) error {
 		now := s.now()
 		c := j.claim()
 		from := c.Status
-		if err := s.move(ctx, tx, j, &c, schema.StatusQueued, now,
-			"worker_id = NULL, lease_expires_at = NULL, next_attempt_at = ?, attempt_count = attempt_count - 1",
-			sqldb.Micros(now)); err != nil {
+		set := "worker_id = NULL, lease_expires_at = NULL, next_attempt_at = ?, attempt_count = attempt_count - 1"
+		args := []any{sqldb.Micros(now)}
+		if jerr != nil {
+			set += ", error_code = ?, last_error = ?"
+			args = append(args, jerr.Code, jerr.Message)
+		}
+		if err := s.move(ctx, tx, j, &c, schema.StatusQueued, now, set, args...); err != nil {
 			return err
 		}
 		if err := insertEvents(ctx, s.db, tx, []Event{transition(j, from, schema.StatusQueued, c.Seq, now)}); err != nil {

@@ -39,6 +39,8 @@ type rule struct {
 
 var rules = []rule{
 	{ErrOutputTooLarge, inbox.Permanent, "output_too_large"},
+	{ErrStalled, inbox.Retryable, "transcode_stalled"},
+	{transcode.ErrMissing, inbox.Retryable, "ffmpeg_missing"}, // recorded by ReleaseError; no attempt spent
 	{ErrRefreshExhausted, inbox.AuthExpired, "credentials_expired"},
 	{errCredentials, inbox.Retryable, "credentials_unavailable"},
 	{transcode.ErrInvalidMedia, inbox.Permanent, "invalid_media"},

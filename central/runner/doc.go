@@ -4,9 +4,12 @@
 // source from the requester's storage (central/storage), encodes every
 // requested rendition with the system ffmpeg (central/transcode) in a
 // scratch directory of its own, uploads the outputs and records them. A
-// heartbeat renews the lease while any step runs; when a fenced write comes
-// back stale the work context is cancelled, ffmpeg dies with it and the
-// runner never touches that job again.
+// heartbeat renews the lease while the attempt makes progress (ffmpeg's
+// progress reports, bytes fetched or uploaded); when nothing advances for
+// the stall timeout the runner stops renewing and gives the attempt up as
+// transcode_stalled. When a fenced write comes back stale the work context
+// is cancelled, ffmpeg dies with it and the runner never touches that job
+// again.
 //
 // Failures are classified by a table into the inbox's retry classes.
 // Storage answering 401 or 403 starts the credential refresh flow: a signed

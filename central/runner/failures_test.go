@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/vesta-cx/euterpe/central/runner"
 	"github.com/vesta-cx/euterpe/central/schema"
 	"github.com/vesta-cx/euterpe/central/transcode/transcodetest"
+	"github.com/vesta-cx/euterpe/daemon"
 )
 
 var oneOpus = []inbox.Rendition{{Name: "o", Codec: "opus", BitrateKbps: 64}}
@@ -126,8 +128,12 @@ func TestFFmpegMissing(t *testing.T) {
 		id := e.enqueue("in/src.wav", oneOpus, nil)
 		r := e.runner(func(s *runner.Settings) { s.FFmpeg = "ffmpeg-not-installed" })
 		ctx := context.Background()
-		if err := r.Check(ctx); err == nil {
-			t.Fatal("Check passed without ffmpeg")
+		if err := r.Check(ctx); err == nil || !strings.HasPrefix(err.Error(), "ffmpeg_missing: ") {
+			t.Fatalf("Check without ffmpeg: %v", err)
+		}
+		rep := daemon.Probe(ctx, time.Second, r.Checks()...)
+		if got := rep.Checks["ffmpeg"]; rep.Ready || !strings.HasPrefix(got, "error(ffmpeg_missing: ") {
+			t.Fatalf("/ready: ready=%v ffmpeg=%q", rep.Ready, got)
 		}
 		if ok, err := r.RunOnce(ctx); ok || err != nil {
 			t.Fatalf("claimed without ffmpeg: %v %v", ok, err)
@@ -141,8 +147,9 @@ func TestFFmpegMissing(t *testing.T) {
 			t.Fatalf("claim: %v", err)
 		}
 		r.Process(ctx, jobs[0])
-		if v := e.view(id); v.Status != schema.StatusQueued || v.AttemptCount != 0 {
-			t.Fatalf("after release: status %s attempts %d", v.Status, v.AttemptCount)
+		if v := e.view(id); v.Status != schema.StatusQueued || v.AttemptCount != 0 || v.LastError == nil || v.LastError.Code != "ffmpeg_missing" ||
+			!strings.Contains(v.LastError.Message, "ffmpeg-not-installed") {
+			t.Fatalf("after release: status %s attempts %d err %+v", v.Status, v.AttemptCount, v.LastError)
 		}
 		// With ffmpeg back the job runs.
 		v := e.drive(e.runner(nil), id, 20*time.Second)

@@ -96,14 +96,23 @@ func (e *env) runner(mod func(*runner.Settings)) *runner.Runner {
 
 // runnerMetrics is runner with its series recorded in m.
 func (e *env) runnerMetrics(mod func(*runner.Settings), m *runner.Metrics) *runner.Runner {
+	return e.runnerOptions(mod, func(o *runner.Options) { o.Metrics = m })
+}
+
+// runnerOptions is runner with its Options adjusted by opt.
+func (e *env) runnerOptions(mod func(*runner.Settings), opt func(*runner.Options)) *runner.Runner {
 	s := e.settings()
 	if mod != nil {
 		mod(&s)
 	}
-	r, err := runner.New(runner.Options{
+	o := runner.Options{
 		Jobs: e.inbox, Secrets: e.req, Settings: s,
-		WorkerID: "test-" + uuid.NewString()[:8], Metrics: m,
-	})
+		WorkerID: "test-" + uuid.NewString()[:8],
+	}
+	if opt != nil {
+		opt(&o)
+	}
+	r, err := runner.New(o)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -36,11 +36,22 @@ func (r *Runner) Process(ctx context.Context, j *inbox.Job) {
 	dir, cleanup, err := r.scratch.Attempt(j.ID, j.Version)
 	defer cleanup()
 	if err == nil {
+		// Progress feeds the lease: the heartbeat renews it only while the
+		// watchdog has seen progress within the stall timeout, and the
+		// watchdog cancels the work once it has not (ErrStalled).
+		wd := newWatchdog(r.set.Stall())
 		// The store serialises access to j's claim, so the heartbeat and
 		// the work may both write through it.
 		err = lease.Keep(ctx, r.set.LeaseTTL,
-			func(ctx context.Context) error { return r.jobs.Heartbeat(ctx, j, r.set.LeaseTTL) },
-			func(ctx context.Context) error { return r.execute(ctx, j, dir, log) },
+			func(ctx context.Context) error {
+				if wd.stalled() {
+					return nil // no renewal: the work is being cancelled
+				}
+				return r.jobs.Heartbeat(ctx, j, r.set.LeaseTTL)
+			},
+			func(ctx context.Context) error {
+				return wd.supervise(ctx, func(ctx context.Context) error { return r.execute(ctx, j, dir, log, wd) })
+			},
 			lease.OnRenewError(func(err error) {
 				log.Warn("lease renewal failed; retrying at the next heartbeat", "lease_ttl", r.set.LeaseTTL, "err", err)
 			}))
@@ -62,11 +73,16 @@ func (r *Runner) finish(ctx context.Context, j *inbox.Job, err error, log *slog.
 		log.Warn("lease lost; abandoning job", "err", err)
 	case ctx.Err() != nil || infrastructure(err):
 		r.metrics.Attempts.WithLabelValues(OutcomeReleased).Inc()
+		var rerr error
 		if infrastructure(err) {
 			r.missing.Store(true)
-			log.Error("transcoder missing; giving job back without spending an attempt", "err", err)
+			jerr := classify(err)
+			log.Error("transcoder missing; giving job back without spending an attempt", "code", jerr.Code, "err", err)
+			rerr = r.jobs.ReleaseError(wctx, j, jerr)
+		} else {
+			rerr = r.jobs.Release(wctx, j)
 		}
-		if rerr := r.jobs.Release(wctx, j); rerr != nil && !errors.Is(rerr, lease.ErrStale) {
+		if rerr != nil && !errors.Is(rerr, lease.ErrStale) {
 			log.Warn("release failed; the lease will expire instead", "err", rerr)
 		}
 	default:
@@ -82,7 +98,9 @@ func (r *Runner) finish(ctx context.Context, j *inbox.Job, err error, log *slog.
 }
 
 // execute is one attempt: fetch, transcode each rendition, upload, succeed.
-func (r *Runner) execute(ctx context.Context, j *inbox.Job, dir string, log *slog.Logger) error {
+// Each step touches wd as it moves: bytes fetched, ffmpeg progress, bytes
+// uploaded.
+func (r *Runner) execute(ctx context.Context, j *inbox.Job, dir string, log *slog.Logger, wd *watchdog) error {
 	rends := make([]transcode.Rendition, len(j.Renditions))
 	for i, x := range j.Renditions {
 		rends[i] = transcode.Rendition{Name: x.Name, Codec: x.Codec, BitrateKbps: x.BitrateKbps,
@@ -98,8 +116,8 @@ func (r *Runner) execute(ctx context.Context, j *inbox.Job, dir string, log *slo
 	}
 	srcPath := filepath.Join(dir, "source")
 	var srcSize int64
-	err := r.withRefresh(ctx, j, "fetch", func(c credentials.Storage) error {
-		n, err := r.fetch(ctx, j, c, srcPath)
+	err := r.withRefresh(ctx, j, wd, "fetch", func(c credentials.Storage) error {
+		n, err := r.fetch(ctx, j, c, srcPath, wd)
 		srcSize = n
 		return err
 	})
@@ -115,7 +133,8 @@ func (r *Runner) execute(ctx context.Context, j *inbox.Job, dir string, log *slo
 	if srcSize > guardThreshold {
 		limit = guardFactor * srcSize
 	}
-	outs, err := r.transcodeAll(ctx, j, rends, srcPath, dir, limit)
+	wd.touch()
+	outs, err := r.transcodeAll(ctx, j, wd, rends, srcPath, dir, limit)
 	if err != nil {
 		return err
 	}
@@ -125,12 +144,18 @@ func (r *Runner) execute(ctx context.Context, j *inbox.Job, dir string, log *slo
 	if err := r.jobs.Advance(ctx, j, schema.StatusUploading); err != nil {
 		return err
 	}
+	wd.touch()
 	files := make([]inbox.OutputFile, len(outs))
+	sent := storage.OnProgress(func(n int) {
+		if n > 0 {
+			wd.touch()
+		}
+	})
 	for i, o := range outs {
 		key := storage.ObjectKey(j.Output.Prefix, o.rend.FileName())
-		err := r.withRefresh(ctx, j, "upload", func(c credentials.Storage) error {
+		err := r.withRefresh(ctx, j, wd, "upload", func(c credentials.Storage) error {
 			_, err := r.store.Upload(ctx, storage.Bucket{Endpoint: j.Output.Endpoint, Region: j.Output.Region, Name: j.Output.Bucket},
-				key, o.path, o.rend.ContentType(), s3Creds(&c.Output))
+				key, o.path, o.rend.ContentType(), s3Creds(&c.Output), sent)
 			return err
 		})
 		if err != nil {
@@ -146,8 +171,9 @@ func (r *Runner) execute(ctx context.Context, j *inbox.Job, dir string, log *slo
 	return r.jobs.Succeed(ctx, j, files)
 }
 
-// fetch downloads the source into path, replacing any partial earlier try.
-func (r *Runner) fetch(ctx context.Context, j *inbox.Job, c credentials.Storage, path string) (int64, error) {
+// fetch downloads the source into path, replacing any partial earlier try;
+// every chunk written touches wd.
+func (r *Runner) fetch(ctx context.Context, j *inbox.Job, c credentials.Storage, path string, wd *watchdog) (int64, error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return 0, err
@@ -158,7 +184,7 @@ func (r *Runner) fetch(ctx context.Context, j *inbox.Job, c credentials.Storage,
 	if c.Source != nil {
 		creds = s3Creds(c.Source)
 	}
-	n, err := r.store.Fetch(ctx, src, creds, f, int64(r.set.MaxSourceBytes))
+	n, err := r.store.Fetch(ctx, src, creds, touchWriter{f, wd}, int64(r.set.MaxSourceBytes))
 	if cerr := f.Close(); err == nil && cerr != nil {
 		return n, cerr
 	}
@@ -181,8 +207,10 @@ type output struct {
 // ffprobe reads the source alongside the first ffmpeg run (the percentage
 // is known once it answers); media ffprobe rejects fails the job as
 // invalid_media whatever ffmpeg did. limit > 0 caps each output's size (the
-// §11 guardrail): ffmpeg is stopped as soon as its output passes it.
-func (r *Runner) transcodeAll(ctx context.Context, j *inbox.Job, rends []transcode.Rendition, src, dir string, limit int64) ([]output, error) {
+// §11 guardrail): ffmpeg is stopped as soon as its output passes it. Every
+// ffmpeg progress report that advanced (media time or output size) touches
+// wd; a hung ffmpeg stops touching it.
+func (r *Runner) transcodeAll(ctx context.Context, j *inbox.Job, wd *watchdog, rends []transcode.Rendition, src, dir string, limit int64) ([]output, error) {
 	type probed struct {
 		info transcode.Info
 		err  error
@@ -214,7 +242,12 @@ func (r *Runner) transcodeAll(ctx context.Context, j *inbox.Job, rends []transco
 	for i, rd := range rends {
 		path := filepath.Join(dir, "out-"+rd.FileName())
 		tctx, cancel := context.WithCancelCause(ctx)
+		var seen transcode.Progress
 		encoded, err := r.tools.Transcode(tctx, rd, src, path, 0, func(p transcode.Progress) {
+			if p.Done > seen.Done || p.Size > seen.Size {
+				seen = p
+				wd.touch()
+			}
 			if limit > 0 && p.Size > limit {
 				cancel(ErrOutputTooLarge)
 			}
@@ -234,7 +267,7 @@ func (r *Runner) transcodeAll(ctx context.Context, j *inbox.Job, rends []transco
 		if err != nil {
 			return nil, fmt.Errorf("rendition %s: %w", rd.Name, err)
 		}
-		o, err := describe(rd, path, encoded)
+		o, err := describe(rd, path, encoded, wd)
 		if err != nil {
 			return nil, err
 		}
@@ -247,8 +280,9 @@ func (r *Runner) transcodeAll(ctx context.Context, j *inbox.Job, rends []transco
 }
 
 // describe measures an output: its size and SHA-256, streaming the file
-// through the hash; duration is what ffmpeg reported encoding.
-func describe(rd transcode.Rendition, path string, duration time.Duration) (output, error) {
+// through the hash (each chunk touches wd); duration is what ffmpeg
+// reported encoding.
+func describe(rd transcode.Rendition, path string, duration time.Duration, wd *watchdog) (output, error) {
 	o := output{rend: rd, path: path, duration: duration}
 	f, err := os.Open(path)
 	if err != nil {
@@ -256,7 +290,7 @@ func describe(rd transcode.Rendition, path string, duration time.Duration) (outp
 	}
 	defer f.Close()
 	h := sha256.New()
-	n, err := io.CopyBuffer(h, f, make([]byte, 256<<10))
+	n, err := io.CopyBuffer(touchWriter{h, wd}, f, make([]byte, 256<<10))
 	if err != nil {
 		return o, err
 	}

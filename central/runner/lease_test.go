@@ -2,12 +2,14 @@ package runner_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/vesta-cx/euterpe/central/inbox"
 	"github.com/vesta-cx/euterpe/central/runner"
 	"github.com/vesta-cx/euterpe/central/schema"
+	"github.com/vesta-cx/euterpe/daemon/lease"
 )
 
 // TestStaleRunnerStops: a runner whose lease was reclaimed mid-transcode
@@ -25,6 +27,7 @@ func TestStaleRunnerStops(t *testing.T) {
 			done <- time.Now()
 		}()
 		waitStatus(t, e, id, schema.StatusProcessing, 20*time.Second)
+		waitFor(t, 10*time.Second, "ffmpeg running in the scratch dir", func() bool { return len(processesUsing(e.tmp)) > 0 })
 
 		// Another runner whose clock is an hour ahead sees the lease as
 		// expired: it reclaims the job under a new claim_version.
@@ -34,6 +37,15 @@ func TestStaleRunnerStops(t *testing.T) {
 			t.Fatalf("reclaim: %v (%d jobs)", err, len(jobs))
 		}
 		reclaimed := time.Now()
+		// The stale runner's next heartbeat finds the lease lost and kills
+		// its ffmpeg: nothing works in the scratch dir any more.
+		killBy := reclaimed.Add(2*lease.HeartbeatInterval(600*time.Millisecond) + 500*time.Millisecond)
+		for len(processesUsing(e.tmp)) > 0 {
+			if time.Now().After(killBy) {
+				t.Fatalf("stale runner's ffmpeg still running %v after the reclaim: %v", time.Since(reclaimed), processesUsing(e.tmp))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 		var stopped time.Time
 		select {
 		case stopped = <-done:
@@ -72,6 +84,62 @@ func reclaimedOn(t *testing.T, e *env, j *inbox.Job) *inbox.Job {
 		t.Fatal(err)
 	}
 	return j
+}
+
+// TestHeartbeatKeepsLease: two runner loops share one database and the
+// lease is 300 ms while the job takes several lease lengths. Only the
+// heartbeat keeps the other runner from reclaiming it: the job succeeds on
+// its first claim (attempt_count 1, claim_version 1, one claimed event).
+func TestHeartbeatKeepsLease(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *env) {
+		const ttl = 300 * time.Millisecond
+		e.putWAV("in/long.wav", 240)
+		id := e.enqueue("in/long.wav", []inbox.Rendition{
+			{Name: "opus", Codec: "opus", BitrateKbps: 128},
+			{Name: "hi", Codec: "flac", SampleRateHz: 96000},
+		}, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for range 2 {
+			r := e.runner(func(s *runner.Settings) { s.LeaseTTL = ttl })
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := r.Run(ctx); err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			}()
+		}
+		defer func() { cancel(); wg.Wait() }()
+		waitStatus(t, e, id, schema.StatusProcessing, 20*time.Second)
+		processing := time.Now()
+		var v *inbox.View
+		waitFor(t, 60*time.Second, "job finished", func() bool {
+			v = e.view(id)
+			return inbox.Transitions.IsTerminal(v.Status)
+		})
+		if d := time.Since(processing); d < 3*ttl {
+			t.Fatalf("transcoding took %v, under three lease lengths: the test proves nothing", d)
+		}
+		ev := e.events(id)
+		if v.Status != schema.StatusSucceeded || v.AttemptCount != 1 || v.ClaimVersion != 1 || count(ev, schema.StatusClaimed) != 1 {
+			t.Fatalf("status %s attempts %d claim_version %d err %+v events %v", v.Status, v.AttemptCount, v.ClaimVersion, v.LastError, ev)
+		}
+		if n := len(e.outputs(v)); n != 2 {
+			t.Fatalf("%d outputs", n)
+		}
+	})
+}
+
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for: %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func waitStatus(t *testing.T, e *env, id, status string, within time.Duration) {

@@ -88,7 +88,10 @@ func scrub(err error) error {
 // followed by the next counted refresh attempt. When the budget is spent
 // or the job has no refresh_url, the attempt fails with
 // ErrRefreshExhausted and takes the normal retry path.
-func (r *Runner) withRefresh(ctx context.Context, j *inbox.Job, opName string, op func(credentials.Storage) error) error {
+//
+// The refresh flow is bounded (the budget times RefreshWait) and touches wd
+// while it waits, so waiting for a requester is not taken for a stall.
+func (r *Runner) withRefresh(ctx context.Context, j *inbox.Job, wd *watchdog, opName string, op func(credentials.Storage) error) error {
 	for {
 		creds, version, err := r.jobs.Credentials(ctx, j)
 		if err != nil {
@@ -109,7 +112,7 @@ func (r *Runner) withRefresh(ctx context.Context, j *inbox.Job, opName string, o
 		if j.RefreshURL == "" {
 			return fmt.Errorf("%w (no refresh_url): %w", ErrRefreshExhausted, err)
 		}
-		if err := r.refreshUntilAdvanced(ctx, j, opName, se.Status, version, err); err != nil {
+		if err := r.refreshUntilAdvanced(ctx, j, wd, opName, se.Status, version, err); err != nil {
 			return err
 		}
 		// credential_version advanced: op runs again with the new credentials.
@@ -121,7 +124,7 @@ func (r *Runner) withRefresh(ctx context.Context, j *inbox.Job, opName string, o
 // EUTERPE_MAX_REFRESH_ATTEMPTS), until credential_version moves past
 // version. rejected is the storage error that started the flow; it is
 // wrapped in ErrRefreshExhausted when the budget runs out first.
-func (r *Runner) refreshUntilAdvanced(ctx context.Context, j *inbox.Job, opName string, status, version int, rejected error) error {
+func (r *Runner) refreshUntilAdvanced(ctx context.Context, j *inbox.Job, wd *watchdog, opName string, status, version int, rejected error) error {
 	for {
 		allowed, err := r.jobs.CountRefreshAttempt(ctx, j)
 		if err != nil {
@@ -130,7 +133,7 @@ func (r *Runner) refreshUntilAdvanced(ctx context.Context, j *inbox.Job, opName 
 		if !allowed {
 			return fmt.Errorf("%w (refresh budget spent): %w", ErrRefreshExhausted, rejected)
 		}
-		advanced, err := r.requestRefresh(ctx, j, opName, status, version)
+		advanced, err := r.requestRefresh(ctx, j, wd, opName, status, version)
 		if err != nil {
 			return err
 		}
@@ -146,7 +149,8 @@ func (r *Runner) refreshUntilAdvanced(ctx context.Context, j *inbox.Job, opName 
 // requestRefresh calls refresh_url and waits up to RefreshWait for the
 // job's credential_version to move past version. Only a lost lease or a
 // shutdown is returned as an error.
-func (r *Runner) requestRefresh(ctx context.Context, j *inbox.Job, op string, status, version int) (bool, error) {
+func (r *Runner) requestRefresh(ctx context.Context, j *inbox.Job, wd *watchdog, op string, status, version int) (bool, error) {
+	wd.touch()
 	secrets, err := r.secrets.SigningKeys(ctx, j.RequesterID)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -169,6 +173,7 @@ func (r *Runner) requestRefresh(ctx context.Context, j *inbox.Job, op string, st
 	deadline := time.Now().Add(r.set.RefreshWait)
 	poll := min(250*time.Millisecond, r.set.RefreshWait/4)
 	for {
+		wd.touch() // a bounded wait for the requester, not a stall
 		v, err := r.jobs.CredentialVersion(ctx, j.ID)
 		if err == nil && v > version {
 			return true, nil

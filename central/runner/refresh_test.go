@@ -23,6 +23,7 @@ import (
 // checks the signature like a real requester would and, when update is set,
 // answers by sending new credentials to euterpe.
 type requester struct {
+	hits   atomic.Int32 // every request that reached the receiver
 	calls  atomic.Int32
 	bad    atomic.Int32 // requests whose signature did not verify
 	srv    *httptest.Server
@@ -33,6 +34,7 @@ func (e *env) newRequester(update func(jobID string) error) *requester {
 	rq := &requester{update: update}
 	secret := []byte(e.requester.WebhookSecret)
 	rq.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rq.hits.Add(1)
 		body, _ := io.ReadAll(r.Body)
 		if _, err := webhook.Verify([][]byte{secret}, r.Header, body, time.Now()); err != nil {
 			rq.bad.Add(1)

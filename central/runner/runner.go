@@ -27,6 +27,7 @@ type Jobs interface {
 	Succeed(ctx context.Context, j *inbox.Job, outputs []inbox.OutputFile) error
 	Fail(ctx context.Context, j *inbox.Job, jerr inbox.JobError) (string, error)
 	Release(ctx context.Context, j *inbox.Job) error
+	ReleaseError(ctx context.Context, j *inbox.Job, jerr inbox.JobError) error
 	Credentials(ctx context.Context, j *inbox.Job) (credentials.Storage, int, error)
 	CountRefreshAttempt(ctx context.Context, j *inbox.Job) (bool, error)
 	CredentialVersion(ctx context.Context, jobID string) (int, error)
@@ -84,6 +85,9 @@ func New(o Options) (*Runner, error) {
 	if o.Jobs == nil || o.Secrets == nil {
 		return nil, errors.New("runner: Jobs and Secrets are required")
 	}
+	if err := o.Settings.Validate(); err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -121,10 +125,15 @@ func New(o Options) (*Runner, error) {
 func (r *Runner) Close() error { return r.scratch.Close() }
 
 // Check is the runner's readiness probe: ffmpeg and ffprobe must be on PATH.
+// Its error starts with the error code, so /ready shows
+// "error(ffmpeg_missing: …)".
 func (r *Runner) Check(ctx context.Context) error {
 	err := r.tools.Check(ctx)
 	r.missing.Store(err != nil)
-	return err
+	if err != nil {
+		return fmt.Errorf("%s: %w", transcode.Code(err), err)
+	}
+	return nil
 }
 
 // Checks lists the runner's readiness checks for /ready.

@@ -1,11 +1,13 @@
 package runner
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/daemon/lease"
 )
 
 // Settings configure the runner role.
@@ -18,6 +20,36 @@ type Settings struct {
 	RefreshWait     time.Duration
 	FFmpeg, FFprobe string
 	StorageTimeout  time.Duration
+	// StallTimeout is how long an attempt may go without progress (an
+	// ffmpeg progress report that advanced, bytes fetched or uploaded)
+	// before the runner stops renewing its lease and fails the attempt
+	// with transcode_stalled. 0 means max(2×LeaseTTL, 60s).
+	StallTimeout time.Duration
+}
+
+// minStallTimeout is the floor of the automatic stall timeout.
+const minStallTimeout = 60 * time.Second
+
+// Stall is the stall timeout in force: StallTimeout, or max(2×LeaseTTL,
+// 60s) when it is 0.
+func (s Settings) Stall() time.Duration {
+	if s.StallTimeout > 0 {
+		return s.StallTimeout
+	}
+	return max(2*s.LeaseTTL, minStallTimeout)
+}
+
+// Validate checks relations between settings: a stall timeout must be
+// longer than the heartbeat interval, or a beat could never see progress.
+func (s Settings) Validate() error {
+	if s.StallTimeout < 0 {
+		return &daemon.SettingError{Setting: "EUTERPE_RUNNER_STALL_TIMEOUT", Value: s.StallTimeout.String(), Reason: "must not be negative"}
+	}
+	if hb := lease.HeartbeatInterval(s.LeaseTTL); s.StallTimeout > 0 && s.StallTimeout <= hb {
+		return &daemon.SettingError{Setting: "EUTERPE_RUNNER_STALL_TIMEOUT", Value: s.StallTimeout.String(),
+			Reason: fmt.Sprintf("must be longer than the heartbeat interval (%s, a third of EUTERPE_RUNNER_LEASE_TTL=%s)", hb, s.LeaseTTL)}
+	}
+	return nil
 }
 
 // DefaultSettings are the values used when nothing is configured.
@@ -56,5 +88,8 @@ func Bind(c *daemon.Config) *Settings {
 	c.String(&s.FFprobe, "ffprobe", "EUTERPE_FFPROBE", d.FFprobe, "ffprobe program name or path", nil)
 	c.Duration(&s.StorageTimeout, "runner-storage-timeout", "EUTERPE_RUNNER_STORAGE_TIMEOUT", d.StorageTimeout, time.Second, 10*time.Minute,
 		"how long object storage may take to start answering a request")
+	c.Duration(&s.StallTimeout, "runner-stall-timeout", "EUTERPE_RUNNER_STALL_TIMEOUT", d.StallTimeout, 0, 24*time.Hour,
+		"how long a job may make no progress (ffmpeg progress, bytes moved) before the runner gives it up as transcode_stalled; 0 means max(2×lease TTL, 60s)")
+	c.Check(func() error { return s.Validate() }) // after Parse has filled s
 	return s
 }

@@ -8,7 +8,8 @@
 //
 // Every failure is an *Error carrying the HTTP status (0 for a network
 // failure) and a Class from a table: retryable, throttled (429), auth (401
-// and 403, which start a credential refresh) or final. Credentials are
+// and 403, which start a credential refresh) or final (an address the
+// outbound policy of central/ssrf refuses is final: destination_refused). Credentials are
 // taken per call and never kept, logged or put into an error.
 //
 // S3 access uses minio-go/v7: it is a single, dependency-light module with

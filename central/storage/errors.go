@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+
+	"github.com/vesta-cx/euterpe/central/ssrf"
 )
 
 // Class says what the runner should do about a storage failure.
 type Class int
 
 const (
-	// Final: retrying cannot help (e.g. 404, 400, a source over the limit).
+	// Final: retrying cannot help (e.g. 404, 400, a source over the limit,
+	// an endpoint the outbound address policy refuses).
 	Final Class = iota
 	// Retryable: back off with jitter and try again (network errors, 423,
 	// 500, 502, 503, 504).
@@ -93,6 +96,8 @@ func (e *Error) ErrorCode() string {
 	switch {
 	case errors.Is(e.Err, ErrTooLarge):
 		return "source_too_large"
+	case errors.Is(e.Err, ssrf.ErrRefused):
+		return "destination_refused"
 	case e.class == Auth:
 		return "storage_auth"
 	case e.Status == http.StatusNotFound && e.Op == "fetch":
@@ -108,13 +113,17 @@ func (e *Error) ErrorCode() string {
 }
 
 // newError classifies a failure by status; status 0 is a network error and
-// retryable unless the context itself ended.
+// retryable unless the context itself ended or the address policy refused
+// the endpoint (central/ssrf): the same job would be refused on every try,
+// so that is final rather than a retry loop spending the job's attempts.
 func newError(op, target string, status int, code string, err error) *Error {
 	e := &Error{Op: op, Target: target, Status: status, Code: code, Err: err}
 	switch {
 	case status == 0 && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		e.class = Final
 	case status == 0 && errors.Is(err, ErrTooLarge):
+		e.class = Final
+	case status == 0 && errors.Is(err, ssrf.ErrRefused):
 		e.class = Final
 	case status == 0:
 		e.class = Retryable

@@ -199,10 +199,30 @@ func tooLarge(size, limit int64) error {
 	return fmt.Errorf("%w: %d bytes > limit %d", ErrTooLarge, size, limit)
 }
 
+// UploadOption adjusts one Upload.
+type UploadOption func(*minio.PutObjectOptions)
+
+// OnProgress makes Upload call fn with the number of bytes of the file read
+// for sending, each time a chunk is read (fn must be cheap and safe for
+// concurrent use: parts are sent two at a time). A part sent again after a
+// failure counts again.
+func OnProgress(fn func(n int)) UploadOption {
+	return func(o *minio.PutObjectOptions) { o.Progress = progressHook(fn) }
+}
+
+// progressHook is the io.Reader minio reads as many bytes from as it read
+// from the file.
+type progressHook func(n int)
+
+func (h progressHook) Read(p []byte) (int, error) {
+	h(len(p))
+	return len(p), nil
+}
+
 // Upload stores the local file at path as bucket/key with contentType. The
 // size is known from the file, so minio streams parts straight from it
 // (io.ReaderAt) instead of buffering them.
-func (c *Client) Upload(ctx context.Context, b Bucket, key, path, contentType string, creds Credentials) (int64, error) {
+func (c *Client) Upload(ctx context.Context, b Bucket, key, path, contentType string, creds Credentials, opts ...UploadOption) (int64, error) {
 	target := b.Name + "/" + key
 	f, err := os.Open(path)
 	if err != nil {
@@ -217,11 +237,15 @@ func (c *Client) Upload(ctx context.Context, b Bucket, key, path, contentType st
 	if err != nil {
 		return 0, newError("upload", target, 0, "", err)
 	}
-	_, err = cl.PutObject(ctx, b.Name, key, f, fi.Size(), minio.PutObjectOptions{
+	po := minio.PutObjectOptions{
 		ContentType: contentType,
 		PartSize:    c.PartSize,
 		NumThreads:  2,
-	})
+	}
+	for _, o := range opts {
+		o(&po)
+	}
+	_, err = cl.PutObject(ctx, b.Name, key, f, fi.Size(), po)
 	if err != nil {
 		return 0, s3Error("upload", target, err)
 	}

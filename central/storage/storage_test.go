@@ -9,11 +9,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/vesta-cx/euterpe/central/ssrf"
 	"github.com/vesta-cx/euterpe/central/storage"
 	"github.com/vesta-cx/euterpe/central/storage/storagetest"
 	"github.com/vesta-cx/euterpe/daemon/testsvc"
@@ -47,9 +49,14 @@ func TestUploadAndFetchRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 		key := storage.ObjectKey("jobs/j1/", "out.bin")
-		n, err := c.Upload(ctx, storage.Bucket{Endpoint: b.Endpoint, Region: b.Region, Name: b.Name}, key, path, "audio/ogg", creds(b))
+		var sent atomic.Int64
+		n, err := c.Upload(ctx, storage.Bucket{Endpoint: b.Endpoint, Region: b.Region, Name: b.Name}, key, path, "audio/ogg", creds(b),
+			storage.OnProgress(func(n int) { sent.Add(int64(n)) }))
 		if err != nil || n != int64(size) {
 			t.Fatalf("upload %d: n=%d err=%v", size, n, err)
+		}
+		if sent.Load() != int64(size) {
+			t.Fatalf("upload %d: progress reported %d bytes", size, sent.Load())
 		}
 		var got bytes.Buffer
 		src := storage.Source{Bucket: storage.Bucket{Endpoint: b.Endpoint, Region: b.Region, Name: b.Name}, Key: key}
@@ -160,6 +167,8 @@ func TestErrorClasses(t *testing.T) {
 		{"503", 503, good, creds(b), storage.Retryable, "storage_unavailable", 503},
 		{"504", 504, good, creds(b), storage.Retryable, "storage_unavailable", 504},
 		{"429", 429, good, creds(b), storage.Throttled, "storage_throttled", 429},
+		{"401", 401, good, creds(b), storage.Auth, "storage_auth", 401},
+		{"403", 403, good, creds(b), storage.Auth, "storage_auth", 403},
 		{"400", 400, good, creds(b), storage.Final, "storage_rejected", 400},
 		{"wrong secret (real 403)", 0, good, storage.Credentials{AccessKeyID: b.AccessKey, SecretAccessKey: "wrong"}, storage.Auth, "storage_auth", 403},
 		{"missing key (real 404)", 0, storage.Source{Bucket: good.Bucket, Key: "nope"}, creds(b), storage.Final, "source_not_found", 404},
@@ -194,6 +203,59 @@ func TestErrorClasses(t *testing.T) {
 	_, err = c.Upload(ctx, good.Bucket, "o", path, "audio/ogg", storage.Credentials{AccessKeyID: "nobody", SecretAccessKey: "x"})
 	if cl, _ := storage.ClassOf(err); cl != storage.Auth {
 		t.Fatalf("upload bad key: %v", err)
+	}
+}
+
+// TestRefusedDestination: with the outbound address policy in force (no
+// private addresses), an endpoint or signed URL on loopback is refused
+// before any request leaves; the failure is final (destination_refused),
+// since every retry would be refused the same way.
+func TestRefusedDestination(t *testing.T) {
+	b := testsvc.S3(t)
+	putRandom(t, b, "k", 1024)
+	p := storagetest.New(t, b.Endpoint)
+	c := storage.NewClient(storage.Options{HeaderTimeout: 2 * time.Second, Control: ssrf.Policy{}.Control})
+	ctx := context.Background()
+	bucket := storage.Bucket{Endpoint: p.URL, Region: b.Region, Name: b.Name}
+	path := filepath.Join(t.TempDir(), "o")
+	if err := os.WriteFile(path, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		call func() error
+	}{
+		{"object fetch", func() error {
+			_, err := c.Fetch(ctx, storage.Source{Bucket: bucket, Key: "k"}, creds(b), io.Discard, 0)
+			return err
+		}},
+		{"signed URL fetch", func() error {
+			_, err := c.Fetch(ctx, storage.Source{URL: p.URL + "/" + b.Name + "/k?X-Amz-Signature=abc"}, storage.Credentials{}, io.Discard, 0)
+			return err
+		}},
+		{"upload", func() error {
+			_, err := c.Upload(ctx, bucket, "o", path, "audio/ogg", creds(b))
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			var se *storage.Error
+			if !errors.As(err, &se) || !errors.Is(err, ssrf.ErrRefused) {
+				t.Fatalf("got %v, want a refused *storage.Error", err)
+			}
+			if se.Class() != storage.Final || se.ErrorCode() != "destination_refused" || se.Status != 0 {
+				t.Fatalf("got class=%v code=%s status=%d (%v)", se.Class(), se.ErrorCode(), se.Status, err)
+			}
+			if bytes.Contains([]byte(err.Error()), []byte("abc")) {
+				t.Fatalf("error leaks the signed query: %v", err)
+			}
+		})
+	}
+	for _, m := range []string{http.MethodHead, http.MethodGet, http.MethodPut, http.MethodPost} {
+		if n := p.Requests(m); n != 0 {
+			t.Fatalf("%d %s requests reached storage", n, m)
+		}
 	}
 }
 

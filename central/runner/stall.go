@@ -1,0 +1,111 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync/atomic"
+	"time"
+)
+
+// ErrStalled: an attempt made no progress (no advancing ffmpeg progress
+// report, no bytes fetched or uploaded) for the stall timeout. The runner
+// stops renewing the job's lease and the attempt is retried with backoff.
+var ErrStalled = errors.New("no progress within the stall timeout")
+
+// watchdog is an attempt's progress clock. Progress (ffmpeg's -progress
+// reports that advanced, bytes moved to or from storage, a refresh wait
+// still in its bounded window) touches it; the heartbeat renews the lease
+// only while it is fresh, and watch cancels the work once it is not. So a
+// hung ffmpeg or a storage stream that stopped moving gives its job up
+// instead of holding it forever under a timer-driven heartbeat. A nil
+// *watchdog ignores touches and never stalls.
+type watchdog struct {
+	timeout time.Duration
+	last    atomic.Int64 // unix nanoseconds of the last progress
+	stall   atomic.Bool  // latched once the timeout passed
+}
+
+func newWatchdog(timeout time.Duration) *watchdog {
+	w := &watchdog{timeout: timeout}
+	w.touch()
+	return w
+}
+
+// touch records progress now.
+func (w *watchdog) touch() {
+	if w != nil {
+		w.last.Store(time.Now().UnixNano())
+	}
+}
+
+// stalled reports (and latches) that nothing advanced for the timeout.
+func (w *watchdog) stalled() bool {
+	if w == nil {
+		return false
+	}
+	if w.stall.Load() {
+		return true
+	}
+	if time.Since(time.Unix(0, w.last.Load())) > w.timeout {
+		w.stall.Store(true)
+		return true
+	}
+	return false
+}
+
+// watch checks the clock a few times per timeout and cancels the work
+// with ErrStalled once it has stalled. It returns when ctx ends.
+func (w *watchdog) watch(ctx context.Context, cancel context.CancelCauseFunc) {
+	t := time.NewTicker(max(w.timeout/4, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if w.stalled() {
+				cancel(fmt.Errorf("%w (%s)", ErrStalled, w.timeout))
+				return
+			}
+		}
+	}
+}
+
+// supervise runs work under the watchdog: work's context is cancelled with
+// ErrStalled when progress stops, and the stall (not the bare
+// cancellation it caused) is what supervise returns then.
+func (w *watchdog) supervise(ctx context.Context, work func(context.Context) error) error {
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.watch(wctx, cancel)
+	}()
+	err := work(wctx)
+	cancel(nil)
+	<-done
+	if err == nil {
+		return nil
+	}
+	if cause := context.Cause(wctx); errors.Is(cause, ErrStalled) {
+		return cause
+	}
+	return err
+}
+
+// touchWriter touches the watchdog on every write that moved bytes.
+type touchWriter struct {
+	w  io.Writer
+	wd *watchdog
+}
+
+func (t touchWriter) Write(p []byte) (int, error) {
+	n, err := t.w.Write(p)
+	if n > 0 {
+		t.wd.touch()
+	}
+	return n, err
+}

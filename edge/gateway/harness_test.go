@@ -42,12 +42,25 @@ func testSettings() gateway.Settings {
 
 func startServer(t testing.TB, set gateway.Settings) *server {
 	t.Helper()
+	return startRecordedServer(t, set, nil)
+}
+
+// startRecordedServer is startServer with every command the gateway sends
+// (shared pool and SSE reader) recorded in cmds, when not nil.
+func startRecordedServer(t testing.TB, set gateway.Settings, cmds *testsvc.CommandLog) *server {
+	t.Helper()
 	rdb, opt := testsvc.Redis(t)
 	// A name of its own, so connection counts never include another
 	// test's connections that the server has not finished closing.
 	opt.ClientName = fmt.Sprintf("euterpe-edge-test-%d", serverSeq.Add(1))
 	opt.PoolSize = 8
+	if cmds != nil {
+		cmds.Attach(opt)
+	}
 	shared := redis.NewClient(opt)
+	if cmds != nil {
+		shared.AddHook(cmds)
+	}
 	t.Cleanup(func() { _ = shared.Close() })
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	store := jobs.NewStore(shared)

@@ -84,6 +84,10 @@ pg_up() {
 tools_up() {
   need_pkg ffmpeg ffmpeg
   need_pkg b3sum b3sum
+  # independent checks of the webhook signature and the README's receiver snippets
+  need_pkg python3 python3
+  need_pkg node nodejs
+  need_pkg openssl openssl
   command -v gcc >/dev/null 2>&1 || need_pkg gcc gcc   # the race detector needs cgo
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/vesta-cx/euterpe/central/inbox"
 	"github.com/vesta-cx/euterpe/central/requesters"
 	"github.com/vesta-cx/euterpe/central/schema"
+	"github.com/vesta-cx/euterpe/central/ssrf"
 	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 	"github.com/vesta-cx/euterpe/daemon/sqldb/sqltest"
@@ -55,6 +56,17 @@ func (c *clock) Add(d time.Duration) {
 
 func start(t *testing.T, db *sqldb.DB) *env {
 	t.Helper()
+	return startWith(t, db, func(u string) error {
+		if strings.Contains(u, "169.254.") {
+			return fmt.Errorf("address refused")
+		}
+		return nil
+	})
+}
+
+// startWith is start with checkURL as the API's address policy.
+func startWith(t *testing.T, db *sqldb.DB, checkURL func(string) error) *env {
+	t.Helper()
 	keys, err := credentials.ParseKeyring("k1:"+credentials.NewKey(), "")
 	if err != nil {
 		t.Fatal(err)
@@ -68,12 +80,7 @@ func start(t *testing.T, db *sqldb.DB) *env {
 	echo := daemon.NewEcho(log)
 	api.New(api.Config{DB: db, Inbox: e.inbox, Requesters: e.reqs, Log: log,
 		Idempotency: idempotency.New(db, time.Hour, clk.Now),
-		CheckURL: func(u string) error {
-			if strings.Contains(u, "169.254.") {
-				return fmt.Errorf("address refused")
-			}
-			return nil
-		}}).Mount(echo)
+		CheckURL:    checkURL}).Mount(echo)
 	ln, err := daemon.Listen("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -389,6 +396,47 @@ func TestNoCredentialLeaks(t *testing.T) {
 		}
 		if strings.Contains(e.logs.String(), secret) {
 			t.Fatal("a log line holds the secret")
+		}
+	})
+}
+
+// TestEnqueueRealAddressPolicy runs the API with the production address
+// policy (ssrf.Policy{}.CheckURL, private destinations refused): a
+// refresh_url on the cloud metadata address or a status_webhook_url on
+// loopback is answered 400 with a message starting with the field, and
+// nothing is written; the same body with public URLs is accepted.
+func TestEnqueueRealAddressPolicy(t *testing.T) {
+	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
+		e := startWith(t, db, ssrf.Policy{}.CheckURL)
+		key := e.requester()
+		for i, tc := range []struct {
+			field, url string
+		}{
+			{"refresh_url", "http://169.254.169.254/"},
+			{"refresh_url", "http://[::ffff:169.254.169.254]/latest/meta-data"},
+			{"status_webhook_url", "http://127.0.0.1:1/"},
+			{"status_webhook_url", "http://localhost:8080/hook"},
+		} {
+			m := validBody()
+			m[tc.field] = tc.url
+			r := e.do("POST", "/transcode", key, fmt.Sprintf("ssrf-%d", i), js(m))
+			if r.Code != 400 {
+				t.Fatalf("%s %s: %d %s", tc.field, tc.url, r.Code, r.Raw)
+			}
+			errBody, _ := r.Body["error"].(map[string]any)
+			msg, _ := errBody["message"].(string)
+			if errBody["code"] != "invalid_request" || !strings.HasPrefix(msg, tc.field+" ") {
+				t.Fatalf("%s %s: error %v does not name the field", tc.field, tc.url, errBody)
+			}
+			if strings.Contains(r.Raw, secret) {
+				t.Fatalf("%s: error leaks the secret", tc.field)
+			}
+		}
+		if n := count(t, db, `SELECT COUNT(*) FROM inbox_jobs`) + count(t, db, `SELECT COUNT(*) FROM idempotency_keys`); n != 0 {
+			t.Fatalf("refused requests wrote %d rows", n)
+		}
+		if r := e.do("POST", "/transcode", key, "ssrf-ok", js(validBody())); r.Code != 202 {
+			t.Fatalf("public callback URLs: %d %s", r.Code, r.Raw)
 		}
 	})
 }

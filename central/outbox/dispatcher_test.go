@@ -20,16 +20,14 @@ import (
 	"github.com/vesta-cx/euterpe/central/requesters"
 	"github.com/vesta-cx/euterpe/central/webhook"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
 )
 
 // pythonSignature computes the contract's signature with Python's hmac
 // module, independently of this module's code.
 func pythonSignature(t *testing.T, secret, ts, nonce string, body []byte) string {
 	t.Helper()
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not found")
-	}
+	py := testsvc.Program(t, "python3") // skipped locally without it, a failure in CI
 	cmd := exec.Command(py, "-c", `import hmac,hashlib,sys
 s,ts,n=sys.argv[1:4]
 print("v1="+hmac.new(s.encode(),ts.encode()+b"."+n.encode()+b"."+sys.stdin.buffer.read(),hashlib.sha256).hexdigest())`, secret, ts, nonce)
@@ -455,4 +453,38 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// TestDeadLetterByAge: a receiver that always fails dead-letters the event
+// once it is older than MaxAge, long before the attempt ceiling: several
+// attempts were made, the stored reason says the retries are exhausted, and
+// the event was dead-lettered no earlier than MaxAge after its creation.
+func TestDeadLetterByAge(t *testing.T) {
+	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
+		f := newFixture(t, db)
+		rc := newReceiver(t, func(int, *http.Request, []byte) int { return http.StatusInternalServerError })
+		cfg := testConfig()
+		cfg.MaxAge = 300 * time.Millisecond
+		cfg.MaxAttempts = 10000
+		_, m := f.start(t, cfg, "w1")
+		id := f.addEvent(t, "job_age", 1, rc.URL)
+		r := f.waitStatus(t, id, "dead_letter")
+		if r.Attempts < 2 || r.Attempts >= cfg.MaxAttempts || r.Code == nil || *r.Code != http.StatusInternalServerError ||
+			r.LastErr == nil || !strings.HasPrefix(*r.LastErr, "retries exhausted") {
+			t.Fatalf("row %+v (last_error %v)", r, r.LastErr)
+		}
+		var created, dead int64
+		if err := db.QueryRow(db.Rebind(`SELECT created_at, dead_lettered_at FROM job_outbox_events WHERE event_id = ?`), id).Scan(&created, &dead); err != nil {
+			t.Fatal(err)
+		}
+		if age := sqldb.FromMicros(dead).Sub(sqldb.FromMicros(created)); age < cfg.MaxAge {
+			t.Fatalf("dead-lettered %s after creation, before MaxAge %s", age, cfg.MaxAge)
+		}
+		if got := len(rc.receipts()); got != r.Attempts {
+			t.Fatalf("receiver saw %d requests, row counts %d attempts", got, r.Attempts)
+		}
+		if v := counterValue(t, m.DeadLetters); v != 1 {
+			t.Fatalf("dead-letter metric %v", v)
+		}
+	})
 }

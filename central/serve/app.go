@@ -19,6 +19,7 @@ import (
 	"github.com/vesta-cx/euterpe/central/schema"
 	"github.com/vesta-cx/euterpe/central/ssrf"
 	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/daemon/lease"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 	"golang.org/x/sync/errgroup"
 )
@@ -38,8 +39,13 @@ type Settings struct {
 	// MaxRefreshAttempts is the per-job credential-refresh budget
 	// (inbox.Policy.MaxRefreshAttempts), enforced when a runner counts one.
 	MaxRefreshAttempts int
-	ShutdownGrace      time.Duration
-	SweepInterval      time.Duration
+	// RetryBackoff and RateLimitedBackoff are the inbox retry buckets
+	// (inbox.Policy.Backoff and RateLimited): exponential backoff with full
+	// jitter, base and cap set by the operator.
+	RetryBackoffBase, RetryBackoffMax             time.Duration
+	RateLimitedBackoffBase, RateLimitedBackoffMax time.Duration
+	ShutdownGrace                                 time.Duration
+	SweepInterval                                 time.Duration
 	// AllowPrivate lifts the outbound address policy (central/ssrf) for
 	// every role and the API alike: webhook deliveries, refresh calls,
 	// storage requests and the enqueue check of callback URLs.
@@ -95,6 +101,16 @@ func (a *App) Bind(c *daemon.Config, s *Settings) {
 	c.Int(&s.MaxAttempts, "max-attempts", "EUTERPE_MAX_ATTEMPTS", 5, 1, 100, "execution attempts before a job is dead-lettered")
 	c.Int(&s.MaxRefreshAttempts, "max-refresh-attempts", "EUTERPE_MAX_REFRESH_ATTEMPTS", inbox.DefaultPolicy().MaxRefreshAttempts, 0, 100,
 		"credential refreshes (refresh_url calls) a job may request over its life; then storage auth failures are retried like other errors")
+	def := inbox.DefaultPolicy()
+	c.Duration(&s.RetryBackoffBase, "retry-backoff-base", EnvRetryBackoffBase, def.Backoff.Base, time.Millisecond, time.Hour,
+		"ceiling of the first retry delay of a failed job attempt (exponential backoff, full jitter)")
+	c.Duration(&s.RetryBackoffMax, "retry-backoff-max", EnvRetryBackoffMax, def.Backoff.Cap, time.Millisecond, 7*24*time.Hour,
+		"largest retry delay of a failed job attempt")
+	c.Duration(&s.RateLimitedBackoffBase, "retry-rate-limited-base", EnvRateLimitedBase, def.RateLimited.Base, time.Millisecond, 24*time.Hour,
+		"least retry delay after a 429 (the larger bucket; jitter is added on top)")
+	c.Duration(&s.RateLimitedBackoffMax, "retry-rate-limited-max", EnvRateLimitedMax, def.RateLimited.Cap, time.Millisecond, 7*24*time.Hour,
+		"largest retry delay after a 429")
+	c.Check(s.checkRetry)
 	c.Duration(&s.ShutdownGrace, "shutdown-grace", "EUTERPE_SHUTDOWN_GRACE", 20*time.Second, 0, 10*time.Minute, "time in-flight requests get to finish on shutdown")
 	c.Duration(&s.SweepInterval, "sweep-interval", "EUTERPE_SWEEP_INTERVAL", 30*time.Second, 100*time.Millisecond, time.Hour, "how often expired leases, keys and old jobs are swept")
 	c.Bool(&s.AllowPrivate, "webhook-allow-private", ssrf.EnvAllowPrivate, false,
@@ -131,6 +147,37 @@ func (a *App) checkRoles(v string) error {
 		}
 	}
 	return nil
+}
+
+// Retry settings (environment names), checked together by checkRetry.
+const (
+	EnvRetryBackoffBase = "EUTERPE_RETRY_BACKOFF_BASE"
+	EnvRetryBackoffMax  = "EUTERPE_RETRY_BACKOFF_MAX"
+	EnvRateLimitedBase  = "EUTERPE_RETRY_RATE_LIMITED_BASE"
+	EnvRateLimitedMax   = "EUTERPE_RETRY_RATE_LIMITED_MAX"
+)
+
+// checkRetry is the cross-setting check of the retry buckets: each cap must
+// not be below its base.
+func (s *Settings) checkRetry() error {
+	switch {
+	case s.RetryBackoffMax < s.RetryBackoffBase:
+		return &daemon.SettingError{Setting: EnvRetryBackoffMax, Value: s.RetryBackoffMax.String(), Reason: "must not be below " + EnvRetryBackoffBase}
+	case s.RateLimitedBackoffMax < s.RateLimitedBackoffBase:
+		return &daemon.SettingError{Setting: EnvRateLimitedMax, Value: s.RateLimitedBackoffMax.String(), Reason: "must not be below " + EnvRateLimitedBase}
+	}
+	return nil
+}
+
+// InboxPolicy is the inbox retry policy of s: the contract's defaults with
+// the attempt ceilings and backoff buckets the operator configured.
+func (s Settings) InboxPolicy() inbox.Policy {
+	p := inbox.DefaultPolicy()
+	p.MaxAttempts = s.MaxAttempts
+	p.MaxRefreshAttempts = s.MaxRefreshAttempts
+	p.Backoff.Base, p.Backoff.Cap = s.RetryBackoffBase, s.RetryBackoffMax
+	p.RateLimited.Base, p.RateLimited.Cap = s.RateLimitedBackoffBase, s.RateLimitedBackoffMax
+	return p
 }
 
 // Policy is the one outbound address policy of the process, built from
@@ -182,6 +229,20 @@ func OpenKeyring(s Settings, engine sqldb.Engine, log *slog.Logger) (*credential
 	return k, nil
 }
 
+// ValidateQueues checks the lease queues of the core schema — the inbox's
+// and the outbox's — against their state machines (lease.Queue.Validate),
+// so a lease spec that contradicts its transition table stops serve at
+// start, before any migration or claim.
+func ValidateQueues(db *sqldb.DB, jobs *inbox.Store) error {
+	outbox := &lease.Queue{DB: db, Spec: schema.OutboxLease, Machine: schema.OutboxTransitions}
+	for _, q := range []*lease.Queue{jobs.Queue(), outbox} {
+		if err := q.Validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Open opens and migrates the database and builds the shared dependencies.
 // close releases them.
 func (a *App) Open(ctx context.Context, s Settings, log *slog.Logger, getenv func(string) string) (d *Deps, closeFn func(), err error) {
@@ -198,6 +259,10 @@ func (a *App) Open(ctx context.Context, s Settings, log *slog.Logger, getenv fun
 	if err != nil {
 		return nil, nil, err
 	}
+	jobs := inbox.New(db, keys, s.InboxPolicy())
+	if err := ValidateQueues(db, jobs); err != nil {
+		return nil, nil, err
+	}
 	applied, err := sqldb.Migrate(ctx, db, a.migrations...)
 	if err != nil {
 		return nil, nil, err
@@ -205,13 +270,10 @@ func (a *App) Open(ctx context.Context, s Settings, log *slog.Logger, getenv fun
 	if len(applied) > 0 {
 		log.Info("database migrated", "engine", string(db.Engine), "applied", applied)
 	}
-	pol := inbox.DefaultPolicy()
-	pol.MaxAttempts = s.MaxAttempts
-	pol.MaxRefreshAttempts = s.MaxRefreshAttempts
 	d = &Deps{
 		DB:         db,
 		Keys:       keys,
-		Inbox:      inbox.New(db, keys, pol),
+		Inbox:      jobs,
 		Requesters: requesters.New(db, keys),
 		Log:        log,
 		WorkerID:   daemon.WorkerID(getenv),

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"regexp"
 	"testing"
@@ -57,8 +56,13 @@ func startServe(t *testing.T, app *serve.App, env map[string]string, args []stri
 		t.Fatal(err)
 	}
 	logs := &testsvc.LogBuffer{}
+	// The program's logger (JSON, EUTERPE_LOG_LEVEL, redaction), as main builds it.
+	log, err := daemon.NewLogger(logs, s.LogLevel)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	d, closeDB, err := app.Open(ctx, s, slog.New(slog.NewJSONHandler(logs, nil)), getenv)
+	d, closeDB, err := app.Open(ctx, s, log, getenv)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

@@ -1,15 +1,19 @@
 package serve_test
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/vesta-cx/euterpe/central/credentials"
 	"github.com/vesta-cx/euterpe/central/serve"
 	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
 )
 
 func app() *serve.App {
@@ -68,5 +72,40 @@ func TestOpenKeyring(t *testing.T) {
 	_, err = serve.OpenKeyring(serve.Settings{Keyring: "k:bm90LWEta2V5"}, sqldb.Postgres, log)
 	if err == nil || strings.Contains(err.Error(), "bm90LWEta2V5") {
 		t.Fatalf("bad keyring: %v", err)
+	}
+}
+
+// TestLocalKEKWarnsOnce: with the embedded database and no keyring, the
+// first start creates the local KEK file and logs one warning; a restart
+// reloads the same key and logs none.
+func TestLocalKEKWarnsOnce(t *testing.T) {
+	state := t.TempDir()
+	s, err := parseSettings(map[string]string{"EUTERPE_STATE_DIR": state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const warning = `"level":"WARN","msg":"no EUTERPE_KEYRING configured`
+	var ids []string
+	for i, want := range []int{1, 0} {
+		logs := &testsvc.LogBuffer{}
+		log, err := daemon.NewLogger(logs, "debug")
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, closeDB, err := serve.NewApp().Open(context.Background(), s, log, func(string) string { return "" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, d.Keys.ActiveID())
+		closeDB()
+		if got := strings.Count(logs.String(), warning); got != want {
+			t.Fatalf("start %d: %d local-KEK warnings, want %d; log:\n%s", i+1, got, want, logs.String())
+		}
+		if want == 1 && !strings.Contains(logs.String(), filepath.Join(state, credentials.LocalKeyFile)) {
+			t.Fatalf("the warning does not name the key file: %s", logs.String())
+		}
+	}
+	if ids[0] != ids[1] || !strings.HasPrefix(ids[0], "local-") {
+		t.Fatalf("local KEK ids %v: the restart did not reload the key", ids)
 	}
 }

@@ -8,16 +8,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
 )
 
 // pythonSign computes the contract signature with Python's hmac module, an
 // implementation independent of this package.
 func pythonSign(t *testing.T, secret, ts, nonce string, body []byte) string {
 	t.Helper()
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not found")
-	}
+	py := testsvc.Program(t, "python3")
 	const prog = `import hmac,hashlib,sys
 secret,ts,nonce=sys.argv[1],sys.argv[2],sys.argv[3]
 body=sys.stdin.buffer.read()
@@ -51,10 +50,7 @@ func TestSignMatchesIndependentImplementation(t *testing.T) {
 }
 
 func TestOpenSSLAgrees(t *testing.T) {
-	openssl, err := exec.LookPath("openssl")
-	if err != nil {
-		t.Skip("openssl not found")
-	}
+	openssl := testsvc.Program(t, "openssl")
 	body := []byte(`{"a":1}`)
 	cmd := exec.Command(openssl, "dgst", "-sha256", "-hmac", "k3y", "-r")
 	cmd.Stdin = strings.NewReader("42.nn." + string(body))

@@ -97,6 +97,7 @@ type Queue struct {
 	Extra func() []any
 
 	once                               sync.Once
+	buildErr                           error
 	claimSQL, reclaimSQL, heartbeatSQL string
 }
 
@@ -108,8 +109,50 @@ func (q *Queue) now() time.Time {
 }
 
 // build prepares the queue's SQL once, on first use (set the fields
-// before that).
-func (q *Queue) build() { q.once.Do(q.buildSQL) }
+// before that). The status writes the built SQL makes without a Move — the
+// claim (Ready → Claimed) and, without an OnExpire hook, the reclaim (each
+// Leased status → Requeue) — are checked against Machine first: a Spec
+// that contradicts its state machine builds no SQL, and every claim,
+// heartbeat and reclaim returns Validate's error instead of writing moves
+// the machine forbids.
+func (q *Queue) build() error {
+	q.once.Do(func() {
+		if q.buildErr = q.Validate(); q.buildErr == nil {
+			q.buildSQL()
+		}
+	})
+	return q.buildErr
+}
+
+// Validate checks the status writes the queue's SQL makes without Move
+// against Machine: the claim (Spec.Ready → Spec.Claimed) and, when OnExpire
+// is nil, the requeue of every expired lease (each Spec.Leased status →
+// Spec.Requeue). Call it where the queue is set up, so a misconfigured
+// queue stops the program at start; every claim, heartbeat and reclaim
+// returns the same error otherwise.
+func (q *Queue) Validate() error {
+	s := q.Spec
+	bad := func(move string, err error) error {
+		return fmt.Errorf("lease: queue %s: %s is not allowed by its state machine: %w", s.Table, move, err)
+	}
+	if s.Ready == "" || s.Claimed == "" || len(s.Leased) == 0 {
+		return fmt.Errorf("lease: queue %s: Spec needs Ready, Claimed and Leased statuses", s.Table)
+	}
+	if err := q.Machine.Check(s.Ready, s.Claimed); err != nil {
+		return bad("claim "+s.Ready+" -> "+s.Claimed, err)
+	}
+	if q.OnExpire == nil {
+		if s.Requeue == "" {
+			return fmt.Errorf("lease: queue %s: Spec.Requeue is required without an OnExpire hook", s.Table)
+		}
+		for _, l := range s.Leased {
+			if err := q.Machine.Check(l, s.Requeue); err != nil {
+				return bad("reclaim "+l+" -> "+s.Requeue, err)
+			}
+		}
+	}
+	return nil
+}
 
 func (q *Queue) buildSQL() {
 	s := q.Spec
@@ -206,6 +249,9 @@ func quoteList(vals []string) string {
 // gets worker_id, status Claimed, lease_expires_at = now+ttl, heartbeat_at,
 // claim_version+1 and attempt_count+1.
 func (q *Queue) Claim(ctx context.Context, worker string, n int, ttl time.Duration) ([]Claim, error) {
+	if err := q.build(); err != nil {
+		return nil, err
+	}
 	var out []Claim
 	err := q.DB.Tx(ctx, func(tx *sql.Tx) error {
 		var err error
@@ -221,10 +267,12 @@ func (q *Queue) Claim(ctx context.Context, worker string, n int, ttl time.Durati
 // ClaimTx is Claim inside a transaction the caller owns (which must be a
 // sqldb.DB.Tx transaction), for callers that write more in the same commit.
 func (q *Queue) ClaimTx(ctx context.Context, tx *sql.Tx, worker string, n int, ttl time.Duration, now time.Time) ([]Claim, error) {
+	if err := q.build(); err != nil {
+		return nil, err
+	}
 	if n < 1 {
 		return nil, nil
 	}
-	q.build()
 	if _, err := q.reclaim(ctx, tx, now, n); err != nil {
 		return nil, err
 	}
@@ -284,7 +332,9 @@ func (q *Queue) claim(ctx context.Context, tx *sql.Tx, worker string, n int, ttl
 // to OnExpire (or requeues them). Claim does this itself; a sweeper may call
 // it to recover rows while no worker is claiming.
 func (q *Queue) Reclaim(ctx context.Context, n int) (int, error) {
-	q.build()
+	if err := q.build(); err != nil {
+		return 0, err
+	}
 	var count int
 	err := q.DB.Tx(ctx, func(tx *sql.Tx) error {
 		var err error
@@ -339,7 +389,9 @@ func (q *Queue) reclaim(ctx context.Context, tx *sql.Tx, now time.Time, n int) (
 // row's claim_version and the row is in a leased status; otherwise it
 // returns a *StaleError and the worker must stop.
 func (q *Queue) Heartbeat(ctx context.Context, c *Claim, ttl time.Duration) error {
-	q.build()
+	if err := q.build(); err != nil {
+		return err
+	}
 	now := q.now()
 	exp := now.Add(ttl)
 	err := q.DB.Tx(ctx, func(tx *sql.Tx) error {

@@ -100,7 +100,7 @@ func (q *Queue) moveOneByOne(ctx context.Context, tx Execer, steps []Step, idx [
 // cannot travel as arrays.
 func (q *Queue) moveGroup(ctx context.Context, tx Execer, steps []Step, idx []int, out []error, from, to, set string, now time.Time) (bool, error) {
 	s := q.Spec
-	nargs := placeholders(set, nil)
+	nargs := sqldb.Placeholders(set, nil)
 	ids, versions := make([]string, len(idx)), make([]int64, len(idx))
 	byID := make(map[string]int, len(idx))
 	for j, i := range idx {
@@ -158,7 +158,7 @@ func (q *Queue) moveGroup(ctx context.Context, tx Execer, steps []Step, idx []in
 	}
 	if set != "" {
 		b.WriteString(", ")
-		placeholders(set, func(k int, lit string) {
+		sqldb.Placeholders(set, func(k int, lit string) {
 			if k < 0 {
 				b.WriteString(lit)
 			} else {
@@ -211,36 +211,6 @@ func (q *Queue) moveGroup(ctx context.Context, tx Execer, steps []Step, idx []in
 		c.Status, c.Seq = to, n
 	}
 	return true, nil
-}
-
-// placeholders counts the ? of a SQL fragment outside quoted literals and,
-// with emit, hands over the fragment as literal runs (k < 0) and
-// placeholder positions k.
-func placeholders(frag string, emit func(k int, lit string)) int {
-	n, start := 0, 0
-	var quote byte
-	for i := 0; i < len(frag); i++ {
-		c := frag[i]
-		switch {
-		case quote != 0:
-			if c == quote {
-				quote = 0
-			}
-		case c == '\'' || c == '"':
-			quote = c
-		case c == '?':
-			if emit != nil {
-				emit(-1, frag[start:i])
-				emit(n, "")
-			}
-			start = i + 1
-			n++
-		}
-	}
-	if emit != nil {
-		emit(-1, frag[start:])
-	}
-	return n
 }
 
 // grow returns a (made on first use with room for n) with a[j] = v.

@@ -171,24 +171,13 @@ func (db *DB) Rebind(query string) string {
 	}
 	var b strings.Builder
 	b.Grow(len(query) + 8)
-	n := 0
-	var quote byte
-	for i := 0; i < len(query); i++ {
-		c := query[i]
-		switch {
-		case quote != 0:
-			if c == quote {
-				quote = 0
-			}
-		case c == '\'' || c == '"':
-			quote = c
-		case c == '?':
-			n++
-			fmt.Fprintf(&b, "$%d", n)
-			continue
+	Placeholders(query, func(k int, lit string) {
+		if k < 0 {
+			b.WriteString(lit)
+			return
 		}
-		b.WriteByte(c)
-	}
+		fmt.Fprintf(&b, "$%d", k+1)
+	})
 	out := b.String()
 	db.rebinds.Store(query, out)
 	return out
@@ -220,13 +209,23 @@ func (db *DB) Tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 }
 
 func (db *DB) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	var tx *sql.Tx
-	var err error
 	if db.writer != nil {
-		tx, err = db.writer.BeginTx(ctx, nil)
-	} else {
-		tx, err = db.BeginTx(ctx, nil)
+		return InTx(ctx, db.writer, fn)
 	}
+	return InTx(ctx, db.DB, fn)
+}
+
+// TxStarter is what a transaction begins on: a *sql.DB, or a *sql.Conn when
+// writes must stay on one connection.
+type TxStarter interface {
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
+// InTx runs fn in one transaction on b, committing when fn returns nil and
+// rolling back otherwise. DB.Tx adds writer serialisation and retries on
+// top; stores with a database of their own (the edge library) use it as is.
+func InTx(ctx context.Context, b TxStarter, fn func(tx *sql.Tx) error) error {
+	tx, err := b.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
 )
 
 // Migration is one versioned schema step. Up runs inside the transaction
@@ -52,7 +54,7 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 		return fmt.Errorf("%w: version table: %w", ErrMigration, err)
 	}
 	for _, m := range Migrations {
-		err := InTx(ctx, db, func(tx *sql.Tx) error {
+		err := sqldb.InTx(ctx, db, func(tx *sql.Tx) error {
 			var n int
 			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, m.Version).Scan(&n); err != nil {
 				return err

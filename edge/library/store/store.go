@@ -74,21 +74,5 @@ func MS(v int64) time.Time { return time.UnixMilli(v).UTC() }
 
 // Tx runs fn in one IMMEDIATE transaction, committing when fn returns nil.
 func (s *Store) Tx(ctx context.Context, fn func(*sql.Tx) error) error {
-	return InTx(ctx, s.DB, fn)
-}
-
-// InTx runs fn in a transaction on db.
-func InTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
+	return sqldb.InTx(ctx, s.DB, fn)
 }

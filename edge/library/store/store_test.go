@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
 )
 
 func openTest(t testing.TB) *Store {
@@ -212,7 +214,7 @@ func TestMigration0011BackfillsColumnsBeforeIndex(t *testing.T) {
 		if m.Version <= 4 {
 			continue
 		}
-		if err := InTx(ctx, s.DB, func(tx *sql.Tx) error {
+		if err := sqldb.InTx(ctx, s.DB, func(tx *sql.Tx) error {
 			if err := m.Up(ctx, tx); err != nil {
 				return err
 			}

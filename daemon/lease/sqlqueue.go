@@ -509,27 +509,25 @@ func (q *Queue) MoveMany(ctx context.Context, tx Execer, claims []*Claim, path [
 		}
 		prev = to
 	}
-	s := q.Spec
 	set, args, seq := q.moveSet(prev, now, len(path), extraSet, extraArgs, 3)
+	var query string
 	if q.DB.Engine == sqldb.SQLite {
-		return q.moveJSON(ctx, tx, claims, from, prev, set, seq, args)
+		query, args, err = q.moveJSONQuery(claims, from, set, seq, args)
+	} else {
+		query, args = q.moveArraysQuery(claims, from, set, seq, args)
 	}
-	// Postgres: the (id, version) pairs travel as two array parameters.
-	byID := make(map[string]*Claim, len(claims))
-	ids, versions := make([]string, len(claims)), make([]int64, len(claims))
-	for i, c := range claims {
-		ids[i], versions[i] = c.ID, c.Version
-		byID[c.ID] = c
-	}
-	args = append(args, ids, versions, from)
-	query := fmt.Sprintf("UPDATE %s t SET %s FROM unnest(?::text[], ?::bigint[]) AS v(id, ver) WHERE t.%s = v.id AND t.%s = v.ver AND t.%s = ? RETURNING t.%s, %s",
-		s.Table, set, s.ID, s.ClaimVersion, s.Status, s.ID, qualify("t", []string{seq}))
-	rows, err := tx.QueryContext(ctx, q.DB.Rebind(query), args...)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %s -> %s: %w", s.Table, from, prev, err)
+		return nil, err
+	}
+	rows, err := q.DB.QueryTx(ctx, tx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s -> %s: %w", q.Spec.Table, from, prev, err)
 	}
 	defer rows.Close()
-	moved := make(map[string]bool, len(claims))
+	byID := make(map[string]*Claim, len(claims))
+	for _, c := range claims {
+		byID[c.ID] = c
+	}
 	for rows.Next() {
 		var id string
 		var n int64
@@ -537,20 +535,33 @@ func (q *Queue) MoveMany(ctx context.Context, tx Execer, claims []*Claim, path [
 			return nil, err
 		}
 		if c := byID[id]; c != nil {
-			c.Status = prev
-			c.Seq = n
-			moved[id] = true
+			c.Status, c.Seq = prev, n
+			delete(byID, id)
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
+	// What the statement did not return was fenced out: stale.
 	for _, c := range claims {
-		if !moved[c.ID] {
+		if byID[c.ID] != nil {
 			stale = append(stale, c)
 		}
 	}
 	return stale, nil
+}
+
+// moveArraysQuery is MoveMany's statement on Postgres: the (id, version)
+// pairs travel as two array parameters.
+func (q *Queue) moveArraysQuery(claims []*Claim, from, set, seq string, args []any) (string, []any) {
+	s := q.Spec
+	ids, versions := make([]string, len(claims)), make([]int64, len(claims))
+	for i, c := range claims {
+		ids[i], versions[i] = c.ID, c.Version
+	}
+	args = append(args, ids, versions, from)
+	return fmt.Sprintf("UPDATE %s t SET %s FROM unnest(?::text[], ?::bigint[]) AS v(id, ver) WHERE t.%s = v.id AND t.%s = v.ver AND t.%s = ? RETURNING t.%s, %s",
+		s.Table, set, s.ID, s.ClaimVersion, s.Status, s.ID, qualify("t", []string{seq})), args
 }
 
 // Preparer is satisfied by *sql.Tx, for callers that prepare a statement
@@ -559,54 +570,25 @@ type Preparer interface {
 	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
 }
 
-// moveJSON is MoveMany for SQLite: the (id, version) pairs as one JSON
-// parameter joined to the primary key (the driver binds parameters in
-// quadratic time, so one parameter it is, and one cached statement for
-// every batch size).
-func (q *Queue) moveJSON(ctx context.Context, tx Execer, claims []*Claim, from, to, set, seq string, setArgs []any) ([]*Claim, error) {
+// moveJSONQuery is MoveMany's statement on SQLite: the (id, version) pairs
+// as one JSON parameter joined to the primary key (the driver binds
+// parameters in quadratic time, so one parameter it is, and one cached
+// statement for every batch size).
+func (q *Queue) moveJSONQuery(claims []*Claim, from, set, seq string, setArgs []any) (string, []any, error) {
 	s := q.Spec
 	pairs := make([][2]any, len(claims))
-	byID := make(map[string]*Claim, len(claims))
 	for i, c := range claims {
 		pairs[i] = [2]any{c.ID, c.Version}
-		byID[c.ID] = c
 	}
 	keys, err := json.Marshal(pairs)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	args := append(append([]any{}, setArgs...), string(keys), from)
 	ret := seq
 	if seq != "0" {
 		ret = s.Table + "." + seq
 	}
-	query := fmt.Sprintf("UPDATE %s SET %s FROM (SELECT value->>0 AS id, value->>1 AS ver FROM json_each(?)) AS v WHERE %s.%s = v.id AND %s.%s = v.ver AND %s.%s = ? RETURNING %s.%s, %s",
-		s.Table, set, s.Table, s.ID, s.Table, s.ClaimVersion, s.Table, s.Status, s.Table, s.ID, ret)
-	rows, err := q.DB.QueryTx(ctx, tx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %s -> %s: %w", s.Table, from, to, err)
-	}
-	defer rows.Close()
-	moved := make(map[string]bool, len(claims))
-	for rows.Next() {
-		var id string
-		var n int64
-		if err := rows.Scan(&id, &n); err != nil {
-			return nil, err
-		}
-		if c := byID[id]; c != nil {
-			c.Status, c.Seq = to, n
-			moved[id] = true
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	var stale []*Claim
-	for _, c := range claims {
-		if !moved[c.ID] {
-			stale = append(stale, c)
-		}
-	}
-	return stale, nil
+	return fmt.Sprintf("UPDATE %s SET %s FROM (SELECT value->>0 AS id, value->>1 AS ver FROM json_each(?)) AS v WHERE %s.%s = v.id AND %s.%s = v.ver AND %s.%s = ? RETURNING %s.%s, %s",
+		s.Table, set, s.Table, s.ID, s.Table, s.ClaimVersion, s.Table, s.Status, s.Table, s.ID, ret), args, nil
 }

@@ -47,26 +47,32 @@ func badRequest(format string, args ...any) error {
 }
 
 // mapErr turns domain errors into API errors.
+// errorAnswers maps the library's error values to HTTP answers, first match
+// wins; anything else is an internal error.
+var errorAnswers = []struct {
+	err        error
+	status     int
+	code       string
+	retryAfter int
+}{
+	{store.ErrBadCursor, http.StatusBadRequest, "bad_cursor", 0},
+	{store.ErrBadGroupKey, http.StatusBadRequest, "bad_group_key", 0},
+	{store.ErrNotFound, http.StatusNotFound, "not_found", 0},
+	{policy.ErrActive, http.StatusConflict, "scan_active", 0},
+	{policy.ErrConflict, http.StatusConflict, "conflict", 0},
+	{policy.ErrInvalid, http.StatusBadRequest, "bad_request", 0},
+	{policy.ErrUnsupported, http.StatusUnsupportedMediaType, "unsupported_media", 0},
+	{policy.ErrQueueFull, http.StatusTooManyRequests, "queue_full", 5},
+}
+
 func mapErr(err error) error {
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
-	case errors.Is(err, store.ErrBadCursor):
-		return daemon.Errorf(http.StatusBadRequest, "bad_cursor", "%s", err.Error())
-	case errors.Is(err, store.ErrBadGroupKey):
-		return daemon.Errorf(http.StatusBadRequest, "bad_group_key", "%s", err.Error())
-	case errors.Is(err, store.ErrNotFound):
-		return daemon.Errorf(http.StatusNotFound, "not_found", "%s", err.Error())
-	case errors.Is(err, policy.ErrActive):
-		return daemon.Errorf(http.StatusConflict, "scan_active", "%s", err.Error())
-	case errors.Is(err, policy.ErrConflict):
-		return daemon.Errorf(http.StatusConflict, "conflict", "%s", err.Error())
-	case errors.Is(err, policy.ErrInvalid):
-		return daemon.Errorf(http.StatusBadRequest, "bad_request", "%s", err.Error())
-	case errors.Is(err, policy.ErrUnsupported):
-		return daemon.Errorf(http.StatusUnsupportedMediaType, "unsupported_media", "%s", err.Error())
-	case errors.Is(err, policy.ErrQueueFull):
-		return &daemon.APIError{Status: http.StatusTooManyRequests, Code: "queue_full", Message: err.Error(), RetryAfter: 5}
+	}
+	for _, a := range errorAnswers {
+		if errors.Is(err, a.err) {
+			return &daemon.APIError{Status: a.status, Code: a.code, Message: daemon.CapMessage(err.Error()), RetryAfter: a.retryAfter}
+		}
 	}
 	return err
 }

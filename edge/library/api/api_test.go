@@ -159,10 +159,14 @@ func TestDuplicatesDeleteAndThumbnailFlow(t *testing.T) {
 	if j := s.waitJob(job["id"].(float64)); j["status"] != "completed" {
 		t.Fatalf("scan %v", j)
 	}
-	// auto hash follows the scan
+	// The automatic hash follows the scan; a group shows up as soon as two
+	// copies are hashed, so wait until all three are in it.
 	var groups []any
+	complete := func() bool {
+		return len(groups) == 1 && groups[0].(map[string]any)["file_count"] == float64(3)
+	}
 	deadline := time.Now().Add(10 * time.Second)
-	for len(groups) == 0 && time.Now().Before(deadline) {
+	for !complete() && time.Now().Before(deadline) {
 		_, page := s.do("GET", "/api/v1/duplicates/groups", "")
 		groups, _ = page["items"].([]any)
 		time.Sleep(20 * time.Millisecond)

@@ -15,6 +15,7 @@ import (
 	"github.com/vesta-cx/euterpe/central/credentials"
 	"github.com/vesta-cx/euterpe/central/idempotency"
 	"github.com/vesta-cx/euterpe/central/inbox"
+	"github.com/vesta-cx/euterpe/central/operators"
 	"github.com/vesta-cx/euterpe/central/requesters"
 	"github.com/vesta-cx/euterpe/central/schema"
 	"github.com/vesta-cx/euterpe/central/ssrf"
@@ -61,7 +62,7 @@ type App struct {
 // NewApp returns an App with the core schema and no roles beyond the
 // built-in api and sweeper.
 func NewApp() *App {
-	return &App{migrations: []sqldb.Migrations{schema.Migrations()}}
+	return &App{migrations: []sqldb.Migrations{schema.Migrations(), operators.Migrations()}}
 }
 
 // Register adds a role definition. Names must be unique.
@@ -275,6 +276,7 @@ func (a *App) Open(ctx context.Context, s Settings, log *slog.Logger, getenv fun
 		Keys:       keys,
 		Inbox:      jobs,
 		Requesters: requesters.New(db, keys),
+		Operators:  operators.New(db),
 		Log:        log,
 		WorkerID:   daemon.WorkerID(getenv),
 		Getenv:     getenv,
@@ -283,6 +285,7 @@ func (a *App) Open(ctx context.Context, s Settings, log *slog.Logger, getenv fun
 		Policy:     s.Policy(),
 	}
 	d.Auth = api.Auth(d.Requesters)
+	d.OperatorAuth = operators.Auth(d.Operators)
 	return d, func() { _ = db.Close() }, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vesta-cx/euterpe/central/credentials"
 	"github.com/vesta-cx/euterpe/central/inbox"
+	"github.com/vesta-cx/euterpe/central/operators"
 	"github.com/vesta-cx/euterpe/central/requesters"
 	"github.com/vesta-cx/euterpe/central/ssrf"
 	"github.com/vesta-cx/euterpe/daemon"
@@ -42,6 +43,7 @@ type Deps struct {
 	Keys       *credentials.Keyring
 	Inbox      *inbox.Store
 	Requesters *requesters.Store
+	Operators  *operators.Store
 	Log        *slog.Logger
 	WorkerID   string
 	// Getenv reads the process environment (roles read their own
@@ -52,6 +54,10 @@ type Deps struct {
 	// Auth is the API-key middleware; a route a role mounts behind it reads
 	// the caller with api.Requester(c).
 	Auth echo.MiddlewareFunc
+	// OperatorAuth is the operator-token middleware of the operator API
+	// (fleet, pipeline); read the caller with operators.FromContext(c).
+	// Requesters' API keys do not pass it.
+	OperatorAuth echo.MiddlewareFunc
 	// Metrics is the process's Prometheus registry, served at GET /metrics
 	// by the api role; roles register their series on it in New.
 	Metrics *prometheus.Registry

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 
 	"github.com/vesta-cx/euterpe/central/serve"
 	"github.com/vesta-cx/euterpe/daemon"
@@ -18,3 +19,13 @@ type command struct {
 
 // commands maps "command sub" to its implementation.
 var commands = map[string]*command{}
+
+// hasSubcommands reports whether some registered command starts with cmd.
+func hasSubcommands(cmd string) bool {
+	for k := range commands {
+		if strings.HasPrefix(k, cmd+" ") {
+			return true
+		}
+	}
+	return false
+}

@@ -29,6 +29,8 @@ commands:
                               new webhook secret (printed once); the old one still signs during the overlap
   outbox redrive [--event-id ID,…] [--job-id ID] [--since RFC3339|duration]
                               put dead-lettered outbox events back for delivery
+  operator create --name N    create an operator; prints {operator_id, name, token} once
+  operator disable --id ID    stop an operator's token from opening the operator API
   version                     print the version
 
 settings (flag, then environment, then default):
@@ -51,7 +53,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		cmd, args = args[0], args[1:]
 	}
 	sub := ""
-	if (cmd == "requester" || cmd == "keys" || cmd == "outbox") && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+	if (cmd == "requester" || cmd == "keys" || cmd == "outbox" || hasSubcommands(cmd)) && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		sub, args = args[0], args[1:]
 	}
 	var s serve.Settings

@@ -4,9 +4,11 @@
 // edge. EventID joins the three, so it is stable across retries and a
 // receiver that stores events keyed by it ingests every batch at most once,
 // however often the edge resends it (at-least-once delivery, idempotent
-// receiver). Batches are signed exactly like central's webhooks (the
-// x-euterpe-* headers of central/webhook), so one verifier serves both.
-//
-// The edge-side shipper and the central-side ingest that use this format
-// are not part of the module yet; this package fixes the format they share.
+// receiver). A batch also reports Gaps — delta events the edge dropped from
+// a full spool — under ids just as stable, and the edge's heartbeat is a
+// Status. Bodies are gzip-compressed and signed over the compressed bytes
+// exactly like central's webhooks (the x-euterpe-* headers of
+// central/webhook), with the edge id in a header of its own, so central
+// checks the signature before it inflates anything and caps what it
+// inflates. The edge's shipper and central's ingest are the two ends.
 package wire

@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,6 +36,9 @@ type Batch struct {
 	EdgeID string    `json:"edge_id"`
 	SentAt time.Time `json:"sent_at"`
 	Events []Event   `json:"events"`
+	// Dropped reports gaps: delta events the edge dropped from its full
+	// spool since its last accepted batch. A batch may carry only gaps.
+	Dropped []Gap `json:"dropped,omitempty"`
 }
 
 // ErrInvalid is matched by every validation failure of Decode.
@@ -82,7 +84,7 @@ func Encode(b Batch) ([]byte, error) {
 		return nil, fmt.Errorf("encode sync batch: %w", err)
 	}
 	if len(body) > MaxBodyBytes {
-		return nil, fmt.Errorf("%w: body of %d bytes exceeds %d", ErrInvalid, len(body), MaxBodyBytes)
+		return nil, fmt.Errorf("%w: %w: body of %d bytes exceeds %d", ErrInvalid, ErrTooLarge, len(body), MaxBodyBytes)
 	}
 	return body, nil
 }
@@ -91,16 +93,8 @@ func Encode(b Batch) ([]byte, error) {
 // a version skew between edge and central is loud, not silent.
 func Decode(body []byte) (Batch, error) {
 	var b Batch
-	if len(body) > MaxBodyBytes {
-		return b, fmt.Errorf("%w: body of %d bytes exceeds %d", ErrInvalid, len(body), MaxBodyBytes)
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&b); err != nil {
-		return Batch{}, fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	if dec.More() {
-		return Batch{}, fmt.Errorf("%w: trailing data after the batch", ErrInvalid)
+	if err := decodeStrict(body, &b); err != nil {
+		return Batch{}, err
 	}
 	b.normalize()
 	if err := b.Validate(); err != nil {
@@ -114,8 +108,16 @@ func (b Batch) Validate() error {
 	if !tokenRe.MatchString(b.EdgeID) {
 		return fmt.Errorf("%w: edge_id must be 1-128 characters of [A-Za-z0-9._:-]", ErrInvalid)
 	}
-	if len(b.Events) == 0 || len(b.Events) > MaxEvents {
-		return fmt.Errorf("%w: a batch holds 1 to %d events, not %d", ErrInvalid, MaxEvents, len(b.Events))
+	if len(b.Events) > MaxEvents || len(b.Events)+len(b.Dropped) == 0 {
+		return fmt.Errorf("%w: a batch holds 1 to %d events (or only gaps), not %d", ErrInvalid, MaxEvents, len(b.Events))
+	}
+	if len(b.Dropped) > MaxEvents {
+		return fmt.Errorf("%w: a batch reports at most %d gaps, not %d", ErrInvalid, MaxEvents, len(b.Dropped))
+	}
+	for i, g := range b.Dropped {
+		if err := g.validate(b.EdgeID); err != nil {
+			return fmt.Errorf("%w: dropped[%d]: %s", ErrInvalid, i, err)
+		}
 	}
 	for i, e := range b.Events {
 		if err := e.validate(b.EdgeID); err != nil {
@@ -147,12 +149,22 @@ func (e Event) validate(edgeID string) error {
 	return nil
 }
 
-// Sign sets the x-euterpe-* signature headers on an upload request; the
-// batch's first event id stands as the request's event id.
+// Sign sets the x-euterpe-* signature headers and the edge header on an
+// upload request whose body is exactly body (the gzip bytes when
+// compressed); the batch's first event id (or first gap id) stands as the
+// request's event id.
 func Sign(req *http.Request, now time.Time, b Batch, body []byte, secrets ...[]byte) error {
 	id := ""
-	if len(b.Events) > 0 {
+	switch {
+	case len(b.Events) > 0:
 		id = b.Events[0].EventID
+	case len(b.Dropped) > 0:
+		id = b.Dropped[0].GapID
 	}
+	req.Header.Set(HeaderEdgeID, b.EdgeID)
+	return signHeaders(req, now, id, body, secrets)
+}
+
+func signHeaders(req *http.Request, now time.Time, id string, body []byte, secrets [][]byte) error {
 	return webhook.SetHeaders(req, now, id, body, secrets...)
 }

@@ -40,6 +40,7 @@ func TestDecodeRejects(t *testing.T) {
 		"unknown field":   strings.Replace(mutate(func(*Batch) {}), `"edge_id":"jetson-1",`, `"edge_id":"jetson-1","extra":1,`, 1),
 		"trailing data":   mutate(func(*Batch) {}) + `{}`,
 		"no events":       mutate(func(b *Batch) { b.Events = nil }),
+		"gap-free empty":  mutate(func(b *Batch) { b.Events = []Event{}; b.Dropped = nil }),
 		"bad edge id":     mutate(func(b *Batch) { b.EdgeID = "a b" }),
 		"foreign edge":    mutate(func(b *Batch) { b.Events[0].EdgeID = "other" }),
 		"bad entry id":    mutate(func(b *Batch) { b.Events[0].EntryID = "x"; b.Events[0].EventID = EventID("jetson-1", "job-1", "x") }),

@@ -1,0 +1,209 @@
+package wire
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// The routes of central's sync API, and the header that names the sending
+// edge. The edge id travels outside the (compressed, signed) body so that
+// central can find the edge's secrets and check the signature before it
+// decompresses anything.
+const (
+	BatchPath     = "/sync/v1/batches"
+	HeartbeatPath = "/sync/v1/heartbeat"
+	HeaderEdgeID  = "X-Euterpe-Edge-Id"
+)
+
+// Error codes central answers in {"error":{"code":…}} on the sync routes.
+// The shipper acts on them: CodeClockSkew (401, with central's Date
+// header) makes it correct its signing clock and retry at once; the other
+// 401/403 codes stop shipping until the operator acts; 400/413 quarantine
+// the batch; 429/503 wait for Retry-After.
+const (
+	CodeClockSkew    = "clock_skew"
+	CodeUnauthorized = "unauthorized"  // unknown edge, bad signature, replayed nonce
+	CodeEdgeDisabled = "edge_disabled" // 403
+	CodeInvalidBatch = "invalid_batch" // 400
+	CodeTooLarge     = "too_large"     // 413: compressed or decompressed body over its cap
+	CodeRateLimited  = "rate_limited"  // 429
+)
+
+// MaxCompressedBytes caps a gzip-encoded upload as sent; MaxBodyBytes caps
+// it after decompression.
+const MaxCompressedBytes = MaxBodyBytes
+
+// ErrTooLarge is matched (with ErrInvalid) when a body, compressed or not,
+// exceeds its cap: central answers 413 for it and 400 for other ErrInvalid.
+var ErrTooLarge = errors.New("sync body too large")
+
+// Gap reports events the edge dropped from a full spool (only `delta`
+// events are ever dropped), so central records that a job's history has a
+// hole instead of silently missing it. GapID is stable across resends:
+// the edge, the job and the stream entry id of the first dropped event.
+type Gap struct {
+	GapID        string `json:"gap_id"`
+	JobID        string `json:"job_id"`
+	Type         string `json:"type"`
+	Count        int64  `json:"count"`
+	FirstEntryID string `json:"first_entry_id"`
+	LastEntryID  string `json:"last_entry_id"`
+	FirstTS      int64  `json:"first_ts"`
+	LastTS       int64  `json:"last_ts"`
+}
+
+// GapID is the stable id of a gap.
+func GapID(edgeID, jobID, firstEntryID string) string {
+	return edgeID + ":" + jobID + ":gap:" + firstEntryID
+}
+
+func (g Gap) validate(edgeID string) error {
+	switch {
+	case !tokenRe.MatchString(g.JobID):
+		return errors.New("job_id must be 1-128 characters of [A-Za-z0-9._:-]")
+	case !entryIDRe.MatchString(g.FirstEntryID) || !entryIDRe.MatchString(g.LastEntryID):
+		return errors.New(`first_entry_id and last_entry_id must be stream ids "<ms>-<seq>"`)
+	case g.GapID != GapID(edgeID, g.JobID, g.FirstEntryID):
+		return errors.New("gap_id must be edge_id:job_id:gap:first_entry_id")
+	case !tokenRe.MatchString(g.Type):
+		return errors.New("type is required")
+	case g.Count <= 0:
+		return errors.New("count must be positive")
+	case g.FirstTS <= 0 || g.LastTS < g.FirstTS:
+		return errors.New("first_ts and last_ts must be positive and ordered")
+	}
+	return nil
+}
+
+// BatchResult is central's 200 answer to a batch: how many events were new
+// and how many it already had (a resent batch is all duplicates).
+type BatchResult struct {
+	Accepted   int `json:"accepted"`
+	Duplicates int `json:"duplicates"`
+	Gaps       int `json:"gaps"`
+}
+
+// Status is the edge's heartbeat: what central shows for an idle edge.
+type Status struct {
+	EdgeID      string         `json:"edge_id"`
+	SentAt      time.Time      `json:"sent_at"`
+	Version     string         `json:"version"`
+	StartedAt   time.Time      `json:"started_at"`
+	UptimeS     int64          `json:"uptime_s"`
+	Workers     int            `json:"workers"`
+	Backlog     int64          `json:"backlog"`
+	Pending     int64          `json:"pending"`
+	DeadLetters int64          `json:"dead_letters"`
+	Spool       SpoolStatus    `json:"spool"`
+	Library     *LibraryStatus `json:"library,omitempty"`
+}
+
+// SpoolStatus describes the edge's on-disk spool of events not yet shipped.
+type SpoolStatus struct {
+	Events      int64 `json:"events"`
+	Bytes       int64 `json:"bytes"`
+	OldestTS    int64 `json:"oldest_ts,omitempty"` // Unix ms of the oldest spooled event; 0 when empty
+	Dropped     int64 `json:"dropped"`             // delta events dropped since the edge started
+	Quarantined int64 `json:"quarantined"`         // batches central refused (400/413), kept on the edge
+}
+
+// LibraryStatus is the media library's summary, when the edge has one.
+type LibraryStatus struct {
+	Files           int64 `json:"files"`
+	DuplicateGroups int64 `json:"duplicate_groups"`
+	Bytes           int64 `json:"bytes"`
+}
+
+// EncodeStatus validates s and returns its body.
+func EncodeStatus(s Status) ([]byte, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return json.Marshal(s)
+}
+
+// DecodeStatus parses and validates a heartbeat body.
+func DecodeStatus(body []byte) (Status, error) {
+	var s Status
+	if err := decodeStrict(body, &s); err != nil {
+		return Status{}, err
+	}
+	return s, s.Validate()
+}
+
+// Validate checks a heartbeat.
+func (s Status) Validate() error {
+	switch {
+	case !tokenRe.MatchString(s.EdgeID):
+		return fmt.Errorf("%w: edge_id must be 1-128 characters of [A-Za-z0-9._:-]", ErrInvalid)
+	case len(s.Version) > 128:
+		return fmt.Errorf("%w: version exceeds 128 characters", ErrInvalid)
+	case s.UptimeS < 0 || s.Workers < 0 || s.Backlog < 0 || s.Pending < 0 || s.DeadLetters < 0 ||
+		s.Spool.Events < 0 || s.Spool.Bytes < 0 || s.Spool.OldestTS < 0 || s.Spool.Dropped < 0 || s.Spool.Quarantined < 0:
+		return fmt.Errorf("%w: counts must not be negative", ErrInvalid)
+	}
+	return nil
+}
+
+// HeartbeatID is the id a heartbeat is signed under.
+func HeartbeatID(edgeID string, sentAt time.Time) string {
+	return edgeID + ":heartbeat:" + strconv.FormatInt(sentAt.UnixMilli(), 10)
+}
+
+func decodeStrict(body []byte, v any) error {
+	if len(body) > MaxBodyBytes {
+		return fmt.Errorf("%w: %w: body of %d bytes exceeds %d", ErrInvalid, ErrTooLarge, len(body), MaxBodyBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: trailing data after the body", ErrInvalid)
+	}
+	return nil
+}
+
+// Compress gzips body; uploads are sent with Content-Encoding: gzip and
+// signed over the compressed bytes, exactly as sent.
+func Compress(body []byte) []byte {
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	_, _ = zw.Write(body)
+	_ = zw.Close()
+	return buf.Bytes()
+}
+
+// Decompress inflates a gzip body, refusing (ErrTooLarge) once the output
+// would exceed limit bytes, so a gzip bomb costs at most limit+1 bytes of
+// memory. Garbage is ErrInvalid.
+func Decompress(compressed []byte, limit int64) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(compressed))
+	if err != nil {
+		return nil, fmt.Errorf("%w: not gzip: %v", ErrInvalid, err)
+	}
+	defer zr.Close()
+	out, err := io.ReadAll(io.LimitReader(zr, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: corrupt gzip: %v", ErrInvalid, err)
+	}
+	if int64(len(out)) > limit {
+		return nil, fmt.Errorf("%w: %w: decompressed body exceeds %d bytes", ErrInvalid, ErrTooLarge, limit)
+	}
+	return out, nil
+}
+
+// SignHeartbeat sets the signature headers and the edge header on a
+// heartbeat request whose body is exactly body.
+func SignHeartbeat(req *http.Request, now time.Time, s Status, body []byte, secrets ...[]byte) error {
+	req.Header.Set(HeaderEdgeID, s.EdgeID)
+	return signHeaders(req, now, HeartbeatID(s.EdgeID, s.SentAt), body, secrets)
+}

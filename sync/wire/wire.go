@@ -21,14 +21,18 @@ const (
 // Event is one entry of an edge job's events stream (job:{id}:events), as
 // the edge streams contract defines it: type, ts, step and data.
 type Event struct {
-	EventID string          `json:"event_id"`
-	EdgeID  string          `json:"edge_id"`
-	JobID   string          `json:"job_id"`
-	EntryID string          `json:"entry_id"` // the stream entry id on the edge, "<ms>-<seq>"
-	Type    string          `json:"type"`
-	Step    string          `json:"step"`
-	TS      int64           `json:"ts"` // Unix milliseconds, as on the edge
-	Data    json.RawMessage `json:"data"`
+	EventID string `json:"event_id"`
+	EdgeID  string `json:"edge_id"`
+	JobID   string `json:"job_id"`
+	EntryID string `json:"entry_id"` // the stream entry id on the edge, "<ms>-<seq>"
+	Type    string `json:"type"`
+	Step    string `json:"step"`
+	// Task is the job's task (chat, embed, …) as the edge's job hash holds
+	// it; the contract's events do not carry it, so the capture adds it.
+	// Empty when the edge could not tell.
+	Task string          `json:"task,omitempty"`
+	TS   int64           `json:"ts"` // Unix milliseconds, as on the edge
+	Data json.RawMessage `json:"data"`
 }
 
 // Batch is one upload.
@@ -139,6 +143,8 @@ func (e Event) validate(edgeID string) error {
 		return errors.New("event_id must be edge_id:job_id:entry_id")
 	case !tokenRe.MatchString(e.Type):
 		return errors.New("type is required")
+	case e.Task != "" && !tokenRe.MatchString(e.Task):
+		return errors.New("task must be 1-128 characters of [A-Za-z0-9._:-]")
 	case e.TS <= 0:
 		return errors.New("ts must be positive Unix milliseconds")
 	case len(e.Data) > MaxDataBytes:

@@ -33,6 +33,9 @@ type Config struct {
 	CheckURL func(string) error
 	// MaxBodyBytes bounds a request body (default 1 MiB).
 	MaxBodyBytes int64
+	// Document is the OpenAPI document served at /openapi.json (default
+	// OpenAPI; serve passes it merged with the other roles' fragments).
+	Document []byte
 }
 
 // API serves the transcode endpoints.
@@ -48,13 +51,16 @@ func New(cfg Config) *API {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Document == nil {
+		cfg.Document = OpenAPI
+	}
 	return &API{cfg: cfg}
 }
 
 // Mount adds the routes to e.
 func (a *API) Mount(e *echo.Echo) {
 	e.GET("/openapi.json", func(c echo.Context) error {
-		return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, OpenAPI)
+		return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, a.cfg.Document)
 	})
 	g := e.Group("", Auth(a.cfg.Requesters))
 	g.POST("/transcode", a.enqueue)

@@ -18,7 +18,9 @@ import (
 	"github.com/vesta-cx/euterpe/daemon/sqldb/sqltest"
 )
 
-func sets() []sqldb.Migrations { return []sqldb.Migrations{schema.Migrations(), operators.Migrations()} }
+func sets() []sqldb.Migrations {
+	return []sqldb.Migrations{schema.Migrations(), operators.Migrations()}
+}
 
 func TestCreateAuthenticateDisable(t *testing.T) {
 	sqltest.Each(t, sets(), func(t *testing.T, db *sqldb.DB) {

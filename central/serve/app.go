@@ -299,6 +299,7 @@ func (a *App) Serve(ctx context.Context, s Settings, d *Deps) error {
 	var roles []Role
 	var routes []RouteMounter
 	var checks []daemon.Check
+	var fragments [][]byte
 	executes := false
 	for _, def := range a.defs {
 		if !slices.Contains(enabled, def.Name) {
@@ -312,6 +313,9 @@ func (a *App) Serve(ctx context.Context, s Settings, d *Deps) error {
 		executes = executes || def.Executes
 		if m, ok := r.(RouteMounter); ok {
 			routes = append(routes, m)
+		}
+		if oc, ok := r.(OpenAPIContributor); ok {
+			fragments = append(fragments, oc.OpenAPI())
 		}
 		if rr, ok := r.(ReadinessReporter); ok {
 			checks = append(checks, rr.ReadyChecks()...)
@@ -341,7 +345,11 @@ func (a *App) Serve(ctx context.Context, s Settings, d *Deps) error {
 			return fmt.Errorf("metrics: %w", err)
 		}
 		daemon.MountMetrics(e, d.Metrics)
-		api.New(api.Config{DB: d.DB, Inbox: d.Inbox, Requesters: d.Requesters,
+		doc, err := api.Merge(api.OpenAPI, fragments...)
+		if err != nil {
+			return err
+		}
+		api.New(api.Config{DB: d.DB, Inbox: d.Inbox, Requesters: d.Requesters, Document: doc,
 			Idempotency: idempotency.New(d.DB, s.IdempotencyTTL, nil), Log: log, CheckURL: d.Policy.CheckURL}).Mount(e)
 		for _, m := range routes {
 			m.MountRoutes(e)

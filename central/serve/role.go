@@ -28,6 +28,13 @@ type RouteMounter interface {
 	MountRoutes(e *echo.Echo)
 }
 
+// OpenAPIContributor is implemented by roles whose routes are documented in
+// an OpenAPI fragment of their own (paths and component schemas only);
+// serve merges every enabled role's fragment into /openapi.json.
+type OpenAPIContributor interface {
+	OpenAPI() []byte
+}
+
 // A role with a Wake() method is woken after every commit that wrote outbox
 // events (the dispatcher).
 

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
 	"net/http"
 	"strings"
 	"sync"
@@ -36,7 +37,9 @@ func assertNothingWritten(t *testing.T, s *server) {
 	assert.EqualValues(t, 0, s.RDB.XLen(ctx, jobs.QueueStream).Val())
 }
 
-func TestCreateRejectsBadInput(t *testing.T) {
+func TestCreateRejectsBadInput(t *testing.T) { testsvc.EachRedis(t, testCreateRejectsBadInput) }
+
+func testCreateRejectsBadInput(t *testing.T) {
 	set := testSettings()
 	set.MaxBodyBytes = 2048
 	s := startServer(t, set)
@@ -78,7 +81,9 @@ func TestCreateRejectsBadInput(t *testing.T) {
 	}
 }
 
-func TestCreateAndGet(t *testing.T) {
+func TestCreateAndGet(t *testing.T) { testsvc.EachRedis(t, testCreateAndGet) }
+
+func testCreateAndGet(t *testing.T) {
 	s := startServer(t, testSettings())
 	resp, body := s.post(t, "/v1/jobs", `{"task":"embed","payload":{"text":"hi","n":[1,2]},"ttl_s":90}`, nil)
 	require.Equal(t, http.StatusAccepted, resp.StatusCode, body)
@@ -106,7 +111,9 @@ func TestCreateAndGet(t *testing.T) {
 	}
 }
 
-func TestIdempotencyKey(t *testing.T) {
+func TestIdempotencyKey(t *testing.T) { testsvc.EachRedis(t, testIdempotencyKey) }
+
+func testIdempotencyKey(t *testing.T) {
 	s := startServer(t, testSettings())
 	hdr := map[string]string{"Idempotency-Key": "order-1"}
 	body := `{"task":"chat","payload":{"q":"a"}}`
@@ -144,7 +151,9 @@ func TestIdempotencyKey(t *testing.T) {
 	assert.Len(t, s.RDB.Keys(context.Background(), "job:*:events").Val(), 2)
 }
 
-func TestCancel(t *testing.T) {
+func TestCancel(t *testing.T) { testsvc.EachRedis(t, testCancel) }
+
+func testCancel(t *testing.T) {
 	s := startServer(t, testSettings())
 	ctx := context.Background()
 	c, err := s.Store.Create(ctx, jobs.NewJob{Task: "chat", Payload: json.RawMessage(`{}`), TTL: 60})
@@ -180,7 +189,9 @@ func TestCancel(t *testing.T) {
 	assert.Equal(t, "not_found", errorCode(t, body))
 }
 
-func TestBackpressure(t *testing.T) {
+func TestBackpressure(t *testing.T) { testsvc.EachRedis(t, testBackpressure) }
+
+func testBackpressure(t *testing.T) {
 	set := testSettings()
 	set.BacklogLimit = 3
 	set.RetryAfter = 7

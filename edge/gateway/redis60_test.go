@@ -17,6 +17,10 @@ import (
 // after INFO server names a version ≥ 7) and the forced 6.0 one (XRANGE
 // after the group's last delivered id).
 func TestGatewayCommandsRunOnRedis60(t *testing.T) {
+	testsvc.EachRedis(t, testGatewayCommandsRunOnRedis60)
+}
+
+func testGatewayCommandsRunOnRedis60(t *testing.T) {
 	for _, force60 := range []bool{false, true} {
 		name := "backlog by lag"
 		if force60 {

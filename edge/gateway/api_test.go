@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -205,4 +206,29 @@ func testBackpressure(t *testing.T) {
 	assert.Equal(t, "7", resp.Header.Get("Retry-After"))
 	assert.Equal(t, "backlog_full", errorCode(t, body))
 	assert.EqualValues(t, 4, s.RDB.XLen(context.Background(), jobs.QueueStream).Val())
+}
+
+// A retry whose Idempotency-Key another gateway of the edge streams contract
+// recorded (idempotency:{key} = job id) gets that job, not 409; the record
+// this gateway writes is the job id a foreign gateway expects.
+func TestIdempotencyKeyContractRecord(t *testing.T) {
+	testsvc.EachRedis(t, testIdempotencyKeyContractRecord)
+}
+
+func testIdempotencyKeyContractRecord(t *testing.T) {
+	s := startServer(t, testSettings())
+	ctx := context.Background()
+	foreign := newJob(t, s)
+	require.NoError(t, s.RDB.Set(ctx, jobs.IdempotencyKey("from-elsewhere"), foreign, time.Minute).Err())
+	resp, body := s.post(t, "/v1/jobs", `{"task":"chat","payload":{"q":"a"}}`, map[string]string{"Idempotency-Key": "from-elsewhere"})
+	require.Equal(t, http.StatusAccepted, resp.StatusCode, body)
+	assert.JSONEq(t, `{"job_id":"`+foreign+`","status":"queued"}`, body)
+
+	resp, body = s.post(t, "/v1/jobs", `{"task":"chat","payload":{"q":"a"}}`, map[string]string{"Idempotency-Key": "ours"})
+	require.Equal(t, http.StatusAccepted, resp.StatusCode, body)
+	var cr struct {
+		JobID string `json:"job_id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &cr))
+	assert.Equal(t, cr.JobID, s.RDB.Get(ctx, jobs.IdempotencyKey("ours")).Val())
 }

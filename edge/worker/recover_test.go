@@ -76,6 +76,7 @@ func testRecoveryPagesThroughPendingList(t *testing.T) {
 				}
 			}
 			slices.Sort(got)
+			slices.Sort(orphanIDs) // as strings, like got
 			if !slices.Equal(got, orphanIDs) {
 				t.Fatalf("%s claimed %v, want the idle %v", p.claimer.name(), got, orphanIDs)
 			}

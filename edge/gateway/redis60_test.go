@@ -107,6 +107,9 @@ func testGatewayCommandsRunOnRedis60(t *testing.T) {
 				assert.False(t, cmds.Sent("INFO"), "the forced 6.0 path needs no version check")
 			} else {
 				assert.True(t, cmds.Sent("INFO"), "lag is used only after INFO server names Redis ≥ 7")
+				if testsvc.IsRedis60(t) {
+					assert.True(t, cmds.Sent("XRANGE"), "a real Redis 6.0 is detected and counted with XRANGE")
+				}
 			}
 		})
 	}

@@ -83,3 +83,26 @@ func testRecoveryPagesThroughPendingList(t *testing.T) {
 		})
 	}
 }
+
+// The recovery path is chosen from the server's version: a real Redis 6.0
+// gets XPENDING+XCLAIM without being forced, a newer server XAUTOCLAIM.
+func TestClaimerChosenByServer(t *testing.T) { testsvc.EachRedis(t, testClaimerChosenByServer) }
+
+func testClaimerChosenByServer(t *testing.T) {
+	rdb, st, _ := newRedis(t)
+	p, err := New(nil, rdb, st, "w", testSettings(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := p.chooseClaimer(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "XAUTOCLAIM"
+	if testsvc.IsRedis60(t) {
+		want = "XPENDING+XCLAIM"
+	}
+	if c.name() != want {
+		t.Fatalf("claimer %s, want %s", c.name(), want)
+	}
+}

@@ -3,6 +3,7 @@
 # need, then writes their addresses to .run/env for the Makefile to source.
 #
 #   scripts/services.sh up      find or start Redis, Postgres, ffmpeg, the S3 server
+#                               and a private Redis 6.0 built from source
 #   scripts/services.sh down    stop only what this script started
 #
 # A service already answering on its default port is used as it is. Where
@@ -58,6 +59,44 @@ redis_up() {
     wait_port $port redis
   fi
   echo "export EUTERPE_TEST_REDIS_URL=redis://127.0.0.1:$port/0"
+}
+
+# Redis 6.0.16 is what JetPack 6 (Ubuntu 22.04) ships; the package archives
+# here only have 7.x, so the unmodified source next to the repository
+# (../shared/vendor, or EUTERPE_REDIS6_TARBALL) is built once into
+# .run/redis6 and started on a private port. The edge's Redis tests run on it
+# as well as on the Redis above (EUTERPE_TEST_REDIS6_URL). Without the
+# tarball nothing is exported: the 6.0 tests skip, or fail under CI=true.
+redis6_up() {
+  local port=6391 dir="$RUN/redis6" ver=6.0.16
+  local tarball=${EUTERPE_REDIS6_TARBALL:-"$PWD/../shared/vendor/redis-$ver.tar.gz"}
+  local bin="$dir/redis-$ver/src/redis-server"
+  if [ ! -x "$bin" ]; then
+    if [ ! -f "$tarball" ]; then
+      log "REDIS 6.0 NOT AVAILABLE: $tarball is missing (set EUTERPE_REDIS6_TARBALL);"
+      log "  the edge's Redis 6.0 tests will skip (and fail under CI=true)"
+      return 0
+    fi
+    command -v make >/dev/null 2>&1 || need_pkg make make
+    command -v gcc >/dev/null 2>&1 || need_pkg gcc gcc
+    log "building redis $ver from $tarball into $dir (once, about 20 s)"
+    rm -rf "$dir/redis-$ver"; mkdir -p "$dir"
+    tar -xzf "$tarball" -C "$dir"
+    if ! make -C "$dir/redis-$ver" -j2 MALLOC=libc BUILD_TLS=no >"$dir/build.log" 2>&1; then
+      log "redis $ver build failed; see $dir/build.log"; exit 1
+    fi
+  fi
+  if port_open $port; then
+    if ! "$dir/redis-$ver/src/redis-cli" -p $port info server 2>/dev/null | grep -q "redis_version:$ver"; then
+      log "port $port is taken by something other than redis $ver"; exit 1
+    fi
+  else
+    log "starting private redis $ver on 127.0.0.1:$port"
+    "$bin" --daemonize yes --bind 127.0.0.1 --port $port --save "" --appendonly no \
+      --dir "$dir" --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" >/dev/null
+    wait_port $port "redis $ver"
+  fi
+  echo "export EUTERPE_TEST_REDIS6_URL=redis://127.0.0.1:$port/0"
 }
 
 pg_up() {
@@ -119,8 +158,9 @@ up() {
   local what=${1:-all} tmp
   tmp=$(mktemp)
   case $what in
-    all) tools_up; redis_up >>"$tmp"; pg_up >>"$tmp"; s3_up >>"$tmp" ;;
+    all) tools_up; redis_up >>"$tmp"; redis6_up >>"$tmp"; pg_up >>"$tmp"; s3_up >>"$tmp" ;;
     redis) redis_up >>"$tmp" ;;
+    redis6) redis6_up >>"$tmp" ;;
     postgres) pg_up >>"$tmp" ;;
     s3) s3_up >>"$tmp" ;;
     tools) tools_up ;;
@@ -128,6 +168,9 @@ up() {
   esac
   # Merge with what an earlier call found, newest wins.
   touch "$ENVF"
+  case $what in # a Redis 6.0 found earlier but not now must not linger
+    all|redis6) grep -v EUTERPE_TEST_REDIS6_URL "$ENVF" >"$ENVF.old" || true; mv "$ENVF.old" "$ENVF" ;;
+  esac
   cat "$ENVF" "$tmp" | awk -F'[ =]' '{v[$2]=$0} END {for (k in v) print v[k]}' | sort >"$ENVF.new"
   mv "$ENVF.new" "$ENVF"; rm -f "$tmp"
   cat "$ENVF" >&2
@@ -135,6 +178,7 @@ up() {
 
 down() {
   [ -f "$RUN/redis/redis.pid" ] && kill "$(cat "$RUN/redis/redis.pid")" 2>/dev/null || true
+  [ -f "$RUN/redis6/redis.pid" ] && kill "$(cat "$RUN/redis6/redis.pid")" 2>/dev/null || true
   [ -f "$RUN/s3/pid" ] && kill "$(cat "$RUN/s3/pid")" 2>/dev/null || true
   if [ -f "$RUN/pg/postmaster.pid" ]; then
     bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
@@ -146,5 +190,5 @@ down() {
 case ${1:-up} in
   up) shift || true; up "${1:-all}" ;;
   down) down ;;
-  *) echo "usage: $0 up [all|redis|postgres|s3|tools] | down" >&2; exit 2 ;;
+  *) echo "usage: $0 up [all|redis|redis6|postgres|s3|tools] | down" >&2; exit 2 ;;
 esac

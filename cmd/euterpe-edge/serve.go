@@ -100,7 +100,12 @@ func runDaemon(parent context.Context, log *slog.Logger, s *serveSettings, geten
 	store := jobs.NewStore(rdb)
 	ping := func(ctx context.Context) error { return rdb.Ping(ctx).Err() }
 
-	deps := Deps{Log: log, Redis: rdb, RedisOpt: opt, Jobs: store, StateDir: s.StateDir, WorkerID: daemon.WorkerID(getenv)}
+	// A stable identity: the worker pool's consumer name must survive restarts.
+	workerID, err := daemon.PersistentWorkerID(getenv, s.StateDir)
+	if err != nil {
+		return err
+	}
+	deps := Deps{Log: log, Redis: rdb, RedisOpt: opt, Jobs: store, StateDir: s.StateDir, WorkerID: workerID}
 	type named struct {
 		name string
 		c    Component

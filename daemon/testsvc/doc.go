@@ -10,4 +10,9 @@
 // database 0 (euterpe:testdb:<n>, SET NX with an expiry refreshed while the
 // test runs, released when it ends), so packages tested in parallel never
 // flush each other's keys. When all fifteen are held, Redis(t) waits.
+//
+// EachRedis runs a test once per Redis server: the default one
+// (EUTERPE_TEST_REDIS_URL) and a Redis 6.0 (EUTERPE_TEST_REDIS6_URL, built
+// from source by scripts/services.sh), the version the edge must run on;
+// Redis(t) inside it opens the subtest's server.
 package testsvc

@@ -39,12 +39,14 @@ func RedisURL() string {
 // Redis returns a client on a real Redis server, on a logical database
 // (1..15) that no other test on the machine uses meanwhile: the database is
 // locked in database 0 for the test's lifetime (see acquireDB), flushed
-// before and after the test, then released.
+// before and after the test, then released. The server is the one
+// EachRedis chose for t (or a parent of t), else EUTERPE_TEST_REDIS_URL.
 func Redis(t testing.TB) (*redis.Client, *redis.Options) {
 	t.Helper()
-	opts, err := redis.ParseURL(RedisURL())
+	srv := serverFor(t)
+	opts, err := redis.ParseURL(srv.URL)
 	if err != nil {
-		t.Fatalf("EUTERPE_TEST_REDIS_URL: %v", err)
+		t.Fatalf("%s: %v", srv.Env, err)
 	}
 	ctlOpts := *opts
 	ctlOpts.DB = 0
@@ -54,8 +56,9 @@ func Redis(t testing.TB) (*redis.Client, *redis.Options) {
 	defer cancel()
 	if err := ctl.Ping(ctx).Err(); err != nil {
 		_ = ctl.Close()
-		Unavailable(t, "redis at "+RedisURL(), err)
+		Unavailable(t, srv.Name+" at "+srv.URL, err)
 	}
+	checkVersion(t, srv, ctl)
 	wait, cancelWait := context.WithTimeout(context.Background(), dbLockWait)
 	lease, err := acquireDB(wait, ctl)
 	cancelWait()

@@ -23,6 +23,12 @@ func TestUnavailableChild(t *testing.T) {
 		Redis(t)
 	case "postgres":
 		Postgres(t)
+	case "redis6":
+		EachRedis(t, func(t *testing.T) {
+			if strings.HasSuffix(t.Name(), "/redis6.0") {
+				Redis(t)
+			}
+		})
 	}
 	t.Log("service answered")
 }
@@ -44,11 +50,14 @@ func closedAddr(t *testing.T) string {
 func TestUnavailableFailsUnderCI(t *testing.T) {
 	addr := closedAddr(t)
 	services := []struct {
-		name string
-		env  string
+		name  string
+		child string
+		env   string
 	}{
-		{"redis", "EUTERPE_TEST_REDIS_URL=redis://" + addr + "/0"},
-		{"postgres", "EUTERPE_TEST_POSTGRES_URL=postgres://postgres@" + addr + "/postgres?sslmode=disable&connect_timeout=2"},
+		{"redis", "redis", "EUTERPE_TEST_REDIS_URL=redis://" + addr + "/0"},
+		{"postgres", "postgres", "EUTERPE_TEST_POSTGRES_URL=postgres://postgres@" + addr + "/postgres?sslmode=disable&connect_timeout=2"},
+		{"redis6.0", "redis6", Redis6Env + "=redis://" + addr + "/0"},
+		{"redis6.0 unset", "redis6", Redis6Env + "="},
 	}
 	for _, svc := range services {
 		for _, ci := range []struct {
@@ -62,10 +71,10 @@ func TestUnavailableFailsUnderCI(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				cmd := exec.Command(os.Args[0], "-test.run=^TestUnavailableChild$", "-test.v", "-test.count=1")
-				env := []string{childService + "=" + svc.name, svc.env}
+				env := []string{childService + "=" + svc.child, svc.env}
 				for _, kv := range os.Environ() {
 					k, _, _ := strings.Cut(kv, "=")
-					if k != "CI" && k != childService && k != "EUTERPE_TEST_REDIS_URL" && k != "EUTERPE_TEST_POSTGRES_URL" {
+					if k != "CI" && k != childService && k != "EUTERPE_TEST_REDIS_URL" && k != "EUTERPE_TEST_POSTGRES_URL" && k != Redis6Env {
 						env = append(env, kv)
 					}
 				}

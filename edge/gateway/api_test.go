@@ -3,10 +3,12 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -36,7 +38,9 @@ func assertNothingWritten(t *testing.T, s *server) {
 	assert.EqualValues(t, 0, s.RDB.XLen(ctx, jobs.QueueStream).Val())
 }
 
-func TestCreateRejectsBadInput(t *testing.T) {
+func TestCreateRejectsBadInput(t *testing.T) { testsvc.EachRedis(t, testCreateRejectsBadInput) }
+
+func testCreateRejectsBadInput(t *testing.T) {
 	set := testSettings()
 	set.MaxBodyBytes = 2048
 	s := startServer(t, set)
@@ -78,7 +82,9 @@ func TestCreateRejectsBadInput(t *testing.T) {
 	}
 }
 
-func TestCreateAndGet(t *testing.T) {
+func TestCreateAndGet(t *testing.T) { testsvc.EachRedis(t, testCreateAndGet) }
+
+func testCreateAndGet(t *testing.T) {
 	s := startServer(t, testSettings())
 	resp, body := s.post(t, "/v1/jobs", `{"task":"embed","payload":{"text":"hi","n":[1,2]},"ttl_s":90}`, nil)
 	require.Equal(t, http.StatusAccepted, resp.StatusCode, body)
@@ -106,7 +112,9 @@ func TestCreateAndGet(t *testing.T) {
 	}
 }
 
-func TestIdempotencyKey(t *testing.T) {
+func TestIdempotencyKey(t *testing.T) { testsvc.EachRedis(t, testIdempotencyKey) }
+
+func testIdempotencyKey(t *testing.T) {
 	s := startServer(t, testSettings())
 	hdr := map[string]string{"Idempotency-Key": "order-1"}
 	body := `{"task":"chat","payload":{"q":"a"}}`
@@ -144,7 +152,9 @@ func TestIdempotencyKey(t *testing.T) {
 	assert.Len(t, s.RDB.Keys(context.Background(), "job:*:events").Val(), 2)
 }
 
-func TestCancel(t *testing.T) {
+func TestCancel(t *testing.T) { testsvc.EachRedis(t, testCancel) }
+
+func testCancel(t *testing.T) {
 	s := startServer(t, testSettings())
 	ctx := context.Background()
 	c, err := s.Store.Create(ctx, jobs.NewJob{Task: "chat", Payload: json.RawMessage(`{}`), TTL: 60})
@@ -180,7 +190,9 @@ func TestCancel(t *testing.T) {
 	assert.Equal(t, "not_found", errorCode(t, body))
 }
 
-func TestBackpressure(t *testing.T) {
+func TestBackpressure(t *testing.T) { testsvc.EachRedis(t, testBackpressure) }
+
+func testBackpressure(t *testing.T) {
 	set := testSettings()
 	set.BacklogLimit = 3
 	set.RetryAfter = 7
@@ -194,4 +206,29 @@ func TestBackpressure(t *testing.T) {
 	assert.Equal(t, "7", resp.Header.Get("Retry-After"))
 	assert.Equal(t, "backlog_full", errorCode(t, body))
 	assert.EqualValues(t, 4, s.RDB.XLen(context.Background(), jobs.QueueStream).Val())
+}
+
+// A retry whose Idempotency-Key another gateway of the edge streams contract
+// recorded (idempotency:{key} = job id) gets that job, not 409; the record
+// this gateway writes is the job id a foreign gateway expects.
+func TestIdempotencyKeyContractRecord(t *testing.T) {
+	testsvc.EachRedis(t, testIdempotencyKeyContractRecord)
+}
+
+func testIdempotencyKeyContractRecord(t *testing.T) {
+	s := startServer(t, testSettings())
+	ctx := context.Background()
+	foreign := newJob(t, s)
+	require.NoError(t, s.RDB.Set(ctx, jobs.IdempotencyKey("from-elsewhere"), foreign, time.Minute).Err())
+	resp, body := s.post(t, "/v1/jobs", `{"task":"chat","payload":{"q":"a"}}`, map[string]string{"Idempotency-Key": "from-elsewhere"})
+	require.Equal(t, http.StatusAccepted, resp.StatusCode, body)
+	assert.JSONEq(t, `{"job_id":"`+foreign+`","status":"queued"}`, body)
+
+	resp, body = s.post(t, "/v1/jobs", `{"task":"chat","payload":{"q":"a"}}`, map[string]string{"Idempotency-Key": "ours"})
+	require.Equal(t, http.StatusAccepted, resp.StatusCode, body)
+	var cr struct {
+		JobID string `json:"job_id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &cr))
+	assert.Equal(t, cr.JobID, s.RDB.Get(ctx, jobs.IdempotencyKey("ours")).Val())
 }

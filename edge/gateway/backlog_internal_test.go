@@ -68,6 +68,10 @@ func slowGateway(t *testing.T, interval time.Duration) (*Gateway, *slowInfo) {
 // While a re-measurement is stuck on a slow Redis, requests are answered
 // from the previous measurement at once, and only one measurement runs.
 func TestBacklogSingleFlightServesCachedValue(t *testing.T) {
+	testsvc.EachRedis(t, testBacklogSingleFlightServesCachedValue)
+}
+
+func testBacklogSingleFlightServesCachedValue(t *testing.T) {
 	g, h := slowGateway(t, 20*time.Millisecond)
 	ctx := context.Background()
 	if err := g.checkBacklog(ctx); err != nil { // first measurement, fast
@@ -117,6 +121,10 @@ func TestBacklogSingleFlightServesCachedValue(t *testing.T) {
 // With no usable value yet, a request waits for the measurement but no
 // longer than its own context.
 func TestBacklogWaiterHonoursContext(t *testing.T) {
+	testsvc.EachRedis(t, testBacklogWaiterHonoursContext)
+}
+
+func testBacklogWaiterHonoursContext(t *testing.T) {
 	g, h := slowGateway(t, time.Second)
 	h.armed.Store(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)

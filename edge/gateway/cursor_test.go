@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
 	"testing"
 	"time"
 
@@ -73,6 +74,10 @@ func nextWithin(t *testing.T, c *sseClient, d time.Duration) frame {
 // A client whose Last-Event-ID is ahead of the stream must not stop live
 // delivery to the other clients of that job.
 func TestSSEFutureLastEventIDDoesNotStallOthers(t *testing.T) {
+	testsvc.EachRedis(t, testSSEFutureLastEventIDDoesNotStallOthers)
+}
+
+func testSSEFutureLastEventIDDoesNotStallOthers(t *testing.T) {
 	for _, order := range []string{"future first", "future second"} {
 		t.Run(order, func(t *testing.T) {
 			s := startServer(t, testSettings())
@@ -119,6 +124,10 @@ func TestSSEFutureLastEventIDDoesNotStallOthers(t *testing.T) {
 // more than a catch-up page after it) resume exactly after that point, for
 // clients arriving together and for one arriving while the job is watched.
 func TestSSEResumeFromBetweenEntries(t *testing.T) {
+	testsvc.EachRedis(t, testSSEResumeFromBetweenEntries)
+}
+
+func testSSEResumeFromBetweenEntries(t *testing.T) {
 	s := startServer(t, testSettings())
 	ctx := context.Background()
 	id := newJob(t, s)

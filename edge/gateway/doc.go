@@ -10,5 +10,9 @@
 // watching clients cost one connection, not a thousand. A new subscriber
 // catches up with XRANGE from its Last-Event-ID up to the reader's cursor and
 // then takes live entries, dropping any id it has already sent, which gives
-// resumption with neither gap nor duplicate.
+// resumption with neither gap nor duplicate. A job already finished when
+// its stream opens is replayed from Redis after the cursor and the stream
+// ends, without joining the reader. Every write has a deadline
+// (Settings.WriteTimeout), so a client that stops reading is dropped and
+// resumes later instead of being held with its send queue.
 package gateway

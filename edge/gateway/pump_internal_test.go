@@ -19,6 +19,10 @@ import (
 // client's cursor whose first entry is already past the target, ends the
 // catch-up instead of fetching the same page forever.
 func TestPumpCatchUpBetweenEntriesMakesProgress(t *testing.T) {
+	testsvc.EachRedis(t, testPumpCatchUpBetweenEntriesMakesProgress)
+}
+
+func testPumpCatchUpBetweenEntriesMakesProgress(t *testing.T) {
 	rdb, opt := testsvc.Redis(t)
 	store := jobs.NewStore(rdb)
 	g := New(slog.New(slog.NewTextHandler(io.Discard, nil)), DefaultSettings(), store, opt)

@@ -17,6 +17,10 @@ import (
 // after INFO server names a version ≥ 7) and the forced 6.0 one (XRANGE
 // after the group's last delivered id).
 func TestGatewayCommandsRunOnRedis60(t *testing.T) {
+	testsvc.EachRedis(t, testGatewayCommandsRunOnRedis60)
+}
+
+func testGatewayCommandsRunOnRedis60(t *testing.T) {
 	for _, force60 := range []bool{false, true} {
 		name := "backlog by lag"
 		if force60 {
@@ -103,6 +107,9 @@ func TestGatewayCommandsRunOnRedis60(t *testing.T) {
 				assert.False(t, cmds.Sent("INFO"), "the forced 6.0 path needs no version check")
 			} else {
 				assert.True(t, cmds.Sent("INFO"), "lag is used only after INFO server names Redis ≥ 7")
+				if testsvc.IsRedis60(t) {
+					assert.True(t, cmds.Sent("XRANGE"), "a real Redis 6.0 is detected and counted with XRANGE")
+				}
 			}
 		})
 	}

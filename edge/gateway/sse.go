@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/redis/go-redis/v9"
 	"github.com/vesta-cx/euterpe/edge/jobs"
 )
 
@@ -17,7 +19,9 @@ const catchUpPage = 200
 // streamEvents is GET /v1/jobs/{id}/events: "event: hello", then every
 // entry of job:{id}:events after Last-Event-ID (header) or last_event_id
 // (query) as id/event/data frames, heartbeat comments in between, ending
-// after a terminal event, when the job expires, or at server shutdown.
+// after a terminal event (at once when the job was already finished and
+// nothing is left after the cursor), when the job expires, when a write
+// stays blocked for Settings.WriteTimeout, or at server shutdown.
 func (g *Gateway) streamEvents(c echo.Context) error {
 	id, err := jobID(c)
 	if err != nil {
@@ -35,12 +39,12 @@ func (g *Gateway) streamEvents(c echo.Context) error {
 			return bad("invalid_last_event_id", "Last-Event-ID must be a stream entry id like 1700000000000-0")
 		}
 	}
-	ok, err := g.store.Exists(ctx, id)
-	if err != nil {
-		return err
-	}
-	if !ok {
+	status, err := g.store.Redis().HGet(ctx, jobs.JobKey(id), "status").Result()
+	if errors.Is(err, redis.Nil) || (err == nil && status == "") {
 		return notFound(id)
+	}
+	if err != nil {
+		return fmt.Errorf("job %s status: %w", id, err)
 	}
 
 	w := c.Response()
@@ -50,16 +54,47 @@ func (g *Gateway) streamEvents(c echo.Context) error {
 	h.Set("Connection", "keep-alive")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	s := &sseWriter{w: w}
+	s := &sseWriter{w: w, timeout: g.set.WriteTimeout}
 	s.frame("", "hello", fmt.Appendf(nil, `{"job_id":%q}`, id))
-	if s.flush() != nil {
-		return nil
+	if err = s.flush(); err == nil {
+		if jobs.IsTerminal(status) {
+			// Terminal states have no way out, so nothing can follow what
+			// is stored now: send what is after the cursor and end, even
+			// when that is nothing (a browser reconnecting after "done").
+			err = g.replay(ctx, id, cursor, s)
+		} else {
+			err = g.follow(ctx, id, cursor, s)
+		}
 	}
-	err = g.follow(ctx, id, cursor, s)
-	if err != nil && !errors.Is(err, errStreamEnd) && !errors.Is(err, ErrHubClosed) && ctx.Err() == nil {
+	switch {
+	case err == nil, errors.Is(err, errStreamEnd), errors.Is(err, ErrHubClosed), ctx.Err() != nil:
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		// The client stopped reading; holding it would pin its socket's
+		// send queue. It resumes with Last-Event-ID.
+		g.log.Info("dropped a stalled event stream client", "job_id", id, "write_timeout", g.set.WriteTimeout.String())
+	default:
 		g.log.Warn("event stream ended early", "job_id", id, "err", err)
 	}
 	return nil
+}
+
+// replay sends the stored events of a finished job after cursor, up to
+// its terminal event.
+func (g *Gateway) replay(ctx context.Context, id string, cursor jobs.StreamID, s *sseWriter) error {
+	for {
+		evs, err := g.store.Events(ctx, id, cursor.String(), catchUpPage)
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs {
+			if err := s.event(&cursor, ev); err != nil {
+				return err
+			}
+		}
+		if len(evs) < catchUpPage {
+			return nil
+		}
+	}
 }
 
 var errStreamEnd = errors.New("stream ended")
@@ -83,22 +118,7 @@ func (g *Gateway) follow(ctx context.Context, id string, cursor jobs.StreamID, s
 }
 
 func (g *Gateway) pump(ctx context.Context, sub *Sub, cursor *jobs.StreamID, s *sseWriter, beat <-chan time.Time) error {
-	send := func(ev jobs.Event) error {
-		eid := jobs.MustStreamID(ev.ID)
-		if !cursor.Less(eid) {
-			return nil // already sent
-		}
-		data, _ := json.Marshal(ev)
-		s.frame(ev.ID, ev.Type, data)
-		if err := s.flush(); err != nil {
-			return err
-		}
-		*cursor = eid
-		if jobs.IsTerminal(ev.Type) {
-			return errStreamEnd
-		}
-		return nil
-	}
+	send := func(ev jobs.Event) error { return s.event(cursor, ev) }
 	// Catch up from Redis to where the shared reader was when we joined.
 	// Entries after CatchUpTo come live; once a page reaches past it (or
 	// the stream ends) everything up to it has been sent, so the cursor
@@ -153,6 +173,29 @@ func (g *Gateway) pump(ctx context.Context, sub *Sub, cursor *jobs.StreamID, s *
 type sseWriter struct {
 	w   *echo.Response
 	buf []byte
+	// timeout, when not 0, is the write deadline of every flush: a client
+	// that stops reading fills the socket's buffers, the write blocks, and
+	// the deadline ends it with os.ErrDeadlineExceeded.
+	timeout time.Duration
+}
+
+// event sends ev unless the cursor is already at or past it, moves the
+// cursor, and returns errStreamEnd after a terminal event.
+func (s *sseWriter) event(cursor *jobs.StreamID, ev jobs.Event) error {
+	eid := jobs.MustStreamID(ev.ID)
+	if !cursor.Less(eid) {
+		return nil // already sent
+	}
+	data, _ := json.Marshal(ev)
+	s.frame(ev.ID, ev.Type, data)
+	if err := s.flush(); err != nil {
+		return err
+	}
+	*cursor = eid
+	if jobs.IsTerminal(ev.Type) {
+		return errStreamEnd
+	}
+	return nil
 }
 
 func (s *sseWriter) frame(id, event string, data []byte) {
@@ -178,10 +221,17 @@ func (s *sseWriter) flush() error {
 	if len(s.buf) == 0 {
 		return nil
 	}
+	rc := http.NewResponseController(s.w.Writer)
+	if s.timeout > 0 {
+		err := rc.SetWriteDeadline(time.Now().Add(s.timeout))
+		if err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return err
+		}
+	}
 	_, err := s.w.Write(s.buf)
 	s.buf = s.buf[:0]
 	if err != nil {
 		return err
 	}
-	return http.NewResponseController(s.w.Writer).Flush()
+	return rc.Flush()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
 	"io"
 	"strings"
 	"testing"
@@ -36,7 +37,9 @@ func ids(fs []frame) []string {
 	return out
 }
 
-func TestSSEStreamsUntilTerminal(t *testing.T) {
+func TestSSEStreamsUntilTerminal(t *testing.T) { testsvc.EachRedis(t, testSSEStreamsUntilTerminal) }
+
+func testSSEStreamsUntilTerminal(t *testing.T) {
 	s := startServer(t, testSettings())
 	ctx := context.Background()
 	id := newJob(t, s)
@@ -72,6 +75,10 @@ func TestSSEStreamsUntilTerminal(t *testing.T) {
 // duplicate, whether the id comes in the header or the query, and whether
 // the shared reader already follows the job (catch-up then live) or not.
 func TestSSEResumeWithoutGapOrDuplicate(t *testing.T) {
+	testsvc.EachRedis(t, testSSEResumeWithoutGapOrDuplicate)
+}
+
+func testSSEResumeWithoutGapOrDuplicate(t *testing.T) {
 	for _, via := range []string{"header", "query"} {
 		for _, watched := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/watched=%v", via, watched), func(t *testing.T) {
@@ -119,7 +126,9 @@ func TestSSEResumeWithoutGapOrDuplicate(t *testing.T) {
 	}
 }
 
-func TestSSERejectsBadLastEventID(t *testing.T) {
+func TestSSERejectsBadLastEventID(t *testing.T) { testsvc.EachRedis(t, testSSERejectsBadLastEventID) }
+
+func testSSERejectsBadLastEventID(t *testing.T) {
 	s := startServer(t, testSettings())
 	id := newJob(t, s)
 	resp, body := s.get(t, "/v1/jobs/"+id+"/events?last_event_id=banana")
@@ -127,7 +136,9 @@ func TestSSERejectsBadLastEventID(t *testing.T) {
 	assert.Contains(t, body, "invalid_last_event_id")
 }
 
-func TestSSEHeartbeat(t *testing.T) {
+func TestSSEHeartbeat(t *testing.T) { testsvc.EachRedis(t, testSSEHeartbeat) }
+
+func testSSEHeartbeat(t *testing.T) {
 	set := testSettings()
 	set.Heartbeat = 30 * time.Millisecond
 	s := startServer(t, set)
@@ -142,7 +153,9 @@ func TestSSEHeartbeat(t *testing.T) {
 	assert.GreaterOrEqual(t, c.Beat, 2)
 }
 
-func TestSSEEndsWhenJobExpires(t *testing.T) {
+func TestSSEEndsWhenJobExpires(t *testing.T) { testsvc.EachRedis(t, testSSEEndsWhenJobExpires) }
+
+func testSSEEndsWhenJobExpires(t *testing.T) {
 	set := testSettings()
 	set.Heartbeat = 30 * time.Millisecond
 	s := startServer(t, set)
@@ -155,7 +168,9 @@ func TestSSEEndsWhenJobExpires(t *testing.T) {
 	assert.ErrorIs(t, err, io.EOF)
 }
 
-func TestSSEEndsOnShutdown(t *testing.T) {
+func TestSSEEndsOnShutdown(t *testing.T) { testsvc.EachRedis(t, testSSEEndsOnShutdown) }
+
+func testSSEEndsOnShutdown(t *testing.T) {
 	s := startServer(t, testSettings())
 	id := newJob(t, s)
 	c := s.events(t, id, nil, "")
@@ -169,7 +184,9 @@ func TestSSEEndsOnShutdown(t *testing.T) {
 }
 
 // Many watching clients share one reader connection.
-func TestSSEConnectionsBounded(t *testing.T) {
+func TestSSEConnectionsBounded(t *testing.T) { testsvc.EachRedis(t, testSSEConnectionsBounded) }
+
+func testSSEConnectionsBounded(t *testing.T) {
 	s := startServer(t, testSettings())
 	const jobsN, clients = 5, 60
 	var jobIDs []string

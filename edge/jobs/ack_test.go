@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -23,6 +24,10 @@ func readGroup(t *testing.T, rdb *redis.Client, n int64) []redis.XMessage {
 // however many jobs are enqueued after it, because nothing trims the
 // queue by default.
 func TestFinishedEntriesDeletedPendingKept(t *testing.T) {
+	testsvc.EachRedis(t, testFinishedEntriesDeletedPendingKept)
+}
+
+func testFinishedEntriesDeletedPendingKept(t *testing.T) {
 	st, rdb := newStore(t)
 	ctx := context.Background()
 	require.NoError(t, st.EnsureGroup(ctx))
@@ -65,7 +70,9 @@ func TestFinishedEntriesDeletedPendingKept(t *testing.T) {
 // The backlog stays exact when finished entries are deleted, on the Redis 7
 // lag path (which reports no lag after some deletions and then falls back
 // to counting) and on the forced Redis 6.0 path.
-func TestBacklogAfterDeletes(t *testing.T) {
+func TestBacklogAfterDeletes(t *testing.T) { testsvc.EachRedis(t, testBacklogAfterDeletes) }
+
+func testBacklogAfterDeletes(t *testing.T) {
 	for _, mode := range []string{"lag", "xrange"} {
 		t.Run(mode, func(t *testing.T) {
 			st, rdb := newStore(t)

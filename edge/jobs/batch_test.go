@@ -9,7 +9,9 @@ import (
 	"github.com/vesta-cx/euterpe/daemon/testsvc"
 )
 
-func TestApplyBatch(t *testing.T) {
+func TestApplyBatch(t *testing.T) { testsvc.EachRedis(t, testApplyBatch) }
+
+func testApplyBatch(t *testing.T) {
 	rdb, _ := testsvc.Redis(t)
 	st := NewStore(rdb)
 	ctx := context.Background()

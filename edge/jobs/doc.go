@@ -1,7 +1,9 @@
 // Package jobs is the Redis data model of the edge job system: the queue
 // stream jobs:stream read by the consumer group "workers", the per-job hash
 // job:{id}, the per-job event stream job:{id}:events, idempotency records
-// idempotency:{key} and the dead-letter stream jobs:dead.
+// idempotency:{key} (the job id, as the contract says; the request
+// fingerprint beside it in idempotency_fingerprint:{key}) and the
+// dead-letter stream jobs:dead.
 //
 // The gateway creates jobs with Create (hash, initial "queued" event and the
 // queue entry in one atomic script); workers move them with Transition and

@@ -25,8 +25,14 @@ func CancelChannel(id string) string { return "job:" + id + ":cancel" }
 // CancelPattern matches every CancelChannel.
 const CancelPattern = "job:*:cancel"
 
-// IdempotencyKey maps a client's Idempotency-Key header to its job.
+// IdempotencyKey maps a client's Idempotency-Key header to its job: it
+// holds the job id, as the contract says.
 func IdempotencyKey(key string) string { return "idempotency:" + key }
+
+// IdempotencyFingerprintKey holds the fingerprint of the request that took
+// IdempotencyKey(key), with the same TTL. Its prefix is not "idempotency:",
+// so no client key can name it.
+func IdempotencyFingerprintKey(key string) string { return "idempotency_fingerprint:" + key }
 
 // Tasks are the task names the contract allows.
 var Tasks = []string{"chat", "plan", "code", "tool", "rag", "embed"}

@@ -7,19 +7,22 @@ import (
 )
 
 // createScript writes a new job atomically: the idempotency record (when
-// KEYS[4] is given and free), the hash, the "queued" event and the queue
-// entry. A taken idempotency key returns its stored value and writes nothing.
+// KEYS[4] is given and free: the job id, and the request fingerprint in
+// KEYS[5]), the hash, the "queued" event and the queue entry. A taken
+// idempotency key returns its stored value and the stored fingerprint (""
+// when none) and writes nothing.
 //
-// KEYS: job hash, events stream, queue stream, [idempotency key]
-// ARGV: id, task, payload, now_ms, ttl_s, idempotency value, queue maxlen
+// KEYS: job hash, events stream, queue stream, [idempotency key, fingerprint key]
+// ARGV: id, task, payload, now_ms, ttl_s, request fingerprint, queue maxlen
 // (0: no trimming, the normal case; finished entries are deleted by the
 // worker, see transitionScript)
 var createScript = redis.NewScript(`
 redis.replicate_commands()
-if #KEYS == 4 then
+if #KEYS >= 5 then
   local prev = redis.call('GET', KEYS[4])
-  if prev then return {'duplicate', prev} end
-  redis.call('SET', KEYS[4], ARGV[6], 'EX', ARGV[5])
+  if prev then return {'duplicate', prev, redis.call('GET', KEYS[5]) or ''} end
+  redis.call('SET', KEYS[4], ARGV[1], 'EX', ARGV[5])
+  redis.call('SET', KEYS[5], ARGV[6], 'EX', ARGV[5])
 end
 redis.call('HSET', KEYS[1], 'job_id', ARGV[1], 'task', ARGV[2], 'payload', ARGV[3],
   'status', 'queued', 'created_ts', ARGV[4], 'updated_ts', ARGV[4], 'ttl_s', ARGV[5],

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -69,9 +70,28 @@ type Created struct {
 	MessageID string // id of the jobs:stream entry (empty for duplicates)
 }
 
+// idempotencyRecord is what a taken idempotency key says.
 type idempotencyRecord struct {
 	JobID       string `json:"job_id"`
 	Fingerprint string `json:"fingerprint"`
+}
+
+// parseIdempotencyRecord reads idempotency:{key} in the contract's form (the
+// job id, with the fingerprint from its sibling key, "" when the record was
+// written elsewhere) or in the JSON form earlier versions stored
+// ({"job_id","fingerprint"}), which lives on until its TTL.
+func parseIdempotencyRecord(value, fingerprint string) (idempotencyRecord, bool) {
+	if strings.HasPrefix(value, "{") {
+		var rec idempotencyRecord
+		if err := json.Unmarshal([]byte(value), &rec); err != nil || rec.JobID == "" {
+			return rec, false
+		}
+		return rec, true
+	}
+	if _, err := uuid.Parse(value); err != nil || len(value) != 36 {
+		return idempotencyRecord{}, false
+	}
+	return idempotencyRecord{JobID: value, Fingerprint: fingerprint}, true
 }
 
 // Create writes the job hash (status queued, TTL), the initial event
@@ -86,25 +106,24 @@ func (s *Store) Create(ctx context.Context, nj NewJob) (Created, error) {
 	}
 	id := uuid.NewString()
 	keys := []string{JobKey(id), EventsKey(id), QueueStream}
-	idem := ""
 	if nj.IdempotencyKey != "" {
-		keys = append(keys, IdempotencyKey(nj.IdempotencyKey))
-		b, _ := json.Marshal(idempotencyRecord{JobID: id, Fingerprint: nj.Fingerprint})
-		idem = string(b)
+		keys = append(keys, IdempotencyKey(nj.IdempotencyKey), IdempotencyFingerprintKey(nj.IdempotencyKey))
 	}
-	res, err := createScript.Run(ctx, s.rdb, keys, id, nj.Task, string(nj.Payload), s.nowMS(), nj.TTL, idem, s.QueueMaxLen).StringSlice()
+	res, err := createScript.Run(ctx, s.rdb, keys, id, nj.Task, string(nj.Payload), s.nowMS(), nj.TTL, nj.Fingerprint, s.QueueMaxLen).StringSlice()
 	if err != nil {
 		return Created{}, fmt.Errorf("create job: %w", err)
 	}
 	if len(res) >= 3 && res[0] == "created" {
 		return Created{ID: id, EventID: res[1], MessageID: res[2]}, nil
 	}
-	if len(res) == 2 && res[0] == "duplicate" {
-		var rec idempotencyRecord
-		if err := json.Unmarshal([]byte(res[1]), &rec); err != nil || rec.JobID == "" {
+	if len(res) == 3 && res[0] == "duplicate" {
+		rec, ok := parseIdempotencyRecord(res[1], res[2])
+		if !ok {
 			return Created{}, fmt.Errorf("create job: unreadable idempotency record: %w", ErrIdempotencyConflict)
 		}
-		if rec.Fingerprint != nj.Fingerprint {
+		// No fingerprint: another implementation of the contract wrote the
+		// record, and only the job id can be compared, so it is replayed.
+		if rec.Fingerprint != "" && rec.Fingerprint != nj.Fingerprint {
 			return Created{ID: rec.JobID}, ErrIdempotencyConflict
 		}
 		return Created{ID: rec.JobID, Duplicate: true}, nil

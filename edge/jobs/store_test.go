@@ -29,7 +29,9 @@ func create(t *testing.T, st *jobs.Store) string {
 	return c.ID
 }
 
-func TestCreateWritesContractKeys(t *testing.T) {
+func TestCreateWritesContractKeys(t *testing.T) { testsvc.EachRedis(t, testCreateWritesContractKeys) }
+
+func testCreateWritesContractKeys(t *testing.T) {
 	st, rdb := newStore(t)
 	ctx := context.Background()
 	c, err := st.Create(ctx, jobs.NewJob{Task: "plan", Payload: json.RawMessage(`{"a":1}`), TTL: 120})
@@ -63,7 +65,9 @@ func TestCreateWritesContractKeys(t *testing.T) {
 	assert.Equal(t, jobs.Queued, j.Status)
 }
 
-func TestGetMissingAndRaw(t *testing.T) {
+func TestGetMissingAndRaw(t *testing.T) { testsvc.EachRedis(t, testGetMissingAndRaw) }
+
+func testGetMissingAndRaw(t *testing.T) {
 	st, rdb := newStore(t)
 	ctx := context.Background()
 	_, err := st.Get(ctx, "nope")
@@ -76,7 +80,9 @@ func TestGetMissingAndRaw(t *testing.T) {
 	assert.JSONEq(t, `{"_raw":"not json"}`, string(j.Result))
 }
 
-func TestIdempotency(t *testing.T) {
+func TestIdempotency(t *testing.T) { testsvc.EachRedis(t, testIdempotency) }
+
+func testIdempotency(t *testing.T) {
 	st, rdb := newStore(t)
 	ctx := context.Background()
 	nj := jobs.NewJob{Task: "chat", Payload: json.RawMessage(`{}`), TTL: 60, IdempotencyKey: "k1", Fingerprint: "f1"}
@@ -115,7 +121,9 @@ func TestIdempotency(t *testing.T) {
 	assert.EqualValues(t, 2, rdb.XLen(ctx, jobs.QueueStream).Val())
 }
 
-func TestTransitionsTable(t *testing.T) {
+func TestTransitionsTable(t *testing.T) { testsvc.EachRedis(t, testTransitionsTable) }
+
+func testTransitionsTable(t *testing.T) {
 	tests := []struct {
 		name    string
 		steps   []jobs.Status
@@ -152,6 +160,10 @@ func TestTransitionsTable(t *testing.T) {
 }
 
 func TestFinishStoresResultAcksAndRefreshesTTL(t *testing.T) {
+	testsvc.EachRedis(t, testFinishStoresResultAcksAndRefreshesTTL)
+}
+
+func testFinishStoresResultAcksAndRefreshesTTL(t *testing.T) {
 	st, rdb := newStore(t)
 	ctx := context.Background()
 	require.NoError(t, st.EnsureGroup(ctx))
@@ -199,6 +211,10 @@ func TestFinishStoresResultAcksAndRefreshesTTL(t *testing.T) {
 }
 
 func TestFinishVersusCancelRaceHasOneTerminalEvent(t *testing.T) {
+	testsvc.EachRedis(t, testFinishVersusCancelRaceHasOneTerminalEvent)
+}
+
+func testFinishVersusCancelRaceHasOneTerminalEvent(t *testing.T) {
 	st, rdb := newStore(t)
 	ctx := context.Background()
 	for range 30 {
@@ -230,7 +246,9 @@ func TestFinishVersusCancelRaceHasOneTerminalEvent(t *testing.T) {
 	}
 }
 
-func TestCancelPublishes(t *testing.T) {
+func TestCancelPublishes(t *testing.T) { testsvc.EachRedis(t, testCancelPublishes) }
+
+func testCancelPublishes(t *testing.T) {
 	st, rdb := newStore(t)
 	ctx := context.Background()
 	id := create(t, st)
@@ -251,7 +269,9 @@ func TestCancelPublishes(t *testing.T) {
 	assert.True(t, errors.Is(err, jobs.ErrNotFound))
 }
 
-func TestBacklog(t *testing.T) {
+func TestBacklog(t *testing.T) { testsvc.EachRedis(t, testBacklog) }
+
+func testBacklog(t *testing.T) {
 	for _, mode := range []string{"lag", "xrange"} {
 		t.Run(mode, func(t *testing.T) {
 			st, rdb := newStore(t)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -47,6 +48,10 @@ func runChild() int {
 }
 
 func TestWorkerKilledMidJobIsRecovered(t *testing.T) {
+	testsvc.EachRedis(t, testWorkerKilledMidJobIsRecovered)
+}
+
+func testWorkerKilledMidJobIsRecovered(t *testing.T) {
 	rdb, st, opts := newRedis(t)
 	id := create(t, st, "chat", `{"prompt":"long"}`)
 

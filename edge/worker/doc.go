@@ -6,8 +6,10 @@
 // the work (with coalesced "delta" events for streamed text), status done or
 // error with the result or error, the terminal event, and only then XACK.
 //
-// One process is one consumer, named by its worker identity; EUTERPE_WORKERS
-// jobs run at once inside it. Reads and writes are batched: XREADGROUP COUNT
+// One process is one consumer, named by its worker identity (stable across
+// restarts, see daemon.PersistentWorkerID); EUTERPE_WORKERS jobs run at once
+// inside it. Consumers of the group with no pending entries that have been
+// idle for EUTERPE_CONSUMER_MAX_IDLE are deleted, never the pool's own. Reads and writes are batched: XREADGROUP COUNT
 // fetches as many messages as there are free slots, their "running"
 // transitions go out in one pipelined round trip, and finished jobs are
 // written (terminal transition and XACK in one script per job) in pipelined

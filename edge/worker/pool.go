@@ -88,6 +88,12 @@ func New(log *slog.Logger, rdb redis.UniversalClient, store *jobs.Store, consume
 	if s.DeltaBytes <= 0 {
 		s.DeltaBytes = 1024
 	}
+	if s.ConsumerMaxIdle <= 0 {
+		s.ConsumerMaxIdle = 24 * time.Hour
+	}
+	if s.PruneInterval <= 0 {
+		s.PruneInterval = time.Hour
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -141,6 +147,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	finisher.Go(func() { p.finishLoop(bookCtx) })
 	book.Go(func() { p.listenCancels(bookCtx, ps) })
 	book.Go(func() { p.monitor(bookCtx) })
+	book.Go(func() { p.pruneLoop(bookCtx) })
 
 	<-ctx.Done()
 	feeders.Wait()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
 	"testing"
 	"time"
 
@@ -14,7 +15,9 @@ import (
 
 // Every way a job ends removes its queue entry: done, error, cancelled
 // before it ran. jobs:stream is left empty, with nothing pending.
-func TestFinishedEntriesLeaveQueue(t *testing.T) {
+func TestFinishedEntriesLeaveQueue(t *testing.T) { testsvc.EachRedis(t, testFinishedEntriesLeaveQueue) }
+
+func testFinishedEntriesLeaveQueue(t *testing.T) {
 	rdb, st, _ := newRedis(t)
 	ctx := context.Background()
 	var ids []string
@@ -48,7 +51,9 @@ func TestFinishedEntriesLeaveQueue(t *testing.T) {
 // A pending entry deleted from the stream (by a trim or by hand) is
 // acknowledged by recovery on both claim paths without disturbing the
 // recovery of the others; its job cannot be identified any more.
-func TestRecoveryOfVanishedEntry(t *testing.T) {
+func TestRecoveryOfVanishedEntry(t *testing.T) { testsvc.EachRedis(t, testRecoveryOfVanishedEntry) }
+
+func testRecoveryOfVanishedEntry(t *testing.T) {
 	for _, fallback := range []bool{false, true} {
 		name := "XAUTOCLAIM"
 		if fallback {

@@ -177,23 +177,9 @@ func (c *pendingClaimer) name() string { return "XPENDING+XCLAIM" }
 
 func (c *pendingClaimer) claim(ctx context.Context, minIdle time.Duration, count int) ([]entry, error) {
 	p := c.p
-	pend, err := p.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
-		Stream: jobs.QueueStream, Group: jobs.Group, Start: "-", End: "+", Count: int64(count + p.s.Concurrency + 100),
-	}).Result()
-	if err != nil {
-		return nil, fmt.Errorf("XPENDING: %w", err)
-	}
-	var idle []redis.XPendingExt
-	for _, e := range pend {
-		if e.Idle >= minIdle && !p.owns(e.ID) {
-			idle = append(idle, e)
-			if len(idle) == count {
-				break
-			}
-		}
-	}
-	if len(idle) == 0 {
-		return nil, nil
+	idle, err := c.idle(ctx, minIdle, count)
+	if err != nil || len(idle) == 0 {
+		return nil, err
 	}
 	pipe := p.rdb.Pipeline()
 	claims := make([]*redis.Cmd, len(idle))
@@ -214,6 +200,44 @@ func (c *pendingClaimer) claim(ctx context.Context, minIdle time.Duration, count
 	}
 	return p.readClaimed(ctx, claimed, false)
 }
+
+// idle pages through the whole pending list, oldest first, for up to count
+// entries idle for at least minIdle that this pool is not running. Live
+// entries (of this or other consumers) may fill any number of pages before
+// an idle one: XPENDING has no IDLE filter before Redis 6.2, and ids are
+// paged inclusively (no "(" ranges either), starting after the last id seen.
+func (c *pendingClaimer) idle(ctx context.Context, minIdle time.Duration, count int) ([]redis.XPendingExt, error) {
+	p := c.p
+	page := int64(max(pendingPage, count+p.s.Concurrency))
+	var idle []redis.XPendingExt
+	for start := "-"; ; {
+		pend, err := p.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
+			Stream: jobs.QueueStream, Group: jobs.Group, Start: start, End: "+", Count: page,
+		}).Result()
+		if err != nil {
+			return nil, fmt.Errorf("XPENDING: %w", err)
+		}
+		for _, e := range pend {
+			if e.Idle >= minIdle && !p.owns(e.ID) {
+				idle = append(idle, e)
+				if len(idle) == count {
+					return idle, nil
+				}
+			}
+		}
+		if int64(len(pend)) < page {
+			return idle, nil
+		}
+		last, err := jobs.ParseStreamID(pend[len(pend)-1].ID)
+		if err != nil {
+			return nil, fmt.Errorf("XPENDING: %w", err)
+		}
+		start = last.Next().String()
+	}
+}
+
+// pendingPage is the most entries one XPENDING page asks for.
+const pendingPage = 100
 
 // owns reports whether msgID is in flight in this pool.
 func (p *Pool) owns(msgID string) bool {

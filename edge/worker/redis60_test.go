@@ -19,6 +19,10 @@ import (
 // running job (pub/sub), the lease heartbeat, recovery of an orphaned job,
 // dead-lettering and shutdown.
 func TestWorkerCommandsRunOnRedis60(t *testing.T) {
+	testsvc.EachRedis(t, testWorkerCommandsRunOnRedis60)
+}
+
+func testWorkerCommandsRunOnRedis60(t *testing.T) {
 	for _, fallback := range []bool{true, false} {
 		name := "XPENDING+XCLAIM"
 		if !fallback {

@@ -36,6 +36,11 @@ type Settings struct {
 	Drain time.Duration
 	// DeadMaxLen trims jobs:dead approximately to this many entries.
 	DeadMaxLen int
+	// ConsumerMaxIdle: a consumer of the group idle this long with no
+	// pending entries is deleted (never this pool's own).
+	ConsumerMaxIdle time.Duration
+	// PruneInterval is how often idle consumers are looked for.
+	PruneInterval time.Duration
 	// Block is how long one XREADGROUP waits for new messages; it bounds how
 	// quickly the reader notices shutdown.
 	Block time.Duration
@@ -46,18 +51,20 @@ type Settings struct {
 // DefaultSettings are the values Register declares as defaults.
 func DefaultSettings() Settings {
 	return Settings{
-		Concurrency:   4,
-		Batch:         64,
-		ClaimIdle:     30 * time.Second,
-		ClaimInterval: 5 * time.Second,
-		MaxDeliveries: 5,
-		CancelPoll:    500 * time.Millisecond,
-		DeltaInterval: 100 * time.Millisecond,
-		DeltaBytes:    1024,
-		Drain:         5 * time.Second,
-		DeadMaxLen:    10000,
-		Block:         time.Second,
-		Backend:       backend.Config{LLMTimeout: 10 * time.Minute, Timeout: time.Minute},
+		Concurrency:     4,
+		Batch:           64,
+		ClaimIdle:       30 * time.Second,
+		ClaimInterval:   5 * time.Second,
+		MaxDeliveries:   5,
+		CancelPoll:      500 * time.Millisecond,
+		DeltaInterval:   100 * time.Millisecond,
+		DeltaBytes:      1024,
+		Drain:           5 * time.Second,
+		DeadMaxLen:      10000,
+		Block:           time.Second,
+		ConsumerMaxIdle: 24 * time.Hour,
+		PruneInterval:   time.Hour,
+		Backend:         backend.Config{LLMTimeout: 10 * time.Minute, Timeout: time.Minute},
 	}
 }
 
@@ -87,7 +94,10 @@ func (s *Settings) Register(c *daemon.Config) {
 		"how long running jobs may finish after shutdown begins (keep below EUTERPE_SHUTDOWN_GRACE)")
 	c.Int(&s.DeadMaxLen, "dead-maxlen", "EUTERPE_DEAD_MAXLEN", d.DeadMaxLen, 1, 100_000_000,
 		"jobs:dead is trimmed to about this many entries")
+	c.Duration(&s.ConsumerMaxIdle, "consumer-max-idle", "EUTERPE_CONSUMER_MAX_IDLE", d.ConsumerMaxIdle, time.Hour, 365*24*time.Hour,
+		"a consumer of the group idle this long with no pending entries is deleted (never this process's own)")
 	s.Block = d.Block
+	s.PruneInterval = d.PruneInterval
 	s.Backend.Register(c)
 }
 

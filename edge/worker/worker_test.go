@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,7 +15,9 @@ import (
 	"github.com/vesta-cx/euterpe/edge/jobs"
 )
 
-func TestJobOutcomes(t *testing.T) {
+func TestJobOutcomes(t *testing.T) { testsvc.EachRedis(t, testJobOutcomes) }
+
+func testJobOutcomes(t *testing.T) {
 	long := strings.Repeat("é", 2000)
 	be := backend.NewRegistry(map[string]backend.Backend{
 		"chat": backend.Func(func(ctx context.Context, r backend.Request, _ backend.Delta) (json.RawMessage, error) {
@@ -71,7 +74,9 @@ func TestJobOutcomes(t *testing.T) {
 	waitNoPending(t, rdb, 2*time.Second)
 }
 
-func TestStreamingDeltasCoalesced(t *testing.T) {
+func TestStreamingDeltasCoalesced(t *testing.T) { testsvc.EachRedis(t, testStreamingDeltasCoalesced) }
+
+func testStreamingDeltasCoalesced(t *testing.T) {
 	const tokens = 300
 	be := backend.NewRegistry(map[string]backend.Backend{
 		"chat": backend.Func(func(ctx context.Context, r backend.Request, delta backend.Delta) (json.RawMessage, error) {
@@ -142,7 +147,9 @@ func (b *blocking) Run(ctx context.Context, r backend.Request, _ backend.Delta) 
 	return nil, ctx.Err()
 }
 
-func TestCancelRunningJob(t *testing.T) {
+func TestCancelRunningJob(t *testing.T) { testsvc.EachRedis(t, testCancelRunningJob) }
+
+func testCancelRunningJob(t *testing.T) {
 	for _, viaPoll := range []bool{false, true} {
 		t.Run(fmt.Sprintf("poll_only=%v", viaPoll), func(t *testing.T) {
 			rdb, st, _ := newRedis(t)
@@ -186,7 +193,9 @@ func TestCancelRunningJob(t *testing.T) {
 	}
 }
 
-func TestCancelledBeforeRunning(t *testing.T) {
+func TestCancelledBeforeRunning(t *testing.T) { testsvc.EachRedis(t, testCancelledBeforeRunning) }
+
+func testCancelledBeforeRunning(t *testing.T) {
 	rdb, st, _ := newRedis(t)
 	id := create(t, st, "chat", `{}`)
 	if _, err := st.Cancel(context.Background(), id, "test", "changed my mind"); err != nil {
@@ -233,7 +242,9 @@ func orphan(t *testing.T, rdb *redis.Client, st *jobs.Store, id string, extraDel
 	return msgID
 }
 
-func TestRecoveryBothPaths(t *testing.T) {
+func TestRecoveryBothPaths(t *testing.T) { testsvc.EachRedis(t, testRecoveryBothPaths) }
+
+func testRecoveryBothPaths(t *testing.T) {
 	for _, fallback := range []bool{false, true} {
 		want := "XAUTOCLAIM"
 		if fallback {
@@ -271,6 +282,10 @@ func TestRecoveryBothPaths(t *testing.T) {
 }
 
 func TestDeadLetterAfterMaxDeliveries(t *testing.T) {
+	testsvc.EachRedis(t, testDeadLetterAfterMaxDeliveries)
+}
+
+func testDeadLetterAfterMaxDeliveries(t *testing.T) {
 	for _, fallback := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fallback=%v", fallback), func(t *testing.T) {
 			rdb, st, _ := newRedis(t)
@@ -307,6 +322,10 @@ func TestDeadLetterAfterMaxDeliveries(t *testing.T) {
 }
 
 func TestMalformedMessageDeadLettered(t *testing.T) {
+	testsvc.EachRedis(t, testMalformedMessageDeadLettered)
+}
+
+func testMalformedMessageDeadLettered(t *testing.T) {
 	rdb, st, _ := newRedis(t)
 	ctx := context.Background()
 	if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: jobs.QueueStream, Values: []any{"task", "chat", "payload", "{}"}}).Err(); err != nil {

@@ -1,0 +1,79 @@
+package jobs_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
+	"github.com/vesta-cx/euterpe/edge/jobs"
+)
+
+// idempotency:{key} holds the job id, as the edge streams contract says,
+// with the job's TTL; the request fingerprint lives in a key of its own.
+// Records in the contract's form written by another gateway (no
+// fingerprint) and in this gateway's former JSON form are both honoured.
+func TestIdempotencyRecordForms(t *testing.T) { testsvc.EachRedis(t, testIdempotencyRecordForms) }
+
+func testIdempotencyRecordForms(t *testing.T) {
+	st, rdb := newStore(t)
+	ctx := context.Background()
+	nj := jobs.NewJob{Task: "chat", Payload: json.RawMessage(`{}`), TTL: 60, IdempotencyKey: "ours", Fingerprint: "f1"}
+	a, err := st.Create(ctx, nj)
+	require.NoError(t, err)
+
+	t.Run("written as the job id", func(t *testing.T) {
+		v, err := rdb.Get(ctx, jobs.IdempotencyKey("ours")).Result()
+		require.NoError(t, err)
+		assert.Equal(t, a.ID, v)
+		ttl := rdb.TTL(ctx, jobs.IdempotencyKey("ours")).Val()
+		assert.True(t, ttl > 50e9 && ttl <= 60e9, "ttl %v", ttl)
+		fp, err := rdb.Get(ctx, jobs.IdempotencyFingerprintKey("ours")).Result()
+		require.NoError(t, err)
+		assert.NotEmpty(t, fp)
+		assert.Positive(t, rdb.TTL(ctx, jobs.IdempotencyFingerprintKey("ours")).Val())
+		again, err := st.Create(ctx, nj)
+		require.NoError(t, err)
+		assert.Equal(t, jobs.Created{ID: a.ID, Duplicate: true}, again)
+		other := nj
+		other.Fingerprint = "f2"
+		_, err = st.Create(ctx, other)
+		assert.ErrorIs(t, err, jobs.ErrIdempotencyConflict)
+	})
+
+	t.Run("another gateway's record", func(t *testing.T) {
+		foreign, err := st.Create(ctx, jobs.NewJob{Task: "chat", Payload: json.RawMessage(`{}`), TTL: 60})
+		require.NoError(t, err)
+		require.NoError(t, rdb.Set(ctx, jobs.IdempotencyKey("theirs"), foreign.ID, 0).Err())
+		n := nj
+		n.IdempotencyKey = "theirs"
+		got, err := st.Create(ctx, n)
+		require.NoError(t, err, "a contract-form record without a fingerprint replays")
+		assert.Equal(t, jobs.Created{ID: foreign.ID, Duplicate: true}, got)
+	})
+
+	t.Run("former JSON record", func(t *testing.T) {
+		old, err := st.Create(ctx, jobs.NewJob{Task: "chat", Payload: json.RawMessage(`{}`), TTL: 60})
+		require.NoError(t, err)
+		rec, _ := json.Marshal(map[string]string{"job_id": old.ID, "fingerprint": "f1"})
+		require.NoError(t, rdb.Set(ctx, jobs.IdempotencyKey("legacy"), rec, 0).Err())
+		n := nj
+		n.IdempotencyKey = "legacy"
+		got, err := st.Create(ctx, n)
+		require.NoError(t, err)
+		assert.Equal(t, jobs.Created{ID: old.ID, Duplicate: true}, got)
+		n.Fingerprint = "f2"
+		_, err = st.Create(ctx, n)
+		assert.ErrorIs(t, err, jobs.ErrIdempotencyConflict)
+	})
+
+	t.Run("unreadable record", func(t *testing.T) {
+		require.NoError(t, rdb.Set(ctx, jobs.IdempotencyKey("junk"), "not a job id", 0).Err())
+		n := nj
+		n.IdempotencyKey = "junk"
+		_, err := st.Create(ctx, n)
+		assert.ErrorIs(t, err, jobs.ErrIdempotencyConflict)
+	})
+}

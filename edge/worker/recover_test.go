@@ -1,0 +1,108 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
+	"github.com/vesta-cx/euterpe/edge/jobs"
+)
+
+// Idle pending entries behind more live ones than one XPENDING page holds
+// are found: recovery pages through the whole pending list (the Redis 6.0
+// path has no XAUTOCLAIM to do it).
+func TestRecoveryPagesThroughPendingList(t *testing.T) {
+	testsvc.EachRedis(t, testRecoveryPagesThroughPendingList)
+}
+
+func testRecoveryPagesThroughPendingList(t *testing.T) {
+	for _, fallback := range []bool{true, false} {
+		t.Run(fmt.Sprintf("fallback=%v", fallback), func(t *testing.T) {
+			rdb, st, _ := newRedis(t)
+			ctx := context.Background()
+			if !fallback && !SupportsAutoClaim(rdb.Info(ctx, "server").Val()) {
+				t.Skip("server has no XAUTOCLAIM")
+			}
+			const live, orphans = 250, 3
+			for range live + orphans {
+				create(t, st, "chat", `{}`)
+			}
+			// Everything is delivered to a consumer that then dies ...
+			res, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: jobs.Group, Consumer: "dead",
+				Streams: []string{jobs.QueueStream, ">"}, Count: live + orphans}).Result()
+			if err != nil || len(res[0].Messages) != live+orphans {
+				t.Fatalf("read: %v", err)
+			}
+			var liveIDs, orphanIDs []string
+			for i, m := range res[0].Messages {
+				if i < live {
+					liveIDs = append(liveIDs, m.ID)
+				} else {
+					orphanIDs = append(orphanIDs, m.ID)
+				}
+			}
+			s := testSettings()
+			s.ClaimFallback = fallback
+			s.ClaimIdle = 400 * time.Millisecond
+			time.Sleep(s.ClaimIdle + 100*time.Millisecond)
+			// ... except that a live worker owns the first entries: they are
+			// not idle, and they sit before the idle ones.
+			if err := rdb.XClaimJustID(ctx, &redis.XClaimArgs{Stream: jobs.QueueStream, Group: jobs.Group,
+				Consumer: "alive", MinIdle: 0, Messages: liveIDs}).Err(); err != nil {
+				t.Fatal(err)
+			}
+			p, err := New(nil, rdb, st, "rescuer", s, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.claimer, err = p.chooseClaimer(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for range 10 { // XAUTOCLAIM walks its cursor in steps
+				es, err := p.claimer.claim(ctx, s.ClaimIdle, 16)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, e := range es {
+					got = append(got, e.msg.ID)
+				}
+				if len(got) >= orphans {
+					break
+				}
+			}
+			slices.Sort(got)
+			slices.Sort(orphanIDs) // as strings, like got
+			if !slices.Equal(got, orphanIDs) {
+				t.Fatalf("%s claimed %v, want the idle %v", p.claimer.name(), got, orphanIDs)
+			}
+		})
+	}
+}
+
+// The recovery path is chosen from the server's version: a real Redis 6.0
+// gets XPENDING+XCLAIM without being forced, a newer server XAUTOCLAIM.
+func TestClaimerChosenByServer(t *testing.T) { testsvc.EachRedis(t, testClaimerChosenByServer) }
+
+func testClaimerChosenByServer(t *testing.T) {
+	rdb, st, _ := newRedis(t)
+	p, err := New(nil, rdb, st, "w", testSettings(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := p.chooseClaimer(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "XAUTOCLAIM"
+	if testsvc.IsRedis60(t) {
+		want = "XPENDING+XCLAIM"
+	}
+	if c.name() != want {
+		t.Fatalf("claimer %s, want %s", c.name(), want)
+	}
+}

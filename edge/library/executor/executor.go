@@ -68,6 +68,11 @@ type Executor struct {
 	// rename moves a file into the trash; nil means os.Rename. Tests
 	// replace it to reach the cross-filesystem fallback.
 	rename func(oldpath, newpath string) error
+	// afterVerify, beforeFinalCheck and beforeMove, when set, are called
+	// by a delete with the path of the file to delete once it is verified,
+	// right before its last check (under the delete lock) and right before
+	// it is moved. Tests use them to change the filesystem at those moments.
+	afterVerify, beforeFinalCheck, beforeMove func(path string)
 	// hashChunk, when set, is called after each chunk a hash job reads
 	// with the job's bytes done so far. Tests use it to observe progress.
 	hashChunk func(bytesDone int64)

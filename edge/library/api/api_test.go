@@ -265,3 +265,51 @@ func TestMalformedGroupKeyAndCursor(t *testing.T) {
 		t.Fatalf("%d jobs enqueued by refused requests", jobs)
 	}
 }
+
+// TestThumbnailRerenderedWhenCacheFileGone: a ready thumbnail whose cache
+// file was removed (a cleared cache) is queued again (202) and then served
+// (200), instead of answering 404 forever.
+func TestThumbnailRerenderedWhenCacheFileGone(t *testing.T) {
+	s := start(t)
+	os.WriteFile(filepath.Join(s.root, "a.gif"), gifBytes(), 0o644)
+	s.run()
+	_, job := s.do("POST", "/api/v1/scans", "")
+	if j := s.waitJob(job["id"].(float64)); j["status"] != "completed" {
+		t.Fatalf("scan %v", j)
+	}
+	var id int64
+	s.lib.Store.DB.QueryRow(`SELECT id FROM library_files`).Scan(&id)
+	path := fmt.Sprintf("/api/v1/files/%d/thumbnail", id)
+	waitReady := func() {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		code, _ := s.do("GET", path, "")
+		for code != 200 && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+			code, _ = s.do("GET", path, "")
+		}
+		if code != 200 {
+			t.Fatalf("thumbnail never ready: %d", code)
+		}
+	}
+	waitReady()
+	var out string
+	var firstID int64
+	s.lib.Store.DB.QueryRow(`SELECT id, output_path FROM thumbnails WHERE status = 'ready'`).Scan(&firstID, &out)
+	if err := os.Remove(out); err != nil {
+		t.Fatal(err)
+	}
+	code, th := s.do("GET", path, "")
+	if code != 202 || (th["status"] != "pending" && th["status"] != "running") {
+		t.Fatalf("after the cache file was removed: %d %v, want 202 and a queued thumbnail", code, th)
+	}
+	waitReady()
+	if _, err := os.Stat(out); err != nil {
+		t.Fatalf("cache file not rendered again: %v", err)
+	}
+	var rows int
+	s.lib.Store.DB.QueryRow(`SELECT COUNT(*) FROM thumbnails`).Scan(&rows)
+	if rows != 1 {
+		t.Fatalf("%d thumbnail rows, want the one re-rendered row", rows)
+	}
+}

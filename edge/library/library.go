@@ -74,6 +74,7 @@ func New(ctx context.Context, log *slog.Logger, stateDir, workerID string, s Set
 		Store: st, Catalog: st, Roots: roots, Thumbs: thumbs, Trash: trash, Log: log.With("component", "library-executor"),
 		WorkerID: workerID, LeaseTTL: s.LeaseTTL, Poll: s.Poll, ThumbWorkers: s.ThumbWorkers,
 		IOBytesPerSec: int64(s.IOBytesPerSec), Retry: backoff, SkipDirs: []string{state.Path()},
+		MaxPixels: int64(s.ThumbMaxPixels),
 	}
 	p := &policy.Policy{
 		Store: st, HashAlgorithm: s.HashAlgorithm, ThumbQueueCapacity: s.ThumbQueueCapacity,

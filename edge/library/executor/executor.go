@@ -54,7 +54,11 @@ type Executor struct {
 	// io_rate_limits bucket; 0 disables pacing.
 	IOBytesPerSec int64
 	FFmpeg        string // path of ffmpeg, "" looks it up on PATH
-	Retry         lease.Backoff
+	FFprobe       string // path of ffprobe, "" looks it up on PATH
+	// MaxPixels refuses a thumbnail source whose declared width×height
+	// exceeds it, before anything is decoded (0 = DefaultMaxPixels).
+	MaxPixels int64
+	Retry     lease.Backoff
 	// MaxWALRetries is how many busy checkpoints are retried before failing.
 	MaxWALRetries int
 	// CheckpointBusyTimeout bounds how long a checkpoint waits for readers

@@ -15,6 +15,7 @@ import (
 	"github.com/vesta-cx/euterpe/edge/library/executor"
 	"github.com/vesta-cx/euterpe/edge/library/policy"
 	"github.com/vesta-cx/euterpe/edge/library/store"
+	"github.com/vesta-cx/euterpe/edge/library/trash"
 )
 
 const dupContent = "duplicate bytes, copied with cp -p"
@@ -452,5 +453,46 @@ func bindMountCases(t *testing.T) {
 				keptIntact(t, del, 0, false)
 			})
 		}
+	}
+}
+
+// TestTrashRetentionEmptiesDeletedFiles: a trashed duplicate stays in the
+// trash within the retention and is removed after it; the kept file and
+// the rest of the library are untouched.
+func TestTrashRetentionEmptiesDeletedFiles(t *testing.T) {
+	e := newEnv(t, true)
+	kept, del, fk, fd := dupPair(t, e)
+	keptIno := inode(t, kept)
+	other := e.write("other.txt", "unrelated")
+	j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk), policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.runJob(); got.Status != store.StatusCompleted {
+		t.Fatalf("delete job %s", got.Status)
+	}
+	trashed := *decisions(t, e, j.ID)[fd.ID].TrashPath
+	if _, err := os.Lstat(del); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("duplicate not moved")
+	}
+	for _, c := range []struct {
+		after time.Duration
+		gone  bool
+	}{{29 * 24 * time.Hour, false}, {31 * 24 * time.Hour, true}} {
+		cl := &trash.Cleaner{Dir: e.x.Trash.Path(), Retention: 30 * 24 * time.Hour,
+			Now: func() time.Time { return time.Now().Add(c.after) }}
+		if _, err := cl.Sweep(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Lstat(trashed); errors.Is(err, os.ErrNotExist) != c.gone {
+			t.Fatalf("after %s: trashed file gone=%v, want %v", c.after, !c.gone, c.gone)
+		}
+	}
+	keptIntact(t, kept, keptIno, true)
+	if data, _ := os.ReadFile(other); string(data) != "unrelated" {
+		t.Fatal("library file touched")
+	}
+	if _, err := os.Stat(e.x.Trash.Path()); err != nil {
+		t.Fatal("trash directory itself removed")
 	}
 }

@@ -9,36 +9,16 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vesta-cx/euterpe/edge/library/trash"
 )
 
-// deleteLockName is the lock file, in the trash directory, that serialises
-// the final check and the act of every delete sharing that trash (other
-// jobs, executors and processes), so two deletes in one group cannot each
-// see the other's file as the kept copy and both act.
-const deleteLockName = ".delete.lock"
-
-// lockDeletes takes the exclusive delete lock (flock).
-func (x *Executor) lockDeletes() (func(), error) {
-	p, err := x.Trash.Join(deleteLockName)
-	if err != nil {
-		return nil, err
-	}
-	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o640)
-	if err != nil {
-		return nil, fmt.Errorf("delete lock: %w", err)
-	}
-	for {
-		err = unix.Flock(fd, unix.LOCK_EX)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
-	if err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("delete lock: %w", err)
-	}
-	return func() { unix.Close(fd) }, nil
-}
+// lockDeletes takes the trash lock (trash.Lock), which serialises the
+// final check and the act of every delete sharing this trash (other jobs,
+// executors and processes), so two deletes in one group cannot each see
+// the other's file as the kept copy and both act; the trash cleaner holds
+// it too.
+func (x *Executor) lockDeletes() (func(), error) { return trash.Lock(x.Trash.Path()) }
 
 // remove moves the pinned file t to trash/<job>/<file id>/<name>, or
 // unlinks it when permanent. Under the delete lock it first re-checks that

@@ -122,6 +122,10 @@ func (x *Executor) deleteOne(ctx context.Context, jobID, id int64, key store.Gro
 	if x.afterVerify != nil {
 		x.afterVerify(f.Path)
 	}
+	if ctx.Err() != nil {
+		// the lease is lost or the daemon stops: never act after that
+		return "", nil, f, "delete interrupted before the file was moved"
+	}
 	decision, trash, err := x.remove(jobID, f.ID, pn, kept, permanent)
 	if err != nil {
 		return "", nil, f, "removal refused: " + err.Error()

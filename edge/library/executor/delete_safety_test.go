@@ -309,7 +309,7 @@ func trashFiles(t *testing.T, e *env) int {
 func TestDeleteConcurrentRequestsKeepLastCopy(t *testing.T) {
 	for _, permanent := range []bool{false, true} {
 		for round := 0; round < 5; round++ {
-			e := newEnv(t, false)
+			e := newEnv(t, true)
 			a, b, fa, fb := dupPair(t, e)
 			inoA, inoB := inode(t, a), inode(t, b)
 			x2 := &executor.Executor{Store: e.st, Roots: e.x.Roots, Thumbs: e.x.Thumbs, Trash: e.x.Trash, Log: e.x.Log,

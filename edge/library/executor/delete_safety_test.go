@@ -496,3 +496,66 @@ func TestTrashRetentionEmptiesDeletedFiles(t *testing.T) {
 		t.Fatal("trash directory itself removed")
 	}
 }
+
+// TestDeleteStagedAcrossFilesystems: with the trash on another filesystem
+// (EXDEV), the file is first renamed aside inside its own directory and
+// checked there. Permanent deletes unlink it from there; a swap caught
+// there is renamed back; nothing is left behind under the staging name.
+func TestDeleteStagedAcrossFilesystems(t *testing.T) {
+	exdev := func(o, n string) error { return &os.LinkError{Op: "rename", Old: o, New: n, Err: syscall.EXDEV} }
+	for _, c := range []struct {
+		name      string
+		permanent bool
+		swap      bool
+		want      string
+	}{
+		{name: "trash copy", want: executor.DecisionTrashed},
+		{name: "permanent", permanent: true, want: executor.DecisionRemoved},
+		{name: "hard link of the kept file swapped in before the move", swap: true, want: executor.DecisionRefused},
+		{name: "permanent, hard link of the kept file swapped in before the move", permanent: true, swap: true, want: executor.DecisionRefused},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, true)
+			kept, del, fk, fd := dupPair(t, e)
+			keptIno := inode(t, kept)
+			executor.SetRename(e.x, exdev)
+			if c.swap {
+				executor.SetDeleteHooks(e.x, nil, func(p string) {
+					mustSwap(t, func() error { return os.Rename(del, del+".orig") }, func() error { return os.Link(kept, del) })
+				})
+			}
+			j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
+				policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}, Permanent: c.permanent})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.runJob()
+			d := decisions(t, e, j.ID)[fd.ID]
+			if d.Decision != c.want {
+				t.Fatalf("decision %+v, want %s", d, c.want)
+			}
+			keptIntact(t, kept, keptIno, true)
+			staged, _ := filepath.Glob(filepath.Join(filepath.Dir(del), ".euterpe-delete-*"))
+			if len(staged) != 0 {
+				t.Fatalf("staged files left: %v", staged)
+			}
+			switch {
+			case c.swap:
+				if inode(t, del) != keptIno {
+					t.Fatal("the swapped-in name was not put back")
+				}
+				if trashFiles(t, e) != 0 {
+					t.Fatal("trash written for a refused delete")
+				}
+			case c.permanent:
+				if _, err := os.Lstat(del); !errors.Is(err, os.ErrNotExist) || trashFiles(t, e) != 0 {
+					t.Fatalf("permanent delete: original %v, %d trash files", err, trashFiles(t, e))
+				}
+			default:
+				if data, _ := os.ReadFile(*d.TrashPath); string(data) != dupContent {
+					t.Fatalf("trash copy %q", data)
+				}
+			}
+		})
+	}
+}

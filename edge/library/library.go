@@ -18,6 +18,7 @@ import (
 	"github.com/vesta-cx/euterpe/edge/library/pathsafe"
 	"github.com/vesta-cx/euterpe/edge/library/policy"
 	"github.com/vesta-cx/euterpe/edge/library/store"
+	"github.com/vesta-cx/euterpe/edge/library/trash"
 	"github.com/vesta-cx/euterpe/edge/library/watch"
 )
 
@@ -28,6 +29,7 @@ type Library struct {
 	Executor  *executor.Executor
 	Scheduler *policy.Scheduler
 	Watcher   *watch.Watcher
+	Trash     *trash.Cleaner
 	API       *api.Handlers
 	log       *slog.Logger
 }
@@ -60,7 +62,7 @@ func New(ctx context.Context, log *slog.Logger, stateDir, workerID string, s Set
 	if !filepath.IsAbs(trashPath) || !pathsafe.Under(state.Path(), filepath.Clean(trashPath)) || filepath.Clean(trashPath) == state.Path() {
 		return nil, &daemon.SettingError{Setting: "EUTERPE_LIBRARY_TRASH_DIR", Value: s.TrashDir, Reason: errTrashOutside.Error()}
 	}
-	trash, err := pathsafe.NewDir(trashPath)
+	trashDir, err := pathsafe.NewDir(trashPath)
 	if err != nil {
 		return nil, fmt.Errorf("trash directory: %w", err)
 	}
@@ -71,9 +73,10 @@ func New(ctx context.Context, log *slog.Logger, stateDir, workerID string, s Set
 	}
 	backoff := lease.Backoff{Base: 2 * s.Poll, Cap: 10 * s.LeaseTTL}
 	x := &executor.Executor{
-		Store: st, Catalog: st, Roots: roots, Thumbs: thumbs, Trash: trash, Log: log.With("component", "library-executor"),
+		Store: st, Catalog: st, Roots: roots, Thumbs: thumbs, Trash: trashDir, Log: log.With("component", "library-executor"),
 		WorkerID: workerID, LeaseTTL: s.LeaseTTL, Poll: s.Poll, ThumbWorkers: s.ThumbWorkers,
 		IOBytesPerSec: int64(s.IOBytesPerSec), Retry: backoff, SkipDirs: []string{state.Path()},
+		MaxPixels: int64(s.ThumbMaxPixels),
 	}
 	p := &policy.Policy{
 		Store: st, HashAlgorithm: s.HashAlgorithm, ThumbQueueCapacity: s.ThumbQueueCapacity,
@@ -82,6 +85,7 @@ func New(ctx context.Context, log *slog.Logger, stateDir, workerID string, s Set
 	}
 	l := &Library{
 		Store: st, Policy: p, Executor: x, log: log,
+		Trash: &trash.Cleaner{Dir: trashDir.Path(), Retention: s.TrashRetention, Log: log.With("component", "library-trash")},
 		Scheduler: &policy.Scheduler{
 			Policy: p, Log: log.With("component", "library-policy"), Interval: s.PolicyInterval, Backoff: backoff,
 			WALPath: dbPath + "-wal", WALBytes: int64(s.WALThresholdMB) << 20, WALMode: s.WALMode, AutoHash: s.AutoHash,
@@ -112,8 +116,8 @@ func (l *Library) Checks() []daemon.Check {
 	return []daemon.Check{{Name: "library", Probe: l.Store.Ping}}
 }
 
-// Run runs the executor, the policy scheduler and the watcher until ctx
-// ends, then closes the database.
+// Run runs the executor, the policy scheduler, the trash cleaner and the
+// watcher until ctx ends, then closes the database.
 func (l *Library) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	run := func(name string, f func(context.Context) error) {
@@ -127,6 +131,7 @@ func (l *Library) Run(ctx context.Context) error {
 	}
 	run("executor", l.Executor.Run)
 	run("policy", l.Scheduler.Run)
+	run("trash", l.Trash.Run)
 	if l.Watcher != nil {
 		run("watch", l.Watcher.Run)
 	}

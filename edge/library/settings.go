@@ -20,10 +20,12 @@ type Settings struct {
 	ThumbQueueCapacity int
 	ThumbWorkers       int
 	ThumbMaxAttempts   int
+	ThumbMaxPixels     int // sources declaring more width×height pixels are refused before decoding
 	IOBytesPerSec      int // thumbnail source bytes per second, 0 = unpaced
 	WALThresholdMB     int
 	WALMode            string
 	TrashDir           string // "" = <state>/trash
+	TrashRetention     time.Duration
 	LeaseTTL           time.Duration
 	Poll               time.Duration
 	PolicyInterval     time.Duration
@@ -70,6 +72,8 @@ func (s *Settings) Register(cfg *daemon.Config) {
 		"concurrent thumbnail renderers")
 	cfg.Int(&s.ThumbMaxAttempts, "library-thumbnail-attempts", "EUTERPE_LIBRARY_THUMBNAIL_ATTEMPTS", 5, 1, 100,
 		"failed thumbnails are requeued (after retry_after) until this many failures")
+	cfg.Int(&s.ThumbMaxPixels, "library-thumbnail-max-pixels", "EUTERPE_LIBRARY_THUMBNAIL_MAX_PIXELS", 100_000_000, 1024, 1<<40,
+		"thumbnail sources whose declared width×height exceeds this are refused (source_too_large) before decoding")
 	cfg.Int(&s.IOBytesPerSec, "library-io-rate", "EUTERPE_LIBRARY_IO_RATE", 64<<20, 0, 1<<40,
 		"global thumbnail source read budget in bytes/s shared through io_rate_limits (0 = unpaced)")
 	cfg.Int(&s.WALThresholdMB, "library-wal-threshold-mb", "EUTERPE_LIBRARY_WAL_THRESHOLD_MB", 64, 0, 1<<20,
@@ -79,6 +83,8 @@ func (s *Settings) Register(cfg *daemon.Config) {
 		daemon.CheckOneOf(store.ModePassive, store.ModeRestart, store.ModeTruncate))
 	cfg.String(&s.TrashDir, "library-trash-dir", "EUTERPE_LIBRARY_TRASH_DIR", "",
 		"where deleted duplicates are moved (default <state dir>/trash; must be inside the state directory)", nil)
+	cfg.Duration(&s.TrashRetention, "library-trash-retention", "EUTERPE_LIBRARY_TRASH_RETENTION", 30*24*time.Hour, 0, 100*365*24*time.Hour,
+		"trash entries older than this are removed (checked hourly; 0 keeps the trash forever)")
 	cfg.Duration(&s.LeaseTTL, "library-lease-ttl", "EUTERPE_LIBRARY_LEASE_TTL", 30*time.Second, time.Second, time.Hour,
 		"lease length of library jobs; heartbeats every third")
 	cfg.Duration(&s.Poll, "library-poll", "EUTERPE_LIBRARY_POLL", time.Second, 10*time.Millisecond, time.Minute,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/labstack/echo/v4"
@@ -31,15 +32,17 @@ const (
 
 // Mount registers every route on e.
 func (h *Handlers) Mount(e *echo.Echo) {
+	// strictQuery is added per route: a group-wide Use would also answer
+	// every unknown path under /api/v1, which other components share.
 	g := e.Group("/api/v1")
-	g.POST("/scans", h.postScan)
-	g.GET("/jobs", h.listJobs)
-	g.GET("/jobs/:id", h.getJob)
-	g.GET("/duplicates/groups", h.listGroups)
-	g.GET("/duplicates/groups/:group_key/files", h.groupFiles)
-	g.POST("/duplicates/groups/:group_key/delete", h.deleteDuplicates)
-	g.GET("/files/:id/thumbnail", h.thumbnail)
-	g.POST("/maintenance/wal", h.postWAL)
+	g.POST("/scans", h.postScan, strictQuery)
+	g.GET("/jobs", h.listJobs, strictQuery)
+	g.GET("/jobs/:id", h.getJob, strictQuery)
+	g.GET("/duplicates/groups", h.listGroups, strictQuery)
+	g.GET("/duplicates/groups/:group_key/files", h.groupFiles, strictQuery)
+	g.POST("/duplicates/groups/:group_key/delete", h.deleteDuplicates, strictQuery)
+	g.GET("/files/:id/thumbnail", h.thumbnail, strictQuery)
+	g.POST("/maintenance/wal", h.postWAL, strictQuery)
 }
 
 func badRequest(format string, args ...any) error {
@@ -106,12 +109,45 @@ func decodeBody(c echo.Context, v any) error {
 	if len(body) > maxBody {
 		return daemon.Errorf(http.StatusRequestEntityTooLarge, "body_too_large", "body exceeds %d bytes", maxBody)
 	}
+	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return badRequest("the body must be a JSON object")
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return badRequest("invalid JSON body: %s", err.Error())
 	}
+	// One object and nothing after it but white space, as the gateway
+	// reads its bodies: trailing text is refused, not ignored.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return badRequest("invalid JSON body: unexpected data after the object")
+	}
 	return nil
+}
+
+// strictQuery refuses a query string that does not parse (echo would drop
+// the malformed pair and serve page 1) and a repeated parameter (echo
+// would read the first), with 400 bad_query.
+func strictQuery(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		q, err := url.ParseQuery(c.Request().URL.RawQuery)
+		if err != nil {
+			return daemon.Errorf(http.StatusBadRequest, "bad_query", "malformed query string: %s", err.Error())
+		}
+		for k, v := range q {
+			if len(v) > 1 {
+				return daemon.Errorf(http.StatusBadRequest, "bad_query", "query parameter %q is repeated", capParam(k))
+			}
+		}
+		return next(c)
+	}
+}
+
+func capParam(s string) string {
+	if len(s) > 32 {
+		return s[:32] + "…"
+	}
+	return s
 }
 
 type page[T any] struct {

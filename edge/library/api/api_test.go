@@ -2,10 +2,12 @@ package api_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -263,5 +265,107 @@ func TestMalformedGroupKeyAndCursor(t *testing.T) {
 	s.lib.Store.DB.QueryRow(`SELECT COUNT(*) FROM jobs`).Scan(&jobs)
 	if jobs != 0 {
 		t.Fatalf("%d jobs enqueued by refused requests", jobs)
+	}
+}
+
+// TestThumbnailRerenderedWhenCacheFileGone: a ready thumbnail whose cache
+// file was removed (a cleared cache) is queued again (202) and then served
+// (200), instead of answering 404 forever.
+func TestThumbnailRerenderedWhenCacheFileGone(t *testing.T) {
+	s := start(t)
+	os.WriteFile(filepath.Join(s.root, "a.gif"), gifBytes(), 0o644)
+	s.run()
+	_, job := s.do("POST", "/api/v1/scans", "")
+	if j := s.waitJob(job["id"].(float64)); j["status"] != "completed" {
+		t.Fatalf("scan %v", j)
+	}
+	var id int64
+	s.lib.Store.DB.QueryRow(`SELECT id FROM library_files`).Scan(&id)
+	path := fmt.Sprintf("/api/v1/files/%d/thumbnail", id)
+	waitReady := func() {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		code, _ := s.do("GET", path, "")
+		for code != 200 && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+			code, _ = s.do("GET", path, "")
+		}
+		if code != 200 {
+			t.Fatalf("thumbnail never ready: %d", code)
+		}
+	}
+	waitReady()
+	var out string
+	var firstID int64
+	s.lib.Store.DB.QueryRow(`SELECT id, output_path FROM thumbnails WHERE status = 'ready'`).Scan(&firstID, &out)
+	if err := os.Remove(out); err != nil {
+		t.Fatal(err)
+	}
+	code, th := s.do("GET", path, "")
+	if code != 202 || (th["status"] != "pending" && th["status"] != "running") {
+		t.Fatalf("after the cache file was removed: %d %v, want 202 and a queued thumbnail", code, th)
+	}
+	waitReady()
+	if _, err := os.Stat(out); err != nil {
+		t.Fatalf("cache file not rendered again: %v", err)
+	}
+	var rows int
+	s.lib.Store.DB.QueryRow(`SELECT COUNT(*) FROM thumbnails`).Scan(&rows)
+	if rows != 1 {
+		t.Fatalf("%d thumbnail rows, want the one re-rendered row", rows)
+	}
+}
+
+// TestStrictRequests: a JSON body with anything after the object, a body
+// that is not an object, a query string that does not parse, a repeated
+// parameter and a group cursor whose values are out of the sort key's range
+// are 400s; nothing is enqueued.
+func TestStrictRequests(t *testing.T) {
+	s := start(t)
+	valid := "blake3:" + strings.Repeat("ab", 32)
+	hugeCursor := func(count, size int64) string {
+		b, _ := json.Marshal(map[string]any{"file_count": count, "total_size_bytes": size, "hash_algorithm": "blake3",
+			"content_hash_hex": strings.Repeat("ab", 32)})
+		return base64.RawURLEncoding.EncodeToString(b)
+	}
+	del := "/api/v1/duplicates/groups/" + valid + "/delete"
+	cases := []struct {
+		name, method, path, body, code string
+	}{
+		{"delete: trailing text", "POST", del, `{"keep_file_ids":[1],"delete_file_ids":[2]} and more`, "bad_request"},
+		{"delete: a second object", "POST", del, `{"keep_file_ids":[1],"delete_file_ids":[2]}{"permanent":true}`, "bad_request"},
+		{"delete: null", "POST", del, `null`, "bad_request"},
+		{"delete: array", "POST", del, `[1,2]`, "bad_request"},
+		{"wal: trailing text", "POST", "/api/v1/maintenance/wal", `{"mode":"passive"} x`, "bad_request"},
+		{"jobs: malformed query", "GET", "/api/v1/jobs?cursor=%%%", "", "bad_query"},
+		{"groups: malformed query", "GET", "/api/v1/duplicates/groups?cursor=%%%", "", "bad_query"},
+		{"files: malformed query", "GET", "/api/v1/duplicates/groups/" + valid + "/files?limit=%zz", "", "bad_query"},
+		{"thumbnail: malformed query", "GET", "/api/v1/files/1/thumbnail?x=%", "", "bad_query"},
+		{"jobs: repeated cursor", "GET", "/api/v1/jobs?cursor=5&cursor=7", "", "bad_query"},
+		{"groups: repeated limit", "GET", "/api/v1/duplicates/groups?limit=5&limit=7", "", "bad_query"},
+		{"groups: total_size_bytes beyond the sort key", "GET", "/api/v1/duplicates/groups?cursor=" + hugeCursor(2, math.MaxInt64), "", "bad_cursor"},
+		{"groups: file_count beyond the sort key", "GET", "/api/v1/duplicates/groups?cursor=" + hugeCursor(math.MaxInt64, 10), "", "bad_cursor"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, out := s.do(c.method, c.path, c.body)
+			e, _ := out["error"].(map[string]any)
+			if code != 400 || e == nil || e["code"] != c.code || e["message"] == "" {
+				t.Fatalf("%s %s = %d %v, want 400 %s", c.method, c.path, code, out, c.code)
+			}
+		})
+	}
+	var jobs, wal int
+	s.lib.Store.DB.QueryRow(`SELECT COUNT(*) FROM jobs`).Scan(&jobs)
+	s.lib.Store.DB.QueryRow(`SELECT COUNT(*) FROM wal_maintenance_jobs`).Scan(&wal)
+	if jobs != 0 || wal != 0 {
+		t.Fatalf("%d jobs and %d WAL rows enqueued by refused requests", jobs, wal)
+	}
+	// The same requests without the defect are answered normally.
+	if code, out := s.do("POST", "/api/v1/maintenance/wal", " {\"mode\":\"passive\"}\n "); code != 202 {
+		t.Fatalf("valid WAL request: %d %v", code, out)
+	}
+	if code, out := s.do("GET", "/api/v1/jobs?limit=5&x=%20ok", ""); code != 200 {
+		t.Fatalf("valid query: %d %v", code, out)
 	}
 }

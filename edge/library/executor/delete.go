@@ -3,14 +3,9 @@ package executor
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
-	"strconv"
-	"syscall"
 
+	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/edge/library/store"
 )
 
@@ -33,10 +28,12 @@ const (
 	CodeDeleteRefused = "delete_refused"
 )
 
-// delete carries out an authorised delete. Each kept file is re-hashed
-// first; unless at least one still matches the group, nothing is removed
-// (the last copy is never deleted). Each file to delete is then re-hashed
-// right before removal and removed only if it still matches the group.
+// delete carries out an authorised delete. Each kept file is verified
+// first (pinned and re-hashed, see verifyMember); unless at least one
+// still matches the group, nothing is removed (the last copy is never
+// deleted). Each file to delete is then verified the same way, refused
+// when it is the same file as a kept one (a hard link or a bind mount of
+// it), and removed by remove, which checks again right before the act.
 // Every decision is recorded.
 func (x *Executor) delete(ctx context.Context, c *Claim) error {
 	var p DeletePayload
@@ -50,16 +47,17 @@ func (x *Executor) delete(ctx context.Context, c *Claim) error {
 	record := func(f store.File, decision, reason string, trash *string) error {
 		return x.Catalog.RecordDecision(context.WithoutCancel(ctx), store.Decision{
 			JobID: c.Job.ID, GroupKey: key.String(), FileID: f.ID, Path: f.Path,
-			Decision: decision, Reason: reason, TrashPath: trash,
+			Decision: decision, Reason: daemon.CapMessage(reason), TrashPath: trash,
 		})
 	}
 	total := int64(len(p.KeepFileIDs) + len(p.DeleteFileIDs))
 	var done int64
 	step := func() { done++; c.SetProgress(done, float64(done)/float64(max(total, 1))) }
 
-	verifiedKeep := 0
+	var kept []*pinned
 	for _, id := range p.KeepFileIDs {
-		f, reason := x.verifyMember(ctx, id, key)
+		f, pn, reason := x.verifyMember(ctx, id, key)
+		pn.close() // a kept file is re-checked by path and identity, never opened again
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -70,14 +68,14 @@ func (x *Executor) delete(ctx context.Context, c *Claim) error {
 			}
 			continue
 		}
-		verifiedKeep++
+		kept = append(kept, pn)
 		if err := record(f, DecisionKeep, "kept copy verified by re-hash", nil); err != nil {
 			return err
 		}
 	}
 	removed, refused := 0, 0
 	for _, id := range p.DeleteFileIDs {
-		if verifiedKeep == 0 {
+		if len(kept) == 0 {
 			f, _ := x.Store.GetFile(ctx, id)
 			f.ID = id
 			refused++
@@ -87,7 +85,7 @@ func (x *Executor) delete(ctx context.Context, c *Claim) error {
 			}
 			continue
 		}
-		f, reason := x.verifyMember(ctx, id, key)
+		decision, trash, f, reason := x.deleteOne(ctx, c.Job.ID, id, key, kept, p.Permanent)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -95,14 +93,6 @@ func (x *Executor) delete(ctx context.Context, c *Claim) error {
 		if reason != "" {
 			refused++
 			if err := record(f, DecisionRefused, reason, nil); err != nil {
-				return err
-			}
-			continue
-		}
-		decision, trash, err := x.removeFile(c.Job.ID, f, p.Permanent)
-		if err != nil {
-			refused++
-			if err := record(f, DecisionRefused, "removal failed: "+err.Error(), nil); err != nil {
 				return err
 			}
 			continue
@@ -118,99 +108,72 @@ func (x *Executor) delete(ctx context.Context, c *Claim) error {
 	return nil
 }
 
-// verifyMember re-hashes file id and returns "" when it is still a live
-// member of group k, else the reason it is not.
-func (x *Executor) verifyMember(ctx context.Context, id int64, k store.GroupKey) (store.File, string) {
+// deleteOne verifies file id and removes it, or returns why it did not.
+func (x *Executor) deleteOne(ctx context.Context, jobID, id int64, key store.GroupKey, kept []*pinned, permanent bool) (string, *string, store.File, string) {
+	f, pn, reason := x.verifyMember(ctx, id, key)
+	defer pn.close()
+	if reason != "" {
+		return "", nil, f, reason
+	}
+	if k := sameAsKept(pn, kept); k != nil {
+		return "", nil, f, fmt.Sprintf("%s is the same file as kept %s (device %d, inode %d): a hard link or mount of the kept copy; removing it would leave one copy fewer than the group shows",
+			f.Path, k.path, pn.key.dev, pn.key.ino)
+	}
+	if x.afterVerify != nil {
+		x.afterVerify(f.Path)
+	}
+	if ctx.Err() != nil {
+		// the lease is lost or the daemon stops: never act after that
+		return "", nil, f, "delete interrupted before the file was moved"
+	}
+	decision, trash, err := x.remove(jobID, f.ID, pn, kept, permanent)
+	if err != nil {
+		return "", nil, f, "removal refused: " + err.Error()
+	}
+	return decision, trash, f, ""
+}
+
+func sameAsKept(p *pinned, kept []*pinned) *pinned {
+	for _, k := range kept {
+		if k.key == p.key {
+			return k
+		}
+	}
+	return nil
+}
+
+// verifyMember pins file id's recorded path (see pin: no symlink, no
+// moved directory, inside the roots) and re-hashes the opened descriptor.
+// It returns the pinned file and "" when the file is still a live member
+// of group k with the size and mtime it was hashed with, else the reason
+// it is not (and a nil pin).
+func (x *Executor) verifyMember(ctx context.Context, id int64, k store.GroupKey) (store.File, *pinned, string) {
 	f, err := x.Store.GetFile(ctx, id)
 	if err != nil {
-		return store.File{ID: id}, "file not found"
+		return store.File{ID: id}, nil, "file not found"
 	}
 	if f.IsMissing || f.NeedsHash || f.HashAlgorithm == nil || f.ContentHash == nil ||
 		*f.HashAlgorithm != k.Algorithm || *f.ContentHash != k.HashHex {
-		return f, "file is no longer a current member of the group"
+		return f, nil, "file is no longer a current member of the group"
 	}
-	digest, size, mtime, err := x.HashFile(ctx, f.Path, k.Algorithm, nil)
+	pn, err := x.pin(f.Path)
 	if err != nil {
-		return f, "re-hash failed: " + err.Error()
+		return f, nil, "path check failed: " + err.Error()
+	}
+	digest, err := pn.hash(ctx, k.Algorithm)
+	if err != nil {
+		pn.close()
+		return f, nil, "re-hash failed: " + err.Error()
 	}
 	if digest != k.HashHex {
+		pn.close()
 		_ = x.Catalog.MarkNeedsHash(context.WithoutCancel(ctx), f.ID)
-		return f, "content changed: re-hash no longer matches the group"
+		return f, nil, "content changed: re-hash no longer matches the group"
 	}
-	if size != f.SizeBytes || mtime != f.MtimeNS {
+	if pn.size != f.SizeBytes || pn.mtimeNS != f.MtimeNS {
+		pn.close()
 		_ = x.Catalog.MarkNeedsHash(context.WithoutCancel(ctx), f.ID)
-		return f, "file changed since it was hashed"
+		return f, nil, "file changed since it was hashed"
 	}
-	return f, ""
-}
-
-// removeFile moves f into trash/<job>/<file id>/<name>, or unlinks it when
-// permanent. A trash on another filesystem (EXDEV) is reached by copying
-// the file, syncing the copy, then removing the original. The path is re-resolved under the roots first and a symlink is
-// never removed.
-func (x *Executor) removeFile(jobID int64, f store.File, permanent bool) (string, *string, error) {
-	real, _, err := x.Roots.Resolve(f.Path)
-	if err != nil {
-		return "", nil, err
-	}
-	if st, err := os.Lstat(real); err != nil || !st.Mode().IsRegular() {
-		return "", nil, fmt.Errorf("%s is not a regular file", f.Path)
-	}
-	if permanent {
-		if err := os.Remove(real); err != nil {
-			return "", nil, err
-		}
-		return DecisionRemoved, nil, nil
-	}
-	rel := filepath.Join(strconv.FormatInt(jobID, 10), strconv.FormatInt(f.ID, 10), filepath.Base(real))
-	dst, err := x.Trash.Join(rel)
-	if err != nil {
-		return "", nil, err
-	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o750); err != nil {
-		return "", nil, err
-	}
-	if err := x.Trash.Contains(dst); err != nil {
-		return "", nil, err
-	}
-	rename := x.rename
-	if rename == nil {
-		rename = os.Rename
-	}
-	if err := rename(real, dst); err != nil {
-		if !errors.Is(err, syscall.EXDEV) {
-			return "", nil, err
-		}
-		if err := copyFile(real, dst); err != nil {
-			return "", nil, err
-		}
-		if err := os.Remove(real); err != nil {
-			return "", nil, err
-		}
-	}
-	return DecisionTrashed, &dst, nil
-}
-
-// copyFile copies src to dst (new file) and syncs it, for a trash on
-// another filesystem.
-func copyFile(src, dst string) error {
-	in, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		os.Remove(dst)
-		return err
-	}
-	if err := out.Sync(); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
+	return f, pn, ""
 }

@@ -3,8 +3,11 @@
 // maintenance), heartbeats them while it works, and finishes them. It walks
 // the library roots, streams files through BLAKE3 or SHA-256, renders
 // thumbnails through the global I/O limiter, runs PRAGMA wal_checkpoint, and
-// carries out deletions the policy side authorised, re-hashing every file
-// right before it is moved to the trash.
+// carries out deletions the policy side authorised: every file is pinned
+// by its recorded path without following links, re-hashed from the opened
+// descriptor, compared by device and inode with the kept files, and moved
+// by name from its opened directory under a lock, with a last check that
+// what moved is what was hashed.
 //
 // The executor writes to the job tables only the columns protocol §7
 // whitelists for each path (claim, heartbeat, finish, recovery). Every such

@@ -54,7 +54,11 @@ type Executor struct {
 	// io_rate_limits bucket; 0 disables pacing.
 	IOBytesPerSec int64
 	FFmpeg        string // path of ffmpeg, "" looks it up on PATH
-	Retry         lease.Backoff
+	FFprobe       string // path of ffprobe, "" looks it up on PATH
+	// MaxPixels refuses a thumbnail source whose declared width×height
+	// exceeds it, before anything is decoded (0 = DefaultMaxPixels).
+	MaxPixels int64
+	Retry     lease.Backoff
 	// MaxWALRetries is how many busy checkpoints are retried before failing.
 	MaxWALRetries int
 	// CheckpointBusyTimeout bounds how long a checkpoint waits for readers
@@ -68,6 +72,11 @@ type Executor struct {
 	// rename moves a file into the trash; nil means os.Rename. Tests
 	// replace it to reach the cross-filesystem fallback.
 	rename func(oldpath, newpath string) error
+	// afterVerify, beforeFinalCheck and beforeMove, when set, are called
+	// by a delete with the path of the file to delete once it is verified,
+	// right before its last check (under the delete lock) and right before
+	// it is moved. Tests use them to change the filesystem at those moments.
+	afterVerify, beforeFinalCheck, beforeMove func(path string)
 	// hashChunk, when set, is called after each chunk a hash job reads
 	// with the job's bytes done so far. Tests use it to observe progress.
 	hashChunk func(bytesDone int64)

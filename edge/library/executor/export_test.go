@@ -8,6 +8,16 @@ import (
 // SetRename replaces the function that moves files into the trash.
 func SetRename(x *Executor, rename func(oldpath, newpath string) error) { x.rename = rename }
 
+// SetDeleteHooks installs functions a delete calls right before its last
+// check of a file to delete and right before it moves it.
+func SetDeleteHooks(x *Executor, beforeFinalCheck, beforeMove func(path string)) {
+	x.beforeFinalCheck, x.beforeMove = beforeFinalCheck, beforeMove
+}
+
+// SetAfterVerify installs a function a delete calls once a file to delete
+// is verified, before it takes the delete lock.
+func SetAfterVerify(x *Executor, fn func(path string)) { x.afterVerify = fn }
+
 // SetHashChunk installs a function called after every chunk a hash job reads.
 func SetHashChunk(x *Executor, fn func(bytesDone int64)) { x.hashChunk = fn }
 

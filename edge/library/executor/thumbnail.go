@@ -10,9 +10,12 @@ import (
 	_ "image/gif" // GIF input
 	"image/jpeg"
 	_ "image/png" // PNG input
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"golang.org/x/image/draw"
 	_ "golang.org/x/image/webp" // WebP input
@@ -32,6 +35,7 @@ const (
 	CodeFFmpegMissing  = "ffmpeg_missing"
 	CodeFFmpegFailed   = "ffmpeg_failed"
 	CodeOutputRefused  = "output_refused"
+	CodeSourceTooLarge = "source_too_large"
 	CodeThumbnailStale = "lease_expired"
 )
 
@@ -187,6 +191,9 @@ func (x *Executor) render(ctx context.Context, t *ThumbTask) (w, h int, size int
 		return 0, 0, 0, thumbErr(CodeSourceMissing, err)
 	}
 	defer src.Close()
+	if err := x.checkPixels(ctx, src, t, renderedInGo(t)); err != nil {
+		return 0, 0, 0, err
+	}
 	if st, err := src.Stat(); err == nil {
 		if err := x.ReserveIO(ctx, ThumbnailIOBucket, st.Size()); err != nil {
 			return 0, 0, 0, err
@@ -198,7 +205,7 @@ func (x *Executor) render(ctx context.Context, t *ThumbTask) (w, h int, size int
 	}
 	tmpName := tmp.Name()
 	defer os.Remove(tmpName)
-	if t.MediaType == store.MediaImage && t.Format == store.FormatJPEG {
+	if renderedInGo(t) {
 		err = renderImageJPEG(src, tmp, t.MaxSize)
 	} else {
 		tmp.Close()
@@ -278,7 +285,9 @@ func (x *Executor) renderFFmpeg(ctx context.Context, src *os.File, out string, t
 		if _, err := src.Seek(0, 0); err != nil {
 			return err
 		}
-		args := []string{"-hide_banner", "-loglevel", "error", "-nostdin", "-y"}
+		// -max_pixels makes ffmpeg's decoder refuse an oversized frame
+		// itself, for sources whose dimensions could not be read first.
+		args := []string{"-hide_banner", "-loglevel", "error", "-nostdin", "-y", "-max_pixels", strconv.FormatInt(min(x.maxPixels(), math.MaxInt32), 10)}
 		if seek {
 			args = append(args, "-ss", "1")
 		}
@@ -300,6 +309,9 @@ func (x *Executor) renderFFmpeg(ctx context.Context, src *os.File, out string, t
 		err = run(false) // clip shorter than the seek point
 	}
 	if err != nil {
+		if strings.Contains(err.Error(), "exceeds specified max pixel count") {
+			return thumbErr(CodeSourceTooLarge, fmt.Errorf("ffmpeg refused a frame over the limit of %d pixels: %w", x.maxPixels(), err))
+		}
 		return thumbErr(CodeFFmpegFailed, err)
 	}
 	return nil

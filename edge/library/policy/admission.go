@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -257,13 +258,17 @@ func (p *Policy) AdmitThumbnail(ctx context.Context, f store.File, format string
 	}
 	t, err := scanThumb(p.Store.DB.QueryRowContext(ctx, `SELECT `+thumbCols+` FROM thumbnails
 WHERE file_id = ? AND format = ? AND max_size = ? ORDER BY id DESC LIMIT 1`, f.ID, format, size))
+	var stale *Thumb
 	if err == nil {
-		if t.Status == store.StatusFailed {
+		switch {
+		case t.Status == store.StatusFailed:
 			return p.requeueThumb(ctx, t)
+		case t.Status == store.StatusReady && !cacheFilePresent(t.OutputPath):
+			stale = &t
+		default:
+			return t, nil
 		}
-		return t, nil
-	}
-	if !errors.Is(err, sql.ErrNoRows) {
+	} else if !errors.Is(err, sql.ErrNoRows) {
 		return t, err
 	}
 	var group any
@@ -272,17 +277,40 @@ WHERE file_id = ? AND format = ? AND max_size = ? ORDER BY id DESC LIMIT 1`, f.I
 	}
 	out := filepath.Join(p.ThumbsDir, thumbName(f.ID, size, format))
 	now := p.Store.NowMS()
-	t, err = scanThumb(p.Store.DB.QueryRowContext(ctx, `INSERT INTO thumbnails(file_id, group_key, source_path, output_path,
+	admit := func(q interface {
+		QueryRowContext(context.Context, string, ...any) *sql.Row
+	}) (Thumb, error) {
+		return scanThumb(q.QueryRowContext(ctx, `INSERT INTO thumbnails(file_id, group_key, source_path, output_path,
   status, media_type, format, max_size, created_at, updated_at)
 SELECT ?1, ?2, ?3, ?4, 'pending', ?5, ?6, ?7, ?8, ?8
 WHERE (SELECT COUNT(*) FROM thumbnails WHERE status IN ('pending','running')) < ?9
   AND NOT EXISTS (SELECT 1 FROM thumbnails WHERE file_id = ?1 AND format = ?6 AND max_size = ?7)
 RETURNING `+thumbCols, f.ID, group, f.Path, out, media, format, size, now, p.ThumbQueueCapacity))
+	}
+	if stale != nil {
+		// A ready row whose cache file is gone (a cleared cache): the row is
+		// replaced by a fresh pending one in one transaction, under the same
+		// capacity rule. ready stays terminal (§4.3); the row is deleted, as a
+		// cleanup would delete it (§4.4), and admitted again.
+		err = p.Store.Tx(ctx, func(tx *sql.Tx) error {
+			res, err := tx.ExecContext(ctx, `DELETE FROM thumbnails WHERE id = ? AND status = 'ready'`, stale.ID)
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n == 0 {
+				return sql.ErrNoRows // a concurrent request replaced it first
+			}
+			t, err = admit(tx)
+			return err
+		})
+	} else {
+		t, err = admit(p.Store.DB)
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		// Either the queue is full or a concurrent request admitted it.
 		t, err2 := scanThumb(p.Store.DB.QueryRowContext(ctx, `SELECT `+thumbCols+` FROM thumbnails
 WHERE file_id = ? AND format = ? AND max_size = ? ORDER BY id DESC LIMIT 1`, f.ID, format, size))
-		if err2 == nil {
+		if err2 == nil && !(t.Status == store.StatusReady && !cacheFilePresent(t.OutputPath)) {
 			return t, nil
 		}
 		return Thumb{}, ErrQueueFull
@@ -316,6 +344,13 @@ RETURNING `+thumbCols, now, t.ID, p.ThumbQueueCapacity))
 		p.wake()
 	}
 	return nt, err
+}
+
+// cacheFilePresent reports whether a ready thumbnail's cache file is still
+// a regular file; anything else (removed, replaced) is rendered again.
+func cacheFilePresent(path string) bool {
+	st, err := os.Lstat(path)
+	return err == nil && st.Mode().IsRegular()
 }
 
 func thumbName(fileID int64, size int, format string) string {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -81,6 +83,7 @@ func TestAdmitThumbnail(t *testing.T) {
 		status     string
 		errorCount int64
 		retryAfter *int64 // nil = NULL
+		cached     bool   // a ready row's cache file exists
 	}
 	cases := []struct {
 		name     string
@@ -91,6 +94,7 @@ func TestAdmitThumbnail(t *testing.T) {
 		ready    int       // ready rows of other files (never count)
 		row      *existing // this file's row, if any
 		want     string    // resulting status of this file's row
+		newRow   bool      // the file's row is replaced by a new one
 		wantErr  error
 	}{
 		{name: "new row admitted", path: "/lib/a.jpg", capacity: 2, want: store.StatusPending},
@@ -103,7 +107,11 @@ func TestAdmitThumbnail(t *testing.T) {
 		{name: "existing pending returned even when full", path: "/lib/a.jpg", capacity: 1, queued: 0,
 			row: &existing{status: "pending"}, want: store.StatusPending},
 		{name: "existing ready returned", path: "/lib/a.jpg", capacity: 2, queued: 2,
-			row: &existing{status: "ready"}, want: store.StatusReady},
+			row: &existing{status: "ready", cached: true}, want: store.StatusReady},
+		{name: "ready without its cache file is queued again", path: "/lib/a.jpg", capacity: 2, queued: 1,
+			row: &existing{status: "ready"}, want: store.StatusPending, newRow: true},
+		{name: "ready without its cache file and a full queue is refused", path: "/lib/a.jpg", capacity: 2, queued: 2,
+			row: &existing{status: "ready"}, wantErr: policy.ErrQueueFull},
 		{name: "failed before retry_after stays failed", path: "/lib/a.jpg", capacity: 2,
 			row: &existing{status: "failed", errorCount: 1, retryAfter: at(time.Second)}, want: store.StatusFailed},
 		{name: "failed at retry_after is requeued", path: "/lib/a.jpg", capacity: 2,
@@ -129,8 +137,15 @@ func TestAdmitThumbnail(t *testing.T) {
 			}
 			var rowID int64
 			if c.row != nil {
+				out := filepath.Join(e.p.ThumbsDir, "1_64.jpg")
+				if c.row.cached {
+					os.MkdirAll(e.p.ThumbsDir, 0o750)
+					if err := os.WriteFile(out, []byte("jpeg"), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
 				rowID = e.insert("thumbnails", map[string]any{"file_id": 1, "status": c.row.status, "format": "jpeg",
-					"max_size": 64, "error_count": c.row.errorCount, "retry_after": nullable(c.row.retryAfter)})
+					"max_size": 64, "error_count": c.row.errorCount, "retry_after": nullable(c.row.retryAfter), "output_path": out})
 			}
 			before := e.count(`SELECT COUNT(*) FROM thumbnails`)
 			f := store.File{ID: 1, Path: c.path, IsMissing: c.missing}
@@ -141,6 +156,9 @@ func TestAdmitThumbnail(t *testing.T) {
 				}
 				if n := e.count(`SELECT COUNT(*) FROM thumbnails`); n != before {
 					t.Fatalf("refused admission wrote a row")
+				}
+				if c.row != nil && e.count(`SELECT COUNT(*) FROM thumbnails WHERE id = ?`, rowID) != 1 {
+					t.Fatalf("refused admission removed the existing row")
 				}
 				return
 			}
@@ -155,7 +173,7 @@ func TestAdmitThumbnail(t *testing.T) {
 			if stored != c.want {
 				t.Fatalf("stored status %s, want %s", stored, c.want)
 			}
-			if c.row != nil && th.ID != rowID {
+			if c.row != nil && !c.newRow && th.ID != rowID {
 				t.Fatalf("a second row was admitted for the file (%d, existing %d)", th.ID, rowID)
 			}
 			if n := e.count(`SELECT COUNT(*) FROM thumbnails WHERE file_id = 1`); n != 1 {

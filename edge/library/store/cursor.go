@@ -106,6 +106,11 @@ func DecodeGroupCursor(s string) (GroupCursor, error) {
 	if c.FileCount < 2 || c.TotalSizeBytes < 0 {
 		return c, fmt.Errorf("%w: file_count must be at least 2 and total_size_bytes not negative", ErrBadCursor)
 	}
+	// Beyond sortKeyBase the sort key's numeric part turns negative and
+	// sorts before every group: the listing would restart at page 1.
+	if c.FileCount > sortKeyBase || c.TotalSizeBytes > sortKeyBase {
+		return c, fmt.Errorf("%w: file_count and total_size_bytes must be at most %d", ErrBadCursor, int64(sortKeyBase))
+	}
 	if err := checkDigest(c.HashAlgorithm, c.ContentHashHex); err != nil {
 		return c, fmt.Errorf("%w: %w", ErrBadCursor, err)
 	}

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -218,6 +220,11 @@ func TestDecodeGroupCursor(t *testing.T) {
 		GroupCursor{FileCount: 1, TotalSizeBytes: 1, HashAlgorithm: AlgoBLAKE3, ContentHashHex: hexOf(1)}.Encode(),
 		GroupCursor{FileCount: 2, TotalSizeBytes: 1, HashAlgorithm: "md5", ContentHashHex: hexOf(1)}.Encode(),
 		"eyJmaWxlX2NvdW50IjoiMiJ9", // {"file_count":"2"}
+		// values beyond the sort key's range would make its numeric part
+		// negative and restart the listing at page 1
+		GroupCursor{FileCount: 2, TotalSizeBytes: math.MaxInt64, HashAlgorithm: AlgoBLAKE3, ContentHashHex: hexOf(1)}.Encode(),
+		GroupCursor{FileCount: 2, TotalSizeBytes: sortKeyBase + 1, HashAlgorithm: AlgoBLAKE3, ContentHashHex: hexOf(1)}.Encode(),
+		GroupCursor{FileCount: math.MaxInt64, TotalSizeBytes: 1, HashAlgorithm: AlgoBLAKE3, ContentHashHex: hexOf(1)}.Encode(),
 	}
 	for _, b := range bad {
 		if _, err := DecodeGroupCursor(b); !errors.Is(err, ErrBadCursor) {
@@ -242,6 +249,10 @@ func FuzzDecodeGroupCursor(f *testing.F) {
 				t.Fatalf("error %v does not match ErrBadCursor", err)
 			}
 			return
+		}
+		// Its sort key is in range: both numeric parts are 19 digits.
+		if k := SortKey(c.FileCount, c.TotalSizeBytes, c.HashAlgorithm, c.ContentHashHex); strings.Contains(k[:38], "-") {
+			t.Fatalf("cursor %+v gives sort key %s", c, k)
 		}
 		// A decoded cursor re-encodes to one that decodes to the same value.
 		c2, err := DecodeGroupCursor(c.Encode())

@@ -1,0 +1,176 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vesta-cx/euterpe/edge/library/trash"
+)
+
+// lockDeletes takes the trash lock (trash.Lock), which serialises the
+// final check and the act of every delete sharing this trash (other jobs,
+// executors and processes), so two deletes in one group cannot each see
+// the other's file as the kept copy and both act; the trash cleaner holds
+// it too.
+func (x *Executor) lockDeletes() (func(), error) { return trash.Lock(x.Trash.Path()) }
+
+// remove moves the pinned file t to trash/<job>/<file id>/<name>, or
+// unlinks it when permanent. Under the delete lock it first re-checks that
+// at least one kept copy is still in place and unchanged (path, device,
+// inode, size, mtime) and that t's path still names the file that was
+// hashed. The act itself never resolves the path again: the file is
+// renamed, by name, out of the directory descriptor opened when it was
+// pinned (renameat2 RENAME_NOREPLACE, which never follows a link), and
+// what was moved is checked to be the hashed inode; anything else (a swap
+// in the instant between the check and the rename) is renamed back and
+// the deletion refused. A permanent delete unlinks only the moved, checked
+// file. A trash on another filesystem is filled by copying from the
+// descriptor that was hashed, after the original was moved aside within
+// its own directory and checked.
+func (x *Executor) remove(jobID, fileID int64, t *pinned, kept []*pinned, permanent bool) (string, *string, error) {
+	unlock, err := x.lockDeletes()
+	if err != nil {
+		return "", nil, err
+	}
+	defer unlock()
+	if x.beforeFinalCheck != nil {
+		x.beforeFinalCheck(t.path)
+	}
+	live := 0
+	for _, k := range kept {
+		if k.key == t.key {
+			return "", nil, fmt.Errorf("%s is the same file as kept %s", t.path, k.path)
+		}
+		if x.unchanged(k) == nil {
+			live++
+		}
+	}
+	if live == 0 {
+		return "", nil, errors.New("no kept copy is still in place unchanged; refusing to delete what may be the last copy")
+	}
+	if err := x.unchanged(t); err != nil {
+		return "", nil, err
+	}
+	if x.beforeMove != nil {
+		x.beforeMove(t.path)
+	}
+
+	name := filepath.Base(t.path)
+	dst, err := x.Trash.Join(filepath.Join(strconv.FormatInt(jobID, 10), strconv.FormatInt(fileID, 10), name))
+	if err != nil {
+		return "", nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o750); err != nil {
+		return "", nil, err
+	}
+	if err := x.Trash.Contains(dst); err != nil {
+		return "", nil, err
+	}
+	tdir, _, err := openDirNoSymlinks(filepath.Dir(dst))
+	if err != nil {
+		return "", nil, err
+	}
+	defer tdir.Close()
+
+	// Move aside: into the trash, or — across filesystems — to a hidden
+	// name in the file's own directory.
+	at := place{dir: tdir, name: name, path: dst}
+	inTrash := true
+	if x.rename != nil {
+		err = x.rename(t.path, dst)
+	} else {
+		err = renameNoReplace(t.dir, name, tdir, name)
+	}
+	if errors.Is(err, unix.EXDEV) {
+		stage := fmt.Sprintf(".euterpe-delete-%d-%d", jobID, fileID)
+		at = place{dir: t.dir, name: stage, path: filepath.Join(filepath.Dir(t.path), stage)}
+		inTrash = false
+		err = renameNoReplace(t.dir, name, t.dir, stage)
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	restore := func(why error) error {
+		if err := renameNoReplace(at.dir, at.name, t.dir, name); err != nil {
+			return fmt.Errorf("%w; could not put it back (%v): it is at %s", why, err, at.path)
+		}
+		return why
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(int(at.dir.Fd()), at.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return "", nil, fmt.Errorf("moved file vanished: %w", err)
+	}
+	if keyOf(&st) != t.key || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return "", nil, restore(fmt.Errorf("%w: %s was swapped between the check and the move; put back", errPathChanged, t.path))
+	}
+	switch {
+	case permanent:
+		if err := unix.Unlinkat(int(at.dir.Fd()), at.name, 0); err != nil {
+			return "", nil, restore(fmt.Errorf("unlink: %w", err))
+		}
+		return DecisionRemoved, nil, nil
+	case inTrash:
+		return DecisionTrashed, &dst, nil
+	}
+	if err := copyInto(t.file, tdir, name); err != nil {
+		return "", nil, restore(fmt.Errorf("copy to trash on another filesystem: %w", err))
+	}
+	if err := unix.Unlinkat(int(at.dir.Fd()), at.name, 0); err != nil {
+		_ = unix.Unlinkat(int(tdir.Fd()), name, 0)
+		return "", nil, restore(fmt.Errorf("unlink after copy: %w", err))
+	}
+	return DecisionTrashed, &dst, nil
+}
+
+// place is a directory entry named relative to an open directory.
+type place struct {
+	dir  *os.File
+	name string
+	path string // for messages
+}
+
+// renameNoReplace renames by name between two directory descriptors
+// without replacing an existing entry. Filesystems without
+// RENAME_NOREPLACE (EINVAL) get a check for the destination, then a plain
+// renameat.
+func renameNoReplace(from *os.File, fromName string, to *os.File, toName string) error {
+	err := unix.Renameat2(int(from.Fd()), fromName, int(to.Fd()), toName, unix.RENAME_NOREPLACE)
+	if !errors.Is(err, unix.EINVAL) {
+		return err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(int(to.Fd()), toName, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
+		return fmt.Errorf("rename %s: %w", toName, unix.EEXIST)
+	}
+	return unix.Renameat(int(from.Fd()), fromName, int(to.Fd()), toName)
+}
+
+// copyInto copies src from its start into a new file name in dir and
+// syncs it; an existing file is never overwritten.
+func copyInto(src *os.File, dir *os.File, name string) error {
+	if _, err := src.Seek(0, 0); err != nil {
+		return err
+	}
+	fd, err := unix.Openat(int(dir.Fd()), name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o640)
+	if err != nil {
+		return err
+	}
+	out := os.NewFile(uintptr(fd), name)
+	if _, err := io.Copy(out, src); err != nil {
+		out.Close()
+		_ = unix.Unlinkat(int(dir.Fd()), name, 0)
+		return err
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		_ = unix.Unlinkat(int(dir.Fd()), name, 0)
+		return err
+	}
+	return out.Close()
+}

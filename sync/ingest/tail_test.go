@@ -211,5 +211,3 @@ func TestTailResumesWithoutGapOrDuplicate(t *testing.T) {
 		}
 	})
 }
-
-

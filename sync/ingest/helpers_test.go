@@ -55,7 +55,7 @@ func openURL(t testing.TB, url string) *sqldb.DB {
 
 // server is one central process's sync role, served on a loopback port.
 type server struct {
-	t       *testing.T
+	t       testing.TB
 	db      *sqldb.DB
 	keys    *credentials.Keyring
 	role    *Role
@@ -67,7 +67,7 @@ type server struct {
 
 var testKeyring = "k1:" + credentials.NewKey()
 
-func startServer(t *testing.T, db *sqldb.DB, tune ...func(*Settings)) *server {
+func startServer(t testing.TB, db *sqldb.DB, tune ...func(*Settings)) *server {
 	t.Helper()
 	keys, err := credentials.ParseKeyring(testKeyring, "")
 	if err != nil {
@@ -166,11 +166,16 @@ func (r response) code() string {
 
 func (s *server) send(u signed) response {
 	s.t.Helper()
+	return s.sendWith(s.t, http.DefaultClient, u)
+}
+
+func (s *server) sendWith(t testing.TB, client *http.Client, u signed) response {
 	req, _ := http.NewRequest(http.MethodPost, s.url+u.path, bytes.NewReader(u.body))
 	req.Header = u.header.Clone()
-	res, err := http.DefaultClient.Do(req)
+	res, err := client.Do(req)
 	if err != nil {
-		s.t.Fatal(err)
+		t.Error(err)
+		return response{}
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)

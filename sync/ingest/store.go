@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
@@ -152,37 +153,68 @@ func (s *Store) insertEvents(ctx context.Context, tx *sql.Tx, events []wire.Even
 			ORDER BY u.ord
 			ON CONFLICT (event_id) DO NOTHING RETURNING event_id`,
 			ids, edges, jobs, entries, ms, seqs, types, steps, tasks, ts, data, recv)
-	} else {
-		var q strings.Builder
-		q.WriteString(`INSERT INTO edge_events
-			(event_id, edge_id, job_id, entry_id, entry_ms, entry_seq, type, step, task, ts, data, received_at) VALUES `)
-		args := make([]any, 0, len(events)*12)
-		for i, e := range events {
-			if i > 0 {
-				q.WriteByte(',')
-			}
-			q.WriteString("(?,?,?,?,?,?,?,?,NULLIF(?,''),?,?,?)")
+		if err != nil {
+			return nil, fmt.Errorf("ingest: insert events: %w", err)
+		}
+		return fresh, collectIDs(rows, fresh)
+	}
+	// SQLite: multi-VALUES statements of sqliteChunk rows. The driver binds
+	// parameters in time quadratic in their number, so one statement of
+	// 500 rows (6,000 parameters) costs far more than ten of 50; the
+	// statement of a full chunk is prepared once and reused.
+	for start := 0; start < len(events); start += sqliteChunk {
+		chunk := events[start:min(start+sqliteChunk, len(events))]
+		args := make([]any, 0, len(chunk)*12)
+		for _, e := range chunk {
 			en := parseEntry(e.EntryID)
 			args = append(args, e.EventID, e.EdgeID, e.JobID, e.EntryID, en.ms, en.seq, e.Type, e.Step, e.Task, e.TS, string(e.Data), recv)
 		}
-		q.WriteString(` ON CONFLICT (event_id) DO NOTHING RETURNING event_id`)
-		rows, err = tx.QueryContext(ctx, q.String(), args...)
+		rows, err = s.db.QueryTx(ctx, tx, sqliteInsert(len(chunk)), args...)
+		if err != nil {
+			return nil, fmt.Errorf("ingest: insert events: %w", err)
+		}
+		if err := collectIDs(rows, fresh); err != nil {
+			return nil, err
+		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("ingest: insert events: %w", err)
+	return fresh, nil
+}
+
+const sqliteChunk = 25
+
+var sqliteInserts sync.Map // rows -> statement
+
+func sqliteInsert(n int) string {
+	if q, ok := sqliteInserts.Load(n); ok {
+		return q.(string)
 	}
+	var q strings.Builder
+	q.WriteString(`INSERT INTO edge_events
+		(event_id, edge_id, job_id, entry_id, entry_ms, entry_seq, type, step, task, ts, data, received_at) VALUES `)
+	for i := range n {
+		if i > 0 {
+			q.WriteByte(',')
+		}
+		q.WriteString("(?,?,?,?,?,?,?,?,NULLIF(?,''),?,?,?)")
+	}
+	q.WriteString(` ON CONFLICT (event_id) DO NOTHING RETURNING event_id`)
+	sqliteInserts.Store(n, q.String())
+	return q.String()
+}
+
+func collectIDs(rows *sql.Rows, into map[string]bool) error {
 	defer rows.Close()
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("ingest: insert events: %w", err)
+			return fmt.Errorf("ingest: insert events: %w", err)
 		}
-		fresh[id] = true
+		into[id] = true
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("ingest: insert events: %w", err)
+		return fmt.Errorf("ingest: insert events: %w", err)
 	}
-	return fresh, nil
+	return nil
 }
 
 // insertGaps inserts the batch's gaps and returns the ones that were new.
@@ -283,9 +315,19 @@ func summarize(events []wire.Event, fresh map[string]bool, gaps []wire.Gap) []*j
 // terminal fields) replaces the stored one only when its event is later in
 // entry order than the event that set the stored one.
 func (s *Store) upsertJobs(ctx context.Context, tx *sql.Tx, edgeID string, deltas []*jobDelta, now time.Time) error {
-	if len(deltas) == 0 {
-		return nil
+	chunk := len(deltas)
+	if s.db.Engine == sqldb.SQLite {
+		chunk = sqliteChunk // see insertEvents
 	}
+	for start := 0; start < len(deltas); start += chunk {
+		if err := s.upsertJobChunk(ctx, tx, edgeID, deltas[start:min(start+chunk, len(deltas))], now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Store) upsertJobChunk(ctx context.Context, tx *sql.Tx, edgeID string, deltas []*jobDelta, now time.Time) error {
 	var q strings.Builder
 	q.WriteString(`INSERT INTO edge_jobs (edge_id, job_id, task, status, status_entry_ms, status_entry_seq, first_ts, last_ts,
 		started_ts, finished_ts, terminal_type, error_code, events, dropped, updated_at) VALUES `)
@@ -314,7 +356,7 @@ func (s *Store) upsertJobs(ctx context.Context, tx *sql.Tx, edgeID string, delta
 		events = edge_jobs.events + excluded.events,
 		dropped = edge_jobs.dropped + excluded.dropped,
 		updated_at = excluded.updated_at`)
-	if _, err := tx.ExecContext(ctx, s.db.Rebind(q.String()), args...); err != nil {
+	if _, err := s.db.ExecTx(ctx, tx, s.db.Rebind(q.String()), args...); err != nil {
 		return fmt.Errorf("ingest: job summaries: %w", err)
 	}
 	return nil

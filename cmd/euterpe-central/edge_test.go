@@ -113,7 +113,7 @@ func TestSyncIngestSurvivesSIGKILL(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			const batches, perBatch = 40, 500
+			const batches, perBatch = 24, 500
 			var all []wire.Batch
 			for b := range batches {
 				var evs []wire.Event

@@ -216,6 +216,6 @@ func written(t testing.TB, db *sqldb.DB) [4]int {
 		count(t, db, `SELECT COUNT(*) FROM edge_events`),
 		count(t, db, `SELECT COUNT(*) FROM edge_jobs`),
 		count(t, db, `SELECT COUNT(*) FROM edge_gaps`),
-		count(t, db, `SELECT COUNT(*) FROM edges WHERE last_seen_at IS NOT NULL OR events_total > 0`),
+		count(t, db, `SELECT COUNT(*) FROM edges WHERE last_seen_at IS NOT NULL OR events_total > 0 OR last_status IS NOT NULL`),
 	}
 }

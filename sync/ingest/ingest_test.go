@@ -155,6 +155,16 @@ func TestRefusalsWriteNothing(t *testing.T) {
 				return u
 			}(), 401, wire.CodeUnauthorized},
 			{"heartbeat bad signature", signRaw(t, wire.HeartbeatPath, edge, wire.Compress([]byte(`{}`)), []byte("x"), now), 401, wire.CodeUnauthorized},
+			{"heartbeat of another edge", func() signed {
+				hb, _ := wire.EncodeStatus(wire.Status{EdgeID: disabled, SentAt: now})
+				return signRaw(t, wire.HeartbeatPath, edge, wire.Compress(hb), secret, now)
+			}(), 400, wire.CodeInvalidBatch},
+			{"heartbeat bad JSON", signRaw(t, wire.HeartbeatPath, edge, wire.Compress([]byte(`{"edge_id":1}`)), secret, now), 400, wire.CodeInvalidBatch},
+			{"unknown encoding", func() signed {
+				u := sign(t, good, secret, now)
+				u.header.Set("Content-Encoding", "br")
+				return u
+			}(), 400, wire.CodeInvalidBatch},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				res := s.send(tc.req)

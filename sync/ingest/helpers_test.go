@@ -123,9 +123,10 @@ func events(edge, job string, ms int64, types ...string) []wire.Event {
 
 // signed is a signed upload, ready to send (or to replay).
 type signed struct {
-	path   string
-	header http.Header
-	body   []byte
+	path    string
+	header  http.Header
+	body    []byte
+	chunked bool // sent without Content-Length
 }
 
 // sign gzips the batch and signs it at now.
@@ -170,7 +171,11 @@ func (s *server) send(u signed) response {
 }
 
 func (s *server) sendWith(t testing.TB, client *http.Client, u signed) response {
-	req, _ := http.NewRequest(http.MethodPost, s.url+u.path, bytes.NewReader(u.body))
+	var body io.Reader = bytes.NewReader(u.body)
+	if u.chunked {
+		body = io.MultiReader(body) // hides the length: Transfer-Encoding: chunked
+	}
+	req, _ := http.NewRequest(http.MethodPost, s.url+u.path, body)
 	req.Header = u.header.Clone()
 	res, err := client.Do(req)
 	if err != nil {

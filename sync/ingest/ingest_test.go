@@ -139,6 +139,11 @@ func TestRefusalsWriteNothing(t *testing.T) {
 			{"stale timestamp", sign(t, good, secret, now.Add(-10*time.Minute)), 401, wire.CodeClockSkew},
 			{"future timestamp", sign(t, good, secret, now.Add(2*time.Hour)), 401, wire.CodeClockSkew},
 			{"oversized body", signRaw(t, wire.BatchPath, edge, random, secret, now), 413, wire.CodeTooLarge},
+			{"oversized chunked body", func() signed {
+				u := signRaw(t, wire.BatchPath, edge, random, secret, now)
+				u.chunked = true
+				return u
+			}(), 413, wire.CodeTooLarge},
 			{"gzip bomb", signRaw(t, wire.BatchPath, edge, bomb(t), secret, now), 413, wire.CodeTooLarge},
 			{"unknown edge", sign(t, wire.Batch{EdgeID: "ghost", SentAt: now, Events: events("ghost", "j", 1, "queued")}, secret, now), 401, wire.CodeUnauthorized},
 			{"disabled edge", sign(t, wire.Batch{EdgeID: disabled, SentAt: now, Events: events(disabled, "j", 1, "queued")}, disabledSecret, now), 403, wire.CodeEdgeDisabled},
@@ -208,9 +213,29 @@ func TestReplayAcrossProcesses(t *testing.T) {
 		if res := b.send(u); res.status != 401 || res.code() != wire.CodeUnauthorized {
 			t.Fatalf("replay to pod b: %d %s", res.status, res.body)
 		}
+		// The same request raced to both processes is stored once.
+		u = sign(t, wire.Batch{EdgeID: edge, SentAt: now, Events: events(edge, "job-2", 1700000000000, "queued")}, secret, now)
+		statuses := make(chan int, 8)
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				statuses <- []*server{a, b}[i%2].send(u).status
+			}()
+		}
+		wg.Wait()
+		close(statuses)
+		got := map[int]int{}
+		for st := range statuses {
+			got[st]++
+		}
+		if got[200] != 1 || got[401] != 7 {
+			t.Fatalf("raced replays: %v", got)
+		}
 		// Expired nonces are pruned; a live one is kept.
 		n, err := a.role.Nonces.Prune(context.Background(), now.Add(time.Hour), 100)
-		if err != nil || n != 1 {
+		if err != nil || n != 2 {
 			t.Fatalf("prune: %d %v", n, err)
 		}
 	})

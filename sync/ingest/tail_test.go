@@ -211,3 +211,27 @@ func TestTailResumesWithoutGapOrDuplicate(t *testing.T) {
 		}
 	})
 }
+
+// An idle tail sends heartbeat comments, so proxies keep it open and a
+// dead client is noticed by the next write.
+func TestTailHeartbeats(t *testing.T) {
+	sqltestEach(t, func(t *testing.T, db *sqldb.DB) {
+		s := startServer(t, db)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.url+"/v1/edges/events", nil)
+		req.Header.Set("Authorization", "Bearer "+s.token)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		sc := bufio.NewScanner(res.Body)
+		for sc.Scan() {
+			if sc.Text() == ": ping" {
+				return
+			}
+		}
+		t.Fatalf("no heartbeat before the stream ended: %v", sc.Err())
+	})
+}

@@ -44,7 +44,8 @@ func (r *Receiver) Mount(e *echo.Echo) {
 	e.POST(wire.HeartbeatPath, r.heartbeat)
 }
 
-// refusal is one way a sync request is refused; reason labels the metric.
+// refuse counts (by code), logs (without secrets or bodies) and answers a
+// refused sync request.
 func (r *Receiver) refuse(c echo.Context, edgeID string, status int, code, msg string, err error) error {
 	r.Metrics.Refused.WithLabelValues(code).Inc()
 	attrs := []any{"edge_id", logID(edgeID), "path", c.Path(), "code", code}

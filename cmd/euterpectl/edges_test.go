@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"regexp"
@@ -174,6 +175,18 @@ func TestEdgesCommands(t *testing.T) {
 			assert.Equal(t, 2, code)
 			assert.NotContains(t, logs.String(), op.Token)
 			assert.NotContains(t, logs.String(), reg.SyncSecret)
+
+			// The composition serves the role's metrics and OpenAPI fragment.
+			for path, want := range map[string]string{
+				"/metrics":      `euterpe_sync_events_total{result="accepted"} 753`,
+				"/openapi.json": `"/v1/edges/{id}/jobs/{job_id}/events"`,
+			} {
+				res, err := http.Get(url + path)
+				require.NoError(t, err)
+				b, _ := io.ReadAll(res.Body)
+				res.Body.Close()
+				assert.Contains(t, string(b), want, path)
+			}
 		})
 	}
 }

@@ -99,8 +99,13 @@ func (r *Receiver) authenticate(c echo.Context) (string, []byte, error) {
 		return "", nil, r.refuse(c, edgeID, http.StatusRequestEntityTooLarge, wire.CodeTooLarge,
 			fmt.Sprintf("body exceeds %d bytes", wire.MaxCompressedBytes), nil)
 	}
-	// At most one byte past the cap is read, to tell "at the cap" from "over".
-	body, err := io.ReadAll(io.LimitReader(req.Body, wire.MaxCompressedBytes+1))
+	// A sized body (checked above) is read to its length and no further; a
+	// chunked one to one byte past the cap, to tell "at the cap" from "over".
+	limit := int64(wire.MaxCompressedBytes) + 1
+	if req.ContentLength >= 0 {
+		limit = req.ContentLength
+	}
+	body, err := io.ReadAll(io.LimitReader(req.Body, limit))
 	if err != nil {
 		return "", nil, r.refuse(c, edgeID, http.StatusBadRequest, wire.CodeInvalidBatch, "unreadable body", err)
 	}

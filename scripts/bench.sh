@@ -20,6 +20,7 @@ plan=(
   "./central/inbox           .                          1x"
   "./central/outbox          .                          1x"
   "./central/runner          .                          1x"
+  "./sync/ingest             Ingest                     1x"
 )
 listed=$(printf '%s\n' "${plan[@]}" | awk '{print $1}' | sort -u)
 found=$(grep -rl --include='*_test.go' '^func Benchmark' . | xargs -n1 dirname | sort -u)

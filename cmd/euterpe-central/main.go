@@ -15,6 +15,7 @@ import (
 
 	"github.com/vesta-cx/euterpe/central/serve"
 	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/sync/ingest"
 )
 
 const usage = `usage: euterpe-central [command] [flags]
@@ -24,13 +25,17 @@ commands:
   migrate                     apply database migrations and exit
   requester create --name N   create a requester; prints {requester_id, api_key, webhook_secret} once
   keys generate [--id ID]     print a new keyring entry for EUTERPE_KEYRING
-  keys rewrap                 move stored credentials and webhook secrets to the active KEK
+  keys rewrap                 move stored credentials, webhook and edge sync secrets to the active KEK
   requester rotate-secret --id ID [--overlap 24h]
                               new webhook secret (printed once); the old one still signs during the overlap
   outbox redrive [--event-id ID,…] [--job-id ID] [--since RFC3339|duration]
                               put dead-lettered outbox events back for delivery
   operator create --name N    create an operator; prints {operator_id, name, token} once
   operator disable --id ID    stop an operator's token from opening the operator API
+  edge register --name N      register an edge; prints {edge_id, name, sync_secret} once
+  edge rotate-secret --id ID [--overlap 24h]
+                              new sync secret (printed once); the old one is still accepted during the overlap
+  edge disable --id ID        refuse an edge's batches and heartbeats (403 edge_disabled)
   version                     print the version
 
 settings (flag, then environment, then default):
@@ -159,8 +164,12 @@ func dispatch(ctx context.Context, app *serve.App, cmd, sub string, s serve.Sett
 		if err != nil {
 			return err
 		}
-		log.Info("rewrapped to the active KEK", "kek_id", d.Keys.ActiveID(), "jobs", jobs, "webhook_secrets", secrets)
-		fmt.Fprintf(stdout, "{\"active_kek_id\":%q,\"jobs\":%d,\"webhook_secrets\":%d}\n", d.Keys.ActiveID(), jobs, secrets)
+		edges, err := ingest.NewRegistry(d.DB, d.Keys).Rewrap(ctx)
+		if err != nil {
+			return err
+		}
+		log.Info("rewrapped to the active KEK", "kek_id", d.Keys.ActiveID(), "jobs", jobs, "webhook_secrets", secrets, "edge_secrets", edges)
+		fmt.Fprintf(stdout, "{\"active_kek_id\":%q,\"jobs\":%d,\"webhook_secrets\":%d,\"edge_secrets\":%d}\n", d.Keys.ActiveID(), jobs, secrets, edges)
 		return nil
 	}
 	return &daemon.SettingError{Setting: "command", Value: strings.TrimSpace(cmd + " " + sub), Reason: "unknown command (see euterpe-central help)"}

@@ -5,6 +5,7 @@ import (
 	"github.com/vesta-cx/euterpe/central/outbox"
 	"github.com/vesta-cx/euterpe/central/runner"
 	"github.com/vesta-cx/euterpe/central/serve"
+	"github.com/vesta-cx/euterpe/sync/ingest"
 )
 
 // register adds the roles and migration sets of the program. A role
@@ -12,8 +13,10 @@ import (
 // migration set) here.
 func register(app *serve.App) {
 	app.AddMigrations(outbox.Migrations())
+	app.AddMigrations(ingest.Migrations())
 	app.Register(runner.Definition())
 	app.Register(outbox.Definition())
+	app.Register(ingest.Definition())
 }
 
 func credentialsNewKey() string { return credentials.NewKey() }

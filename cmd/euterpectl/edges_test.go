@@ -1,0 +1,192 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vesta-cx/euterpe/central/credentials"
+	"github.com/vesta-cx/euterpe/central/serve"
+	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/daemon/sqldb/sqltest"
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
+	"github.com/vesta-cx/euterpe/sync/ingest"
+	"github.com/vesta-cx/euterpe/sync/wire"
+)
+
+var listeningRe = regexp.MustCompile(`"msg":"listening","addr":"([^"]+)"`)
+
+// startCentral runs euterpe-central's serve (api and sync roles) on a
+// database of engine e and returns its URL and dependencies.
+func startCentral(t *testing.T, e string) (string, *serve.Deps, *testsvc.LogBuffer) {
+	t.Helper()
+	env := map[string]string{
+		"EUTERPE_DATABASE_URL":  sqltest.URL(t, sqltest.Engines[map[string]int{"postgres": 0, "sqlite": 1}[e]]),
+		"EUTERPE_KEYRING":       "k1:" + credentials.NewKey(),
+		"EUTERPE_STATE_DIR":     t.TempDir(),
+		"EUTERPE_CENTRAL_ADDR":  "127.0.0.1:0",
+		"EUTERPE_CENTRAL_ROLES": "api,sync",
+	}
+	getenv := func(k string) string { return env[k] }
+	app := serve.NewApp()
+	app.AddMigrations(ingest.Migrations())
+	app.Register(ingest.Definition())
+	var s serve.Settings
+	cfg := daemon.NewConfig("euterpe-central", getenv)
+	app.Bind(cfg, &s)
+	require.NoError(t, cfg.Parse(nil))
+	logs := &testsvc.LogBuffer{}
+	log := slog.New(slog.NewJSONHandler(logs, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	d, closeFn, err := app.Open(ctx, s, log, getenv)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- app.Serve(ctx, s, d) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		closeFn()
+	})
+	var addr string
+	require.Eventually(t, func() bool {
+		m := listeningRe.FindStringSubmatch(logs.String())
+		if m != nil {
+			addr = m[1]
+		}
+		return m != nil
+	}, 20*time.Second, 20*time.Millisecond)
+	return "http://" + addr, d, logs
+}
+
+func runCtlEnv(env map[string]string, args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := dispatch(context.Background(), Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }}, args)
+	return code, out.String(), errb.String()
+}
+
+// Every edges command against a real central: list, get, jobs (with a
+// status filter and pages), events with gaps (and --follow ending when the
+// job ends), and the fleet tail; the token comes from the environment or
+// --token and is never printed.
+func TestEdgesCommands(t *testing.T) {
+	for _, engine := range []string{"postgres", "sqlite"} {
+		t.Run(engine, func(t *testing.T) {
+			url, d, logs := startCentral(t, engine)
+			ctx := context.Background()
+			op, err := d.Operators.Create(ctx, "ctl")
+			require.NoError(t, err)
+			reg, err := ingest.NewRegistry(d.DB, d.Keys).Register(ctx, "jetson-demo")
+			require.NoError(t, err)
+			send := func(b wire.Batch) {
+				raw, err := wire.Encode(b)
+				require.NoError(t, err)
+				body := wire.Compress(raw)
+				req, _ := http.NewRequest(http.MethodPost, url+wire.BatchPath, bytes.NewReader(body))
+				req.Header.Set("Content-Encoding", "gzip")
+				require.NoError(t, wire.Sign(req, time.Now(), b, body, []byte(reg.SyncSecret)))
+				res, err := http.DefaultClient.Do(req)
+				require.NoError(t, err)
+				res.Body.Close()
+				require.Equal(t, 200, res.StatusCode)
+			}
+			ev := func(job, typ string, ms int64) wire.Event {
+				return wire.NewEvent(reg.EdgeID, job, fmt.Sprintf("%d-0", ms), typ, "s", ms, json.RawMessage(`{}`))
+			}
+			var evs []wire.Event
+			for j := range 250 {
+				job := fmt.Sprintf("job-%03d", j)
+				evs = append(evs, ev(job, "queued", 1700000000000+int64(j)*10), ev(job, "running", 1700000000001+int64(j)*10), ev(job, "done", 1700000000002+int64(j)*10))
+			}
+			send(wire.Batch{EdgeID: reg.EdgeID, SentAt: time.Now(), Events: evs[:300]})
+			send(wire.Batch{EdgeID: reg.EdgeID, SentAt: time.Now(), Events: evs[300:]})
+			send(wire.Batch{EdgeID: reg.EdgeID, SentAt: time.Now(), Events: []wire.Event{ev("live", "queued", 1800000000000), ev("live", "running", 1800000000001)},
+				Dropped: []wire.Gap{{GapID: wire.GapID(reg.EdgeID, "live", "1800000000001-5"), JobID: "live", Type: "delta", Count: 4,
+					FirstEntryID: "1800000000001-5", LastEntryID: "1800000000001-9", FirstTS: 1800000000001, LastTS: 1800000000001}}})
+
+			env := map[string]string{"EUTERPE_CENTRAL_URL": url, "EUTERPE_OPERATOR_TOKEN": op.Token}
+			code, out, errOut := runCtlEnv(env, "edges", "list")
+			require.Equal(t, 0, code, errOut)
+			assert.Contains(t, out, `"name":"jetson-demo"`)
+			code, out, _ = runCtlEnv(env, "edges", "get", reg.EdgeID)
+			require.Equal(t, 0, code)
+			assert.Contains(t, out, `"events_total":752`)
+
+			code, out, _ = runCtlEnv(env, "edges", "jobs", reg.EdgeID)
+			require.Equal(t, 0, code)
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			require.Len(t, lines, 251) // more than one page of 200
+			assert.Contains(t, lines[0], `"job_id":"live"`)
+			code, out, _ = runCtlEnv(env, "edges", "jobs", reg.EdgeID, "--status", "running")
+			require.Equal(t, 0, code)
+			assert.Equal(t, 1, strings.Count(out, "\n"))
+			code, out, _ = runCtlEnv(env, "edges", "jobs", reg.EdgeID, "--limit", "5")
+			require.Equal(t, 0, code)
+			assert.Equal(t, 5, strings.Count(out, "\n"))
+
+			code, out, _ = runCtlEnv(env, "edges", "events", reg.EdgeID, "job-007")
+			require.Equal(t, 0, code)
+			assert.Equal(t, 3, strings.Count(out, "\n"))
+			assert.Contains(t, out, `"type":"done"`)
+
+			// --follow ends once the job's terminal event arrives.
+			followed := make(chan string, 1)
+			go func() {
+				_, out, _ := runCtlEnv(env, "edges", "events", reg.EdgeID, "live", "--follow", "--interval", "100ms")
+				followed <- out
+			}()
+			time.Sleep(300 * time.Millisecond)
+			send(wire.Batch{EdgeID: reg.EdgeID, SentAt: time.Now(), Events: []wire.Event{ev("live", "done", 1800000000002)}})
+			select {
+			case out = <-followed:
+			case <-time.After(15 * time.Second):
+				t.Fatal("--follow did not end with the job")
+			}
+			assert.Contains(t, out, `{"gap":{"gap_id"`)
+			assert.Contains(t, out, `"type":"done"`)
+			assert.Equal(t, 4, strings.Count(out, "\n"), out)
+
+			code, out, _ = runCtlEnv(env, "edges", "tail", "--last-event-id", "0", "--count", "5")
+			require.Equal(t, 0, code)
+			assert.Equal(t, 5, strings.Count(out, "\n"))
+			assert.Contains(t, out, `"seq":`)
+
+			// --token instead of the environment; a wrong token fails.
+			code, _, errOut = runCtlEnv(map[string]string{"EUTERPE_CENTRAL_URL": url}, "edges", "list", "--token", op.Token)
+			assert.Equal(t, 0, code, errOut)
+			code, out, errOut = runCtlEnv(map[string]string{"EUTERPE_CENTRAL_URL": url}, "edges", "list", "--token", op.Token+"x")
+			assert.Equal(t, 1, code)
+			assert.Contains(t, errOut, "unauthorized")
+			assert.NotContains(t, errOut+out, op.Token)
+			code, _, errOut = runCtlEnv(env, "edges", "get", "nope")
+			assert.Equal(t, 1, code)
+			assert.Contains(t, errOut, "not_found")
+			assert.NotContains(t, errOut, op.Token)
+			code, _, _ = runCtlEnv(env, "edges", "events", reg.EdgeID)
+			assert.Equal(t, 2, code)
+			assert.NotContains(t, logs.String(), op.Token)
+			assert.NotContains(t, logs.String(), reg.SyncSecret)
+
+			// The composition serves the role's metrics and OpenAPI fragment.
+			for path, want := range map[string]string{
+				"/metrics":      `euterpe_sync_events_total{result="accepted"} 753`,
+				"/openapi.json": `"/v1/edges/{id}/jobs/{job_id}/events"`,
+			} {
+				res, err := http.Get(url + path)
+				require.NoError(t, err)
+				b, _ := io.ReadAll(res.Body)
+				res.Body.Close()
+				assert.Contains(t, string(b), want, path)
+			}
+		})
+	}
+}

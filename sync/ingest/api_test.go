@@ -1,0 +1,229 @@
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/vesta-cx/euterpe/central/api"
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
+	"github.com/vesta-cx/euterpe/sync/wire"
+)
+
+// The operator API: the fleet with heartbeat-derived fields and staleness,
+// keyset pages of jobs (status filter, opaque cursor, bad cursor 400), a
+// job's events with gaps, and the operator token (a requester key or none
+// is refused).
+func TestOperatorAPI(t *testing.T) {
+	eachEngine(t, func(t *testing.T, url string) {
+		s := startServer(t, openURL(t, url))
+		edge, secret := s.register("jetson-lab-01")
+		idle, _ := s.register("jetson-idle")
+		now := time.Now()
+		var evs []wire.Event
+		for j := range 7 {
+			last := "done"
+			if j%3 == 0 {
+				last = "error"
+			}
+			evs = append(evs, events(edge, fmt.Sprintf("job-%d", j), 1700000000000+int64(j)*10, "queued", "running", last)...)
+		}
+		evs[len(evs)-1].Data = json.RawMessage(`{"code":"max_deliveries_exceeded","message":"x"}`)
+		if res := s.send(sign(t, wire.Batch{EdgeID: edge, SentAt: now, Events: evs}, secret, now)); res.status != 200 {
+			t.Fatalf("batch: %d %s", res.status, res.body)
+		}
+		st := wire.Status{EdgeID: edge, SentAt: now.Truncate(time.Millisecond), Version: "v1.2.3", Workers: 2, Backlog: 11,
+			Spool: wire.SpoolStatus{Events: 40, OldestTS: now.Add(-90 * time.Second).UnixMilli()}}
+		hb, _ := wire.EncodeStatus(st)
+		if res := s.send(signRaw(t, wire.HeartbeatPath, edge, wire.Compress(hb), secret, now)); res.status != http.StatusNoContent {
+			t.Fatalf("heartbeat: %d %s", res.status, res.body)
+		}
+		var list struct{ Edges []EdgeView }
+		if res := s.get("/v1/edges", &list); res.status != 200 || len(list.Edges) != 2 {
+			t.Fatalf("list: %d %s", res.status, res.body)
+		}
+		var got EdgeView
+		s.get("/v1/edges/"+edge, &got)
+		if got.Name != "jetson-lab-01" || got.Version != "v1.2.3" || got.Stale || got.EventsTotal != 21 || got.Backlog == nil || *got.Backlog != 11 ||
+			got.SpoolEvents == nil || *got.SpoolEvents != 40 || got.SpoolOldestAgeS == nil || *got.SpoolOldestAgeS != 90 || got.LastSeenAt == nil {
+			t.Fatalf("edge %+v", got)
+		}
+		var idleView EdgeView
+		s.get("/v1/edges/"+idle, &idleView)
+		if !idleView.Stale || idleView.LastSeenAt != nil || idleView.Status != nil {
+			t.Fatalf("idle edge %+v", idleView)
+		}
+		if res := s.get("/v1/edges/nope", nil); res.status != 404 {
+			t.Fatalf("unknown edge: %d", res.status)
+		}
+
+		// Pages of 3, newest first, until next_cursor is absent.
+		var seen []string
+		cursor := ""
+		for range 5 {
+			var page struct {
+				Jobs       []JobView
+				NextCursor string `json:"next_cursor"`
+			}
+			if res := s.get("/v1/edges/"+edge+"/jobs?limit=3&cursor="+cursor, &page); res.status != 200 {
+				t.Fatalf("jobs: %d %s", res.status, res.body)
+			}
+			for _, j := range page.Jobs {
+				seen = append(seen, j.JobID)
+			}
+			if cursor = page.NextCursor; cursor == "" {
+				break
+			}
+		}
+		if strings.Join(seen, ",") != "job-6,job-5,job-4,job-3,job-2,job-1,job-0" {
+			t.Fatalf("pages: %v", seen)
+		}
+		var errs struct{ Jobs []JobView }
+		s.get("/v1/edges/"+edge+"/jobs?status=error", &errs)
+		if len(errs.Jobs) != 3 || errs.Jobs[0].JobID != "job-6" || errs.Jobs[0].ErrorCode == nil || *errs.Jobs[0].ErrorCode != "max_deliveries_exceeded" {
+			t.Fatalf("error jobs %+v", errs.Jobs)
+		}
+		for path, code := range map[string]string{
+			"/v1/edges/" + edge + "/jobs?cursor=garbage!": "invalid_cursor",
+			"/v1/edges/" + edge + "/jobs?cursor=e30":      "invalid_cursor", // {}
+			"/v1/edges/" + edge + "/jobs?status=lost":     "invalid_request",
+			"/v1/edges/" + edge + "/jobs?limit=0":         "invalid_request",
+			"/v1/edges/events?last_event_id=x":            "invalid_last_event_id",
+		} {
+			if res := s.get(path, nil); res.status != 400 || res.code() != code {
+				t.Fatalf("%s: %d %s", path, res.status, res.body)
+			}
+		}
+		var jev struct {
+			Job    JobView
+			Events []EventView
+			Gaps   []GapView
+		}
+		s.get("/v1/edges/"+edge+"/jobs/job-2/events", &jev)
+		if jev.Job.Status != "done" || len(jev.Events) != 3 || jev.Events[0].Type != "queued" || jev.Events[2].Type != "done" || jev.Gaps == nil {
+			t.Fatalf("job events %+v", jev)
+		}
+		s.get("/v1/edges/"+edge+"/jobs/job-2/events?after="+jev.Events[0].EntryID, &jev)
+		if len(jev.Events) != 2 {
+			t.Fatalf("after: %d events", len(jev.Events))
+		}
+		if res := s.get("/v1/edges/"+edge+"/jobs/ghost/events", nil); res.status != 404 {
+			t.Fatalf("unknown job: %d", res.status)
+		}
+		for _, auth := range []string{"", "Bearer eut_requester_key", "Bearer " + s.token + "x"} {
+			req, _ := http.NewRequest(http.MethodGet, s.url+"/v1/edges", nil)
+			if auth != "" {
+				req.Header.Set("Authorization", auth)
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != 401 {
+				t.Fatalf("auth %q: %d", auth, res.StatusCode)
+			}
+		}
+		// Ingest counters.
+		if v := counterValue(s.role.Metrics.Batches); v != 1 {
+			t.Fatalf("batches %v", v)
+		}
+		if v := counterValue(s.role.Metrics.Events.WithLabelValues("accepted")); v != 21 {
+			t.Fatalf("accepted %v", v)
+		}
+		s.send(sign(t, wire.Batch{EdgeID: edge, SentAt: now, Events: evs[:1]}, []byte("bad"), now))
+		if v := counterValue(s.role.Metrics.Refused.WithLabelValues("unauthorized")); v != 1 {
+			t.Fatalf("refused %v", v)
+		}
+		families, err := s.metrics.Gather()
+		names := map[string]bool{}
+		for _, f := range families {
+			names[f.GetName()] = true
+		}
+		for _, n := range []string{"euterpe_sync_events_total", "euterpe_sync_refused_total", "euterpe_sync_batches_total", "euterpe_sync_heartbeats_total"} {
+			if err != nil || !names[n] {
+				t.Fatalf("%s not registered (%v)", n, err)
+			}
+		}
+	})
+}
+
+// An older heartbeat delivered late does not replace a newer one.
+func TestHeartbeatKeepsNewest(t *testing.T) {
+	sqltestEach(t, func(t *testing.T, db *sqldb.DB) {
+		ctx := context.Background()
+		st := NewStore(db)
+		reg, _ := NewRegistry(db, mustKeys(t)).Register(ctx, "e")
+		at := time.UnixMilli(1700000000000).UTC()
+		for _, h := range []struct {
+			sent    time.Time
+			version string
+		}{{at, "v2"}, {at.Add(-time.Minute), "v1"}} {
+			s := wire.Status{EdgeID: reg.EdgeID, SentAt: h.sent, Version: h.version}
+			raw, _ := wire.EncodeStatus(s)
+			if err := st.Heartbeat(ctx, s, raw); err != nil {
+				t.Fatal(err)
+			}
+		}
+		v, err := st.Edge(ctx, reg.EdgeID, time.Minute)
+		if err != nil || v.Version != "v2" || v.LastSeenAt == nil || !strings.Contains(string(v.Status), `"v2"`) {
+			t.Fatalf("%+v %v", v, err)
+		}
+	})
+}
+
+// Every route the role mounts is in its OpenAPI fragment, every path in
+// the fragment is mounted, and the fragment merges into the served
+// document.
+func TestOpenAPIFragmentCoversRoutes(t *testing.T) {
+	var frag struct {
+		Paths map[string]map[string]any `json:"paths"`
+	}
+	if err := json.Unmarshal(openAPI, &frag); err != nil {
+		t.Fatal(err)
+	}
+	r := &Role{Receiver: &Receiver{}, API: &API{Auth: func(next echo.HandlerFunc) echo.HandlerFunc { return next }}}
+	e := echo.New()
+	r.MountRoutes(e)
+	mounted := map[string]bool{}
+	for _, rt := range e.Routes() {
+		if strings.HasPrefix(rt.Path, "/*") || rt.Method == echo.RouteNotFound {
+			continue
+		}
+		path := rt.Path
+		for _, p := range []string{"id", "job_id"} {
+			path = strings.ReplaceAll(path, ":"+p, "{"+p+"}")
+		}
+		key := strings.ToLower(rt.Method) + " " + path
+		mounted[key] = true
+		if _, ok := frag.Paths[path][strings.ToLower(rt.Method)]; !ok {
+			t.Errorf("route %s %s is mounted but not documented", rt.Method, rt.Path)
+		}
+	}
+	for path, ops := range frag.Paths {
+		for m := range ops {
+			if !mounted[m+" "+path] {
+				t.Errorf("%s %s is documented but not mounted", m, path)
+			}
+		}
+	}
+	if len(mounted) != 2+len(Routes) {
+		t.Fatalf("%d routes mounted", len(mounted))
+	}
+	if _, err := api.Merge(api.OpenAPI, r.OpenAPI()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func counterValue(c prometheus.Metric) float64 {
+	var m dto.Metric
+	_ = c.Write(&m)
+	return m.GetCounter().GetValue()
+}

@@ -1,0 +1,216 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/vesta-cx/euterpe/central/webhook"
+	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/sync/wire"
+)
+
+// Receiver serves the two signed sync endpoints, POST /sync/v1/batches and
+// POST /sync/v1/heartbeat. They take no bearer token: the edge named by
+// X-Euterpe-Edge-Id is authenticated by its signature over the exact bytes
+// sent, checked before anything is inflated or decoded.
+type Receiver struct {
+	Registry *Registry
+	Store    *Store
+	// Nonces is shared by every pod (Nonces on the database), so a request
+	// replayed to another pod is refused too.
+	Nonces webhook.NonceStore
+	// Skew is the accepted clock difference (0: webhook.DefaultSkew).
+	Skew time.Duration
+	// Limiter rate-limits each edge's requests in this process.
+	Limiter *Limiter
+	Metrics *Metrics
+	Log     *slog.Logger
+	// OnIngest is called after a batch with new events committed (wakes
+	// this process's fleet tails).
+	OnIngest func()
+	Now      func() time.Time
+}
+
+// Mount adds the sync routes to e.
+func (r *Receiver) Mount(e *echo.Echo) {
+	e.POST(wire.BatchPath, r.batch)
+	e.POST(wire.HeartbeatPath, r.heartbeat)
+}
+
+// refuse counts (by code), logs (without secrets or bodies) and answers a
+// refused sync request.
+func (r *Receiver) refuse(c echo.Context, edgeID string, status int, code, msg string, err error) error {
+	r.Metrics.Refused.WithLabelValues(code).Inc()
+	attrs := []any{"edge_id", logID(edgeID), "path", c.Path(), "code", code}
+	if err != nil {
+		attrs = append(attrs, "err", daemon.CapMessage(err.Error()))
+	}
+	r.Log.Info("sync request refused", attrs...)
+	ae := daemon.Errorf(status, code, "%s", msg)
+	if code == wire.CodeRateLimited {
+		ae.RetryAfter = 1
+		if d, ok := err.(retryAfter); ok {
+			ae.RetryAfter = int(d)
+		}
+	}
+	return ae
+}
+
+// logID caps what an unauthenticated header can put in the log.
+func logID(id string) string {
+	if len(id) > 128 {
+		return id[:128] + "…"
+	}
+	return id
+}
+
+type retryAfter int
+
+func (r retryAfter) Error() string { return fmt.Sprintf("retry after %ds", int(r)) }
+
+// authenticate finds the edge, reads the body under its cap and verifies
+// the signature. It returns the edge id and the body as sent.
+func (r *Receiver) authenticate(c echo.Context) (string, []byte, error) {
+	req := c.Request()
+	now := r.Now()
+	// Central's clock, for an edge whose signature is refused for skew.
+	c.Response().Header().Set("Date", now.UTC().Format(http.TimeFormat))
+	edgeID := req.Header.Get(wire.HeaderEdgeID)
+	if edgeID == "" {
+		return "", nil, r.refuse(c, edgeID, http.StatusUnauthorized, wire.CodeUnauthorized, "unknown edge", nil)
+	}
+	creds, err := r.Registry.CredentialsAt(req.Context(), edgeID, now)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return "", nil, r.refuse(c, edgeID, http.StatusUnauthorized, wire.CodeUnauthorized, "unknown edge", nil)
+	case creds.Disabled:
+		return "", nil, r.refuse(c, edgeID, http.StatusForbidden, wire.CodeEdgeDisabled, "this edge is disabled", nil)
+	case err != nil:
+		return "", nil, r.unavailable(c, edgeID, err)
+	}
+	if req.ContentLength > wire.MaxCompressedBytes {
+		return "", nil, r.refuse(c, edgeID, http.StatusRequestEntityTooLarge, wire.CodeTooLarge,
+			fmt.Sprintf("body exceeds %d bytes", wire.MaxCompressedBytes), nil)
+	}
+	// A sized body (checked above) is read to its length and no further; a
+	// chunked one to one byte past the cap, to tell "at the cap" from "over".
+	limit := int64(wire.MaxCompressedBytes) + 1
+	if req.ContentLength >= 0 {
+		limit = req.ContentLength
+	}
+	body, err := io.ReadAll(io.LimitReader(req.Body, limit))
+	if err != nil {
+		return "", nil, r.refuse(c, edgeID, http.StatusBadRequest, wire.CodeInvalidBatch, "unreadable body", err)
+	}
+	if len(body) > wire.MaxCompressedBytes {
+		return "", nil, r.refuse(c, edgeID, http.StatusRequestEntityTooLarge, wire.CodeTooLarge,
+			fmt.Sprintf("body exceeds %d bytes", wire.MaxCompressedBytes), nil)
+	}
+	v := webhook.Verifier{Secrets: creds.Secrets, Skew: r.Skew, Nonces: r.Nonces}
+	_, err = v.Verify(req.Context(), req.Header, body, now)
+	switch {
+	case err == nil:
+	case errors.Is(err, webhook.ErrStaleTimestamp):
+		return "", nil, r.refuse(c, edgeID, http.StatusUnauthorized, wire.CodeClockSkew,
+			"x-euterpe-timestamp is outside the accepted window; the Date header has central's clock", err)
+	case errors.Is(err, webhook.ErrReplayedNonce), errors.Is(err, webhook.ErrBadSignature), errors.Is(err, webhook.ErrMissingHeader),
+		errors.Is(err, webhook.ErrBadNonce), errors.Is(err, webhook.ErrBadTimestamp), errors.Is(err, webhook.ErrNoSecret):
+		return "", nil, r.refuse(c, edgeID, http.StatusUnauthorized, wire.CodeUnauthorized, "signature not accepted", err)
+	default:
+		return "", nil, r.unavailable(c, edgeID, err)
+	}
+	if ok, wait := r.Limiter.Allow(edgeID, now); !ok {
+		return "", nil, r.refuse(c, edgeID, http.StatusTooManyRequests, wire.CodeRateLimited, "too many requests from this edge", retryAfter(wait))
+	}
+	return edgeID, body, nil
+}
+
+func (r *Receiver) unavailable(c echo.Context, edgeID string, err error) error {
+	r.Metrics.Refused.WithLabelValues("unavailable").Inc()
+	if !errors.Is(err, context.Canceled) {
+		r.Log.Warn("sync request failed", "edge_id", logID(edgeID), "path", c.Path(), "err", daemon.CapMessage(err.Error()))
+	}
+	return &daemon.APIError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "central cannot store this now; retry later", RetryAfter: 5}
+}
+
+// inflate undoes Content-Encoding: gzip under the decompressed cap; an
+// identity body is taken as sent.
+func (r *Receiver) inflate(c echo.Context, edgeID string, body []byte) ([]byte, error) {
+	switch enc := strings.ToLower(strings.TrimSpace(c.Request().Header.Get(echo.HeaderContentEncoding))); enc {
+	case "", "identity":
+		return body, nil
+	case "gzip":
+		out, err := wire.Decompress(body, wire.MaxBodyBytes)
+		switch {
+		case errors.Is(err, wire.ErrTooLarge):
+			return nil, r.refuse(c, edgeID, http.StatusRequestEntityTooLarge, wire.CodeTooLarge,
+				fmt.Sprintf("decompressed body exceeds %d bytes", wire.MaxBodyBytes), err)
+		case err != nil:
+			return nil, r.refuse(c, edgeID, http.StatusBadRequest, wire.CodeInvalidBatch, "body is not valid gzip", err)
+		}
+		return out, nil
+	default:
+		return nil, r.refuse(c, edgeID, http.StatusBadRequest, wire.CodeInvalidBatch, "Content-Encoding must be gzip", nil)
+	}
+}
+
+func (r *Receiver) batch(c echo.Context) error {
+	edgeID, body, err := r.authenticate(c)
+	if err != nil {
+		return err
+	}
+	raw, err := r.inflate(c, edgeID, body)
+	if err != nil {
+		return err
+	}
+	b, err := wire.Decode(raw)
+	if err != nil {
+		return r.refuse(c, edgeID, http.StatusBadRequest, wire.CodeInvalidBatch, daemon.CapMessage(err.Error()), err)
+	}
+	if b.EdgeID != edgeID {
+		return r.refuse(c, edgeID, http.StatusBadRequest, wire.CodeInvalidBatch, "the batch's edge_id differs from "+wire.HeaderEdgeID, nil)
+	}
+	res, err := r.Store.Ingest(c.Request().Context(), b)
+	if err != nil {
+		return r.unavailable(c, edgeID, err)
+	}
+	r.Metrics.Batches.Inc()
+	r.Metrics.Events.WithLabelValues("accepted").Add(float64(res.Accepted))
+	r.Metrics.Events.WithLabelValues("duplicate").Add(float64(res.Duplicates))
+	r.Metrics.Gaps.Add(float64(res.Gaps))
+	if res.Accepted > 0 && r.OnIngest != nil {
+		r.OnIngest()
+	}
+	r.Log.Debug("sync batch stored", "edge_id", edgeID, "accepted", res.Accepted, "duplicates", res.Duplicates, "gaps", res.Gaps)
+	return c.JSON(http.StatusOK, res)
+}
+
+func (r *Receiver) heartbeat(c echo.Context) error {
+	edgeID, body, err := r.authenticate(c)
+	if err != nil {
+		return err
+	}
+	raw, err := r.inflate(c, edgeID, body)
+	if err != nil {
+		return err
+	}
+	st, err := wire.DecodeStatus(raw)
+	if err != nil {
+		return r.refuse(c, edgeID, http.StatusBadRequest, wire.CodeInvalidBatch, daemon.CapMessage(err.Error()), err)
+	}
+	if st.EdgeID != edgeID {
+		return r.refuse(c, edgeID, http.StatusBadRequest, wire.CodeInvalidBatch, "the status's edge_id differs from "+wire.HeaderEdgeID, nil)
+	}
+	if err := r.Store.Heartbeat(c.Request().Context(), st, raw); err != nil {
+		return r.unavailable(c, edgeID, err)
+	}
+	r.Metrics.Heartbeats.Inc()
+	return c.NoContent(http.StatusNoContent)
+}

@@ -1,0 +1,139 @@
+package ingest
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
+)
+
+// TailCursor is a position in the fleet tail.
+//
+// On SQLite writers take turns, so seq order is commit order and the
+// cursor is a seq. On Postgres identity values are drawn before commit, so
+// a smaller seq can become visible after a larger one; there the tail
+// walks rows in (xid, seq) order, xid being the inserting transaction's
+// id, and only up to the horizon pg_snapshot_xmin(pg_current_snapshot()):
+// every transaction below it has ended, so no row can appear behind the
+// cursor later. Rows still go out with their seq as SSE id; a resume looks
+// the row's xid up again.
+type TailCursor struct {
+	XID string // Postgres: xid8 as decimal text; "0" before any row
+	Seq int64
+}
+
+// TailStart is the cursor a tail begins at: after the event whose seq is
+// lastSeq, or (lastSeq < 0) at the current end of the table. A resume
+// from an event since removed by retention starts at the first retained
+// event with a larger seq.
+func (s *Store) TailStart(ctx context.Context, lastSeq int64) (TailCursor, error) {
+	if s.db.Engine != sqldb.Postgres {
+		if lastSeq >= 0 {
+			return TailCursor{Seq: lastSeq}, nil
+		}
+		var seq int64
+		err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM edge_events`).Scan(&seq)
+		return TailCursor{Seq: seq}, wrapTail(err)
+	}
+	c := TailCursor{XID: "0"}
+	var err error
+	switch {
+	case lastSeq < 0:
+		err = s.db.QueryRowContext(ctx, `SELECT xid::text, seq FROM edge_events
+			WHERE xid < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY xid DESC, seq DESC LIMIT 1`).Scan(&c.XID, &c.Seq)
+	case lastSeq == 0:
+		return c, nil
+	default:
+		c.Seq = lastSeq
+		err = s.db.QueryRowContext(ctx, `SELECT xid::text FROM edge_events WHERE seq = $1`, lastSeq).Scan(&c.XID)
+		if errors.Is(err, sql.ErrNoRows) {
+			var seq int64
+			err = s.db.QueryRowContext(ctx, `SELECT xid::text, seq FROM edge_events WHERE seq > $1 ORDER BY xid, seq LIMIT 1`,
+				lastSeq).Scan(&c.XID, &seq)
+			c.Seq = seq - 1
+			if errors.Is(err, sql.ErrNoRows) {
+				return s.TailStart(ctx, -1) // nothing after it yet: from the current end
+			}
+		}
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return TailCursor{XID: "0"}, nil // empty table
+	}
+	return c, wrapTail(err)
+}
+
+func wrapTail(err error) error {
+	if err != nil {
+		return fmt.Errorf("ingest: tail: %w", err)
+	}
+	return nil
+}
+
+// TailPage returns up to limit events after c that are safe to send (see
+// TailCursor) and the cursor after them.
+func (s *Store) TailPage(ctx context.Context, c TailCursor, limit int) ([]EventView, TailCursor, error) {
+	var rows *sql.Rows
+	var err error
+	if s.db.Engine == sqldb.Postgres {
+		rows, err = s.db.QueryContext(ctx, `SELECT `+eventColumns+`, xid::text FROM edge_events
+			WHERE (xid, seq) > ($1::text::xid8, $2) AND xid < pg_snapshot_xmin(pg_current_snapshot())
+			ORDER BY xid, seq LIMIT $3`, c.XID, c.Seq, limit)
+	} else {
+		rows, err = s.db.QueryContext(ctx, `SELECT `+eventColumns+`, '' FROM edge_events WHERE seq > ? ORDER BY seq LIMIT ?`, c.Seq, limit)
+	}
+	if err != nil {
+		return nil, c, wrapTail(err)
+	}
+	defer rows.Close()
+	var out []EventView
+	for rows.Next() {
+		var xid string
+		e, err := scanEvent(rows, &xid)
+		if err != nil {
+			return nil, c, wrapTail(err)
+		}
+		out = append(out, e)
+		c.Seq = e.Seq
+		if xid != "" {
+			c.XID = xid
+		}
+	}
+	return out, c, wrapTail(rows.Err())
+}
+
+// parseLastEventID reads an SSE resume id: a seq.
+func parseLastEventID(v string) (int64, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, errors.New("Last-Event-ID must be an event seq (a non-negative integer)")
+	}
+	return n, nil
+}
+
+// wakeup lets the batch handler tell this process's tails that new rows
+// committed; tails of other pods find them by polling.
+type wakeup struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func newWakeup() *wakeup { return &wakeup{ch: make(chan struct{})} }
+
+// C is closed at the next Notify.
+func (w *wakeup) C() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ch
+}
+
+// Notify wakes every waiter.
+func (w *wakeup) Notify() {
+	w.mu.Lock()
+	close(w.ch)
+	w.ch = make(chan struct{})
+	w.mu.Unlock()
+}

@@ -137,8 +137,8 @@ func TestSecretFromFile(t *testing.T) {
 			files: []secretFile{{name: "creds/key", mode: 0o440, content: fileSecret}},
 			env:   map[string]string{EnvCredentialsDirectory: "$D/creds", "EUTERPE_API_KEY_FILE": "$D/creds/key"}, want: fileSecret},
 		{name: "file beside the credentials directory keeps the mode check",
-			files: []secretFile{{name: "creds/x", mode: 0o400, content: "x"}, {name: "creds2/key", mode: 0o440, content: fileSecret}},
-			env:   map[string]string{EnvCredentialsDirectory: "$D/creds", "EUTERPE_API_KEY_FILE": "$D/creds/../creds2/key"},
+			files:   []secretFile{{name: "creds/x", mode: 0o400, content: "x"}, {name: "creds2/key", mode: 0o440, content: fileSecret}},
+			env:     map[string]string{EnvCredentialsDirectory: "$D/creds", "EUTERPE_API_KEY_FILE": "$D/creds/../creds2/key"},
 			setting: "EUTERPE_API_KEY_FILE", errHas: []string{"0440"}},
 		// Only secret settings take _FILE: a stray one is ignored rather
 		// than read.

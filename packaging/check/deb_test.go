@@ -33,11 +33,11 @@ func TestPackageContents(t *testing.T) {
 
 				listing := contents(t, dpkgDeb, deb)
 				for path, mode := range map[string]string{
-					"/usr/bin/" + s.program:                    "-rwxr-xr-x",
-					"/usr/lib/" + s.name + "/euterpectl":       "-rwxr-xr-x",
-					"/lib/systemd/system/" + s.unit:            "-rw-r--r--",
-					s.envFile:                                  "-rw-r--r--",
-					s.credsDir:                                 "drwx------",
+					"/usr/bin/" + s.program:                      "-rwxr-xr-x",
+					"/usr/lib/" + s.name + "/euterpectl":         "-rwxr-xr-x",
+					"/lib/systemd/system/" + s.unit:              "-rw-r--r--",
+					s.envFile:                                    "-rw-r--r--",
+					s.credsDir:                                   "drwx------",
 					"/usr/share/doc/" + s.name + "/packaging.md": "-rw-r--r--",
 				} {
 					got, ok := listing[path]

@@ -55,6 +55,7 @@ packages:
 # root on a machine without a running systemd, installs, upgrades, removes
 # and purges the amd64 ones (packaging/check). Not part of `make test`.
 packages-check: packages
+	cd packaging && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
 	cd packaging && EUTERPE_DIST=$(CURDIR)/dist DEB_VERSION='$(DEB_VERSION)' VERSION='$(VERSION)' \
 	  $(GO) test -count=1 -v -timeout 15m ./...
 

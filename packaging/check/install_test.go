@@ -239,7 +239,7 @@ func bumped(t *testing.T, deb, version string) string {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "bumped.deb")
-	run(t, "dpkg-deb", "--root-owner-group", "--build", tree, out)
+	run(t, "dpkg-deb", "--root-owner-group", "-Zgzip", "--build", tree, out)
 	return out
 }
 

@@ -7,7 +7,12 @@ PROGRAMS      := euterpe-edge euterpe-central euterpectl
 TEST_TIMEOUT  ?= 20m
 # Packages: nfpm run as a pinned tool, so its dependencies stay out of go.mod.
 NFPM          := github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
-DEB_VERSION   ?= $(shell packaging/debversion.sh)
+# Evaluated once, so the packages built and the checks agree even if the
+# tree changes while make runs.
+ifndef DEB_VERSION
+DEB_VERSION   := $(shell packaging/debversion.sh)
+endif
+STAMPED       := $(VERSION)
 DEB_ARCHES    := amd64 arm64
 DEB_MAINTAINER ?= Euterpe maintainers <maintainers@vesta-cx.invalid>
 # Every test package gets the services found or started by scripts/services.sh.
@@ -56,7 +61,7 @@ packages:
 # and purges the amd64 ones (packaging/check). Not part of `make test`.
 packages-check: packages
 	cd packaging && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
-	cd packaging && EUTERPE_DIST=$(CURDIR)/dist DEB_VERSION='$(DEB_VERSION)' VERSION='$(VERSION)' \
+	cd packaging && EUTERPE_DIST=$(CURDIR)/dist DEB_VERSION='$(DEB_VERSION)' VERSION='$(STAMPED)' \
 	  $(GO) test -count=1 -v -timeout 15m ./...
 
 lint:

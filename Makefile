@@ -5,10 +5,20 @@ VERSION       ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS       := -s -w -X github.com/vesta-cx/euterpe/daemon.Version=$(VERSION)
 PROGRAMS      := euterpe-edge euterpe-central euterpectl
 TEST_TIMEOUT  ?= 20m
+# Packages: nfpm run as a pinned tool, so its dependencies stay out of go.mod.
+NFPM          := github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
+# Evaluated once, so the packages built and the checks agree even if the
+# tree changes while make runs.
+ifndef DEB_VERSION
+DEB_VERSION   := $(shell packaging/debversion.sh)
+endif
+STAMPED       := $(VERSION)
+DEB_ARCHES    := amd64 arm64
+DEB_MAINTAINER ?= Euterpe maintainers <maintainers@vesta-cx.invalid>
 # Every test package gets the services found or started by scripts/services.sh.
 WITH_SERVICES := set -a; . ./.run/env; set +a;
 
-.PHONY: build run test bench cross-arm64 lint clean services
+.PHONY: build run test bench cross-arm64 lint clean services packages packages-check
 
 build:
 	@mkdir -p bin
@@ -34,6 +44,25 @@ cross-arm64:
 	@mkdir -p dist/linux-arm64
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/linux-arm64/ $(addprefix ./cmd/,$(PROGRAMS))
 	@scripts/check-arm64.sh dist/linux-arm64 $(VERSION) $(PROGRAMS)
+
+# dist/euterpe-{edge,central}_<DEB_VERSION>_{amd64,arm64}.deb, each with euterpectl.
+packages:
+	@set -e; for arch in $(DEB_ARCHES); do \
+	  mkdir -p dist/linux-$$arch; \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/linux-$$arch/ $(addprefix ./cmd/,$(PROGRAMS)); \
+	  for pkg in euterpe-edge euterpe-central; do \
+	    ARCH=$$arch DEB_VERSION='$(DEB_VERSION)' DEB_MAINTAINER='$(DEB_MAINTAINER)' SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct) \
+	      $(GO) run $(NFPM) package --config packaging/$$pkg.yaml --packager deb --target dist/$${pkg}_$(DEB_VERSION)_$$arch.deb; \
+	  done; \
+	done
+
+# Inspects the packages, runs the arm64 programs under qemu-user and, as
+# root on a machine without a running systemd, installs, upgrades, removes
+# and purges the amd64 ones (packaging/check). Not part of `make test`.
+packages-check: packages
+	cd packaging && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
+	cd packaging && EUTERPE_DIST=$(CURDIR)/dist DEB_VERSION='$(DEB_VERSION)' VERSION='$(STAMPED)' \
+	  $(GO) test -count=1 -v -timeout 15m ./...
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

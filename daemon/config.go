@@ -49,6 +49,9 @@ type binding struct {
 	set      func(string) error
 	validate func() error
 	fromFlag bool
+	// source names where an environment-side value came from when it is
+	// not the plain variable (EUTERPE_X_FILE, a credential), for errors.
+	source string
 }
 
 // NewConfig returns a Config for a command. getenv is usually os.Getenv;
@@ -66,7 +69,12 @@ func (c *Config) FlagSet() *flag.FlagSet { return c.fs }
 // Option adjusts a setting declaration.
 type Option func(*binding)
 
-// Secret keeps the value out of error messages and logs.
+// Secret keeps the value out of error messages and logs, and lets the
+// value come from a file instead of the environment: <ENV>_FILE names a
+// file (mode 0600 or stricter) whose trimmed content is the value, and
+// under systemd's LoadCredential= the credential named CredentialName(env)
+// in $CREDENTIALS_DIRECTORY is read. Setting more than one of the variable,
+// the file and the credential is an error; a flag still wins over all.
 func Secret() Option { return func(b *binding) { b.Secret = true } }
 
 func (c *Config) add(s Setting, set func(string) error, validate func() error, opts ...Option) {
@@ -173,6 +181,22 @@ func (c *Config) Parse(args []string) error {
 		if b.Env == "" {
 			continue
 		}
+		if b.Secret {
+			src, err := c.secretSources(b)
+			if err != nil {
+				return err
+			}
+			if src == nil {
+				continue
+			}
+			if err := b.set(src.value); err != nil {
+				return c.settingErr(b, src.setting, src.value, err)
+			}
+			if src.path != "" {
+				b.source = src.setting
+			}
+			continue
+		}
 		if v := c.getenv(b.Env); v != "" {
 			if err := b.set(v); err != nil {
 				return c.settingErr(b, b.Env, v, err)
@@ -192,6 +216,9 @@ func (c *Config) Parse(args []string) error {
 		}
 		if err := b.validate(); err != nil {
 			name := b.Env
+			if b.source != "" {
+				name = b.source
+			}
 			if b.fromFlag || name == "" {
 				name = "-" + b.Flag
 			}

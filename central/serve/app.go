@@ -332,7 +332,6 @@ func (a *App) Serve(ctx context.Context, s Settings, d *Deps) error {
 		log.Warn("no executor role is enabled: accepted transcode jobs stay queued until a process with one runs",
 			"roles", strings.Join(enabled, ","))
 	}
-	var notifier *daemon.Notifier
 	if slices.Contains(enabled, RoleAPI) {
 		ln, err := daemon.Listen(s.Addr)
 		if err != nil {
@@ -359,14 +358,19 @@ func (a *App) Serve(ctx context.Context, s Settings, d *Deps) error {
 			return daemon.ServeUntil(ctx, srv, ln, s.ShutdownGrace)
 		}})
 		log.Info("listening", "addr", ln.Addr().String())
-		notifier = daemon.NewNotifier(log)
-		go notifier.Watchdog(ctx, d.DB.Ping)
 	}
+	// Every pod speaks sd_notify, not only one with the api role: under
+	// Type=notify a runner-only pod would otherwise never be ready and be
+	// killed at TimeoutStartSec. The watchdog follows the database, which
+	// every role needs.
+	notifier := daemon.NewNotifier(log)
+	wctx, stopWatchdog := context.WithCancel(ctx)
+	watchdogDone := make(chan struct{})
+	go func() { defer close(watchdogDone); notifier.Watchdog(wctx, d.DB.Ping) }()
+	defer func() { stopWatchdog(); <-watchdogDone }()
 	log.Info("euterpe-central started", "version", daemon.Version, "worker_id", d.WorkerID,
 		"engine", string(d.DB.Engine), "roles", strings.Join(enabled, ","))
-	if notifier != nil {
-		notifier.Ready()
-	}
+	notifier.Ready()
 	g, gctx := errgroup.WithContext(ctx)
 	for _, r := range roles {
 		g.Go(func() error {
@@ -377,8 +381,6 @@ func (a *App) Serve(ctx context.Context, s Settings, d *Deps) error {
 		})
 	}
 	err := g.Wait()
-	if notifier != nil {
-		notifier.Stopping()
-	}
+	notifier.Stopping()
 	return err
 }

@@ -49,4 +49,3 @@ func TestOperatorCreateAndDisable(t *testing.T) {
 		})
 	}
 }
-

@@ -165,14 +165,14 @@ func TestSystemdUnitVerifies(t *testing.T) {
 	require.NoError(t, err)
 	for _, want := range []string{"Type=notify", "WatchdogSec=", "Restart=on-failure", "After=network-online.target redis-server.service",
 		"Wants=redis-server.service", "EnvironmentFile=-/etc/euterpe/edge.env", "StateDirectory=euterpe", "ProtectSystem=strict",
-		"NoNewPrivileges=yes", "PrivateTmp=yes"} {
+		"NoNewPrivileges=yes", "PrivateTmp=yes", "User=euterpe"} {
 		assert.Contains(t, string(unit), want)
 	}
 	self, err := os.Executable()
 	require.NoError(t, err)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "euterpe-edge.service")
-	require.NoError(t, os.WriteFile(path, bytes.ReplaceAll(unit, []byte("/usr/local/bin/euterpe-edge"), []byte(self)), 0o644))
+	require.NoError(t, os.WriteFile(path, bytes.ReplaceAll(unit, []byte("/usr/bin/euterpe-edge"), []byte(self)), 0o644))
 	out, err := exec.Command(tool, "verify", path).CombinedOutput()
 	assert.NoError(t, err, "%s", out)
 	assert.Empty(t, strings.TrimSpace(string(out)))

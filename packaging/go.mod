@@ -1,0 +1,3 @@
+module github.com/vesta-cx/euterpe/packaging
+
+go 1.26.8

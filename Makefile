@@ -5,7 +5,8 @@ VERSION       ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS       := -s -w -X github.com/vesta-cx/euterpe/daemon.Version=$(VERSION)
 PROGRAMS      := euterpe-edge euterpe-central euterpectl
 TEST_TIMEOUT  ?= 20m
-# Every test package gets the services found or started by scripts/services.sh.
+# Every test package gets the services scripts/services.sh started for this
+# clone (or the servers the user named); see README, Quickstart.
 WITH_SERVICES := set -a; . ./.run/env; set +a;
 
 .PHONY: build run test bench cross-arm64 lint clean services

@@ -193,6 +193,9 @@ tools_up() {
   need_pkg node nodejs
   need_pkg openssl openssl
   command -v gcc >/dev/null 2>&1 || need_pkg gcc gcc   # the race detector needs cgo
+  # the port checks and `make run`
+  need_pkg ss iproute2
+  need_pkg curl curl
 }
 
 s3_up() {

@@ -182,7 +182,9 @@ func insideNamespace(t *testing.T, scratch string) {
 	})
 
 	// make run, exactly as the Makefile runs it (the programs are built).
-	run := exec.CommandContext(ctx, "make", "-o", "build", "run")
+	runCtx, cancelRun := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancelRun()
+	run := exec.CommandContext(runCtx, "make", "-o", "build", "run")
 	run.Dir = clone
 	run.Env = append(cleanEnv(), "EUTERPE_RUN_ONCE=1", "EUTERPE_PORTS_LOCK="+filepath.Join(scratch, "ports.lock"))
 	out, err := run.CombinedOutput()
@@ -225,6 +227,21 @@ func insideNamespace(t *testing.T, scratch string) {
 	if after := snapshot(t, rdb, other, running, queued); !reflect.DeepEqual(before, after) {
 		t.Fatalf("the Redis helpers changed production:\nbefore %+v\nafter  %+v", before, after)
 	}
+	// Once databases 1..15 hold nothing else, the named server is used:
+	// tests come and go in those databases, database 0 keeps the job.
+	must(t, other.Del(ctx, "other:app").Err())
+	before = snapshot(t, rdb, other, running, queued)
+	helper = exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperOnNamedServer$", "-test.v", "-test.count=1")
+	helper.Env = append(cleanEnv(), helperEnv+"=1", "EUTERPE_TEST_REDIS_URL="+prodRedis)
+	if hout, err := helper.CombinedOutput(); err != nil || !strings.Contains(string(hout), "--- PASS: TestHelperOnNamedServer") {
+		t.Fatalf("the helper on the named production server, now clean: %v\n%s", err, hout)
+	}
+	if after := snapshot(t, rdb, other, running, queued); !reflect.DeepEqual(before, after) {
+		t.Fatalf("the Redis helpers changed production:\nbefore %+v\nafter  %+v", before, after)
+	}
+	if left := rdb.Keys(ctx, "euterpe:testdb:*").Val(); len(left) != 0 {
+		t.Fatalf("test locks or markers left in production's database 0: %v", left)
+	}
 	if !ready(prodEdge) || !ready(prodCentral) {
 		t.Fatal("production daemons no longer ready")
 	}
@@ -237,7 +254,9 @@ func TestHelperOnNamedServer(t *testing.T) {
 		t.Skip("runs only as a child of TestMakeRunLeavesProductionAlone")
 	}
 	c, _ := testsvc.Redis(t)
-	c.Set(context.Background(), "written", "by a test", 0)
+	if err := c.Set(context.Background(), "written", "by a test", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // state is what must not change on the production server.
@@ -285,7 +304,8 @@ func snapshot(t *testing.T, rdb, other *redis.Client, running, queued string) st
 		s.Sizes = append(s.Sizes, c.DBSize(ctx).Val())
 		c.Close()
 	}
-	if len(s.Stream) != 2 || len(s.Groups) != 1 || len(s.Consumers) != 1 || s.Consumers[0].Name != prodWorker || s.Queued["status"] != "queued" {
+	if len(s.Stream) != 2 || len(s.Groups) != 1 || len(s.Consumers) != 1 || s.Consumers[0].Name != prodWorker ||
+		s.Queued["status"] != "queued" || s.RunningStatus["status"] != "running" {
 		t.Fatalf("production not as set up: %+v", s)
 	}
 	return s

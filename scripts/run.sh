@@ -54,7 +54,7 @@ start_daemon() {
       unlock_ports
       echo "$name exited; last log lines:" >&2; tail -20 "$log" >&2; exit 1
     fi
-    listens "$pid" "$port" && curl -fsS "http://127.0.0.1:$port/ready" >/dev/null 2>&1 && break
+    listens "$pid" "$port" && curl -fsS --max-time 2 "http://127.0.0.1:$port/ready" >/dev/null 2>&1 && break
     sleep 0.2
   done
   unlock_ports

@@ -56,8 +56,9 @@ need_pkg() { # need_pkg COMMAND PACKAGE
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
 }
 
-# redis_dir CLI PORT: the data directory of the Redis answering on PORT.
-redis_dir() { "$1" -h 127.0.0.1 -p "$2" config get dir 2>/dev/null | sed -n 2p; }
+# redis_dir CLI PORT: the data directory of the Redis answering on PORT
+# (bounded: whatever listens there may not be a Redis, and may never answer).
+redis_dir() { timeout 3 "$1" -h 127.0.0.1 -p "$2" config get dir 2>/dev/null | sed -n 2p; }
 
 # redis_private DIR PREFERRED SERVER CLI: prints the port of this clone's
 # Redis with its data in DIR, starting it when it is not running. A server

@@ -5,5 +5,7 @@
 // central on :8090), an edge with a queued job in jobs:stream and its
 // consumer group, then runs `make run` (EUTERPE_RUN_ONCE=1) from a fresh
 // copy of the repository's scripts and the Redis helpers, and checks the
-// job, its stream entry and the group are exactly as they were.
+// job, its stream entry and the group are exactly as they were. Another
+// test brings two clones' services up at once, with the usual port taken by
+// something that is not a Redis, and checks each gets its own.
 package isolation

@@ -15,7 +15,8 @@ endif
 STAMPED       := $(VERSION)
 DEB_ARCHES    := amd64 arm64
 DEB_MAINTAINER ?= Euterpe maintainers <maintainers@vesta-cx.invalid>
-# Every test package gets the services found or started by scripts/services.sh.
+# Every test package gets the services scripts/services.sh started for this
+# clone (or the servers the user named); see README, Quickstart.
 WITH_SERVICES := set -a; . ./.run/env; set +a;
 
 .PHONY: build run test bench cross-arm64 lint clean services packages packages-check

@@ -2,17 +2,27 @@
 # `make run`: brings up a local Euterpe stack from bin/ and shows jobs flowing
 # end to end, then keeps the daemons running until Ctrl-C.
 #
-#   edge     euterpe-edge serve on 127.0.0.1:8070 (Redis from scripts/services.sh),
-#            a demo `tool` backend, and a media library over .run/demo/library
-#   central  euterpe-central serve on 127.0.0.1:8090 on embedded SQLite, transcoding
-#            a generated tone from the local S3-compatible server (versitygw)
+#   edge     euterpe-edge serve on 127.0.0.1:8070 (or the next free port), on
+#            database 0 of this clone's private Redis (EUTERPE_RUN_REDIS_URL,
+#            from scripts/services.sh), a demo `tool` backend, and a media
+#            library over .run/demo/library
+#   central  euterpe-central serve on 127.0.0.1:8090 (or the next free port) on
+#            embedded SQLite, transcoding a generated tone from this clone's
+#            private S3-compatible server (versitygw)
+#
+# Everything it writes stays under .run/: state directories, SQLite files,
+# scratch files, logs (.run/demo), Redis and S3 data (.run/redis, .run/s3).
+# It never uses a server or port it was not given: a daemon already on 8070
+# or 8090 (a production edge on the same device) is left alone.
 #
 # EUTERPE_RUN_ONCE=1 stops everything after the demo instead of waiting.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/ports.sh
 set -a; . ./.run/env; set +a
-RUN=$PWD/.run/demo
-mkdir -p "$RUN/edge-state" "$RUN/central-state" "$RUN/library/a" "$RUN/library/b"
+: "${EUTERPE_RUN_REDIS_URL:?run scripts/services.sh up redis first}"
+RUN=$(pwd -P)/.run/demo
+mkdir -p "$RUN/edge-state" "$RUN/central-state" "$RUN/central-tmp" "$RUN/library/a" "$RUN/library/b"
 pids=()
 stop() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -23,34 +33,59 @@ trap 'exit 0' INT TERM
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-wait_ready() { # URL NAME LOG
-  for _ in $(seq 1 150); do
-    curl -fsS "$1/ready" >/dev/null 2>&1 && return 0
+# start_daemon NAME PREFERRED_PORT VAR LOG ENV=VALUE... -- COMMAND...: starts
+# COMMAND with ENV on a free port (PREFERRED when free), passed to it as
+# VAR=127.0.0.1:PORT, waits until its /ready answers and sets PORT_<NAME>.
+# The port lock is held until the daemon listens, and the address is checked
+# to belong to the process started here, so two runs (or a running
+# production daemon) are never confused with this one.
+start_daemon() {
+  local name=$1 pref=$2 var=$3 log=$4 port pid envs=()
+  shift 4
+  while [ "$1" != -- ]; do envs+=("$1"); shift; done
+  shift
+  lock_ports
+  port=$(free_port "$pref")
+  env "${envs[@]}" "$var=127.0.0.1:$port" "$@" >"$log" 2>&1 &
+  pid=$!
+  pids+=("$pid")
+  for _ in $(seq 1 300); do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      unlock_ports
+      echo "$name exited; last log lines:" >&2; tail -20 "$log" >&2; exit 1
+    fi
+    listens "$pid" "$port" && curl -fsS --max-time 2 "http://127.0.0.1:$port/ready" >/dev/null 2>&1 && break
     sleep 0.2
   done
-  echo "$2 did not become ready; last log lines:" >&2; tail -20 "$3" >&2; exit 1
+  unlock_ports
+  if ! listens "$pid" "$port"; then
+    echo "$name did not become ready on port $port; last log lines:" >&2; tail -20 "$log" >&2; exit 1
+  fi
+  [ "$port" = "$pref" ] || echo "port $pref is taken: $name listens on $port instead"
+  printf -v "PORT_${name//-/_}" %s "$port"
 }
 
 step "starting euterpe-edge (logs: $RUN/edge.log)"
 # Two copies of one file, so the library has a duplicate group to show.
 printf 'the same bytes\n' >"$RUN/library/a/song.txt"
 printf 'the same bytes\n' >"$RUN/library/b/song-copy.txt"
-EUTERPE_REDIS_URL=$EUTERPE_TEST_REDIS_URL \
-EUTERPE_STATE_DIR=$RUN/edge-state \
-EUTERPE_TASK_BACKENDS="tool=exec:$PWD/scripts/demo-tool.sh" \
-EUTERPE_LIBRARY_ROOTS=$RUN/library \
-  bin/euterpe-edge serve >"$RUN/edge.log" 2>&1 &
-pids+=($!)
-wait_ready http://127.0.0.1:8070 euterpe-edge "$RUN/edge.log"
-curl -fsS http://127.0.0.1:8070/ready; echo
+start_daemon euterpe-edge 8070 EUTERPE_EDGE_ADDR "$RUN/edge.log" \
+  EUTERPE_REDIS_URL="$EUTERPE_RUN_REDIS_URL" \
+  EUTERPE_STATE_DIR="$RUN/edge-state" \
+  EUTERPE_TASK_BACKENDS="tool=exec:$PWD/scripts/demo-tool.sh" \
+  EUTERPE_LIBRARY_ROOTS="$RUN/library" \
+  -- bin/euterpe-edge serve
+EDGE=http://127.0.0.1:$PORT_euterpe_edge
+export EUTERPE_EDGE_URL=$EDGE
+curl -fsS "$EDGE/ready"; echo
 
 step "submitting a job and following its events (euterpectl jobs submit --follow)"
 bin/euterpectl jobs submit --task tool --payload '{"text":"hello from make run"}' --follow
 
 step "scanning the media library and listing duplicate groups"
-curl -fsS -X POST http://127.0.0.1:8070/api/v1/scans; echo
+curl -fsS -X POST "$EDGE/api/v1/scans"; echo
 for _ in $(seq 1 50); do
-  groups=$(curl -fsS http://127.0.0.1:8070/api/v1/duplicates/groups)
+  groups=$(curl -fsS "$EDGE/api/v1/duplicates/groups")
   case $groups in *group_key*) break ;; esac
   sleep 0.2
 done
@@ -58,18 +93,24 @@ echo "$groups"
 
 step "starting euterpe-central on embedded SQLite (logs: $RUN/central.log)"
 # Private addresses are allowed because the demo's storage is on loopback.
-EUTERPE_STATE_DIR=$RUN/central-state EUTERPE_WEBHOOK_ALLOW_PRIVATE=true bin/euterpe-central serve >"$RUN/central.log" 2>&1 &
-pids+=($!)
-wait_ready http://127.0.0.1:8090 euterpe-central "$RUN/central.log"
-curl -fsS http://127.0.0.1:8090/ready; echo
+start_daemon euterpe-central 8090 EUTERPE_CENTRAL_ADDR "$RUN/central.log" \
+  EUTERPE_STATE_DIR="$RUN/central-state" \
+  EUTERPE_RUNNER_TEMP_DIR="$RUN/central-tmp" \
+  EUTERPE_WEBHOOK_ALLOW_PRIVATE=true \
+  -- bin/euterpe-central serve
+CENTRAL=http://127.0.0.1:$PORT_euterpe_central
+curl -fsS "$CENTRAL/ready"; echo
 
-scripts/run-central-demo.sh "$RUN"
+scripts/run-central-demo.sh "$RUN" "$CENTRAL"
 
 step "stack is up"
 cat <<TXT
-  edge     http://127.0.0.1:8070   (POST /v1/jobs, GET /v1/jobs/{id}/events, /api/v1/...)
-  central  http://127.0.0.1:8090   (POST /transcode, GET /transcode/status, /openapi.json)
-  try:     bin/euterpectl jobs submit --task tool --payload '{"n":1}' --follow
+  edge     $EDGE   (POST /v1/jobs, GET /v1/jobs/{id}/events, /api/v1/...)
+  central  $CENTRAL   (POST /transcode, GET /transcode/status, /openapi.json)
+  redis    $(printf %s "$EUTERPE_RUN_REDIS_URL" | sed 's#://\([^/@:]*\):[^/@]*@#://\1:[REDACTED]@#')
+  s3       $EUTERPE_TEST_S3_ENDPOINT   (data in .run/s3/data)
+  state    $RUN
+  try:     EUTERPE_EDGE_URL=$EDGE bin/euterpectl jobs submit --task tool --payload '{"n":1}' --follow
 TXT
 if [ "${EUTERPE_RUN_ONCE:-}" = 1 ]; then exit 0; fi
 echo "  press Ctrl-C to stop"

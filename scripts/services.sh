@@ -1,22 +1,44 @@
 #!/usr/bin/env bash
-# Finds or starts the services and programs Euterpe's tests and `make run`
-# need, then writes their addresses to .run/env for the Makefile to source.
+# Starts the services Euterpe's tests and `make run` need, each a private
+# instance of this clone, then writes their addresses to .run/env for the
+# Makefile to source.
 #
-#   scripts/services.sh up      find or start Redis, Postgres, ffmpeg, the S3 server
-#                               and a private Redis 6.0 built from source
+#   scripts/services.sh up      Redis, a Redis 6.0 built from source, Postgres,
+#                               the S3 server, and the programs tests call
 #   scripts/services.sh down    stop only what this script started
 #
-# A service already answering on its default port is used as it is. Where
-# none answers, a private instance is started under .run/ from the system
-# packages, installing them with apt-get when running as root; otherwise the
-# exact command to run is printed and the script fails.
+# Private means: on a loopback port nothing else listens on (the usual one
+# when free, else the next free one), with its data, pid and log under this
+# clone's .run/, started from the system packages (installed with apt-get
+# when running as root; otherwise the exact command to run is printed and
+# the script fails). A server already running on a default port (a
+# production Redis on 6379, say) is never used unless named:
+#
+#   EUTERPE_TEST_REDIS_URL      the Redis tests use (databases 1..15, flushed
+#                               only while they hold nothing but test keys)
+#   EUTERPE_RUN_REDIS_URL       the Redis `make run`'s edge uses (its db 0)
+#   EUTERPE_TEST_POSTGRES_URL   the Postgres tests create their databases on
+#   EUTERPE_TEST_S3_ENDPOINT    the S3 server (with EUTERPE_TEST_S3_ACCESS_KEY
+#                               and EUTERPE_TEST_S3_SECRET_KEY)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RUN="$PWD/.run"
+. scripts/ports.sh
+RUN="$(pwd -P)/.run"
 mkdir -p "$RUN"
 ENVF="$RUN/env"
 
 log() { printf 'services: %s\n' "$*" >&2; }
+
+# exp NAME VALUE: one line of .run/env, quoted for the shell.
+exp() { printf 'export %s=%q\n' "$1" "$2"; }
+
+# named VAR FILE: whether the user named VAR, i.e. it is set and is not the
+# address of this clone's own private instance (recorded in FILE), which it
+# is when .run/env was sourced into the calling shell.
+named() {
+  local v=${!1:-}
+  [ -n "$v" ] && [ "$v" != "$(cat "$2" 2>/dev/null || true)" ]
+}
 
 apt_updated=""
 need_pkg() { # need_pkg COMMAND PACKAGE
@@ -34,43 +56,77 @@ need_pkg() { # need_pkg COMMAND PACKAGE
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
 }
 
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# redis_dir CLI PORT: the data directory of the Redis answering on PORT
+# (bounded: whatever listens there may not be a Redis, and may never answer).
+redis_dir() { timeout 3 "$1" -h 127.0.0.1 -p "$2" config get dir 2>/dev/null | sed -n 2p; }
 
-wait_port() { # wait_port PORT NAME
-  for _ in $(seq 1 100); do port_open "$1" && return 0; sleep 0.1; done
-  log "$2 did not start on port $1"; exit 1
+# redis_private DIR PREFERRED SERVER CLI: prints the port of this clone's
+# Redis with its data in DIR, starting it when it is not running. A server
+# is recognised as ours by its data directory, never by its port alone.
+redis_private() {
+  local dir=$1 pref=$2 server=$3 cli=$4 port
+  mkdir -p "$dir"
+  for port in "$(cat "$dir/port" 2>/dev/null || true)" "$pref"; do
+    if [ -n "$port" ] && [ "$(redis_dir "$cli" "$port")" = "$dir" ]; then
+      echo "$port" >"$dir/port"; echo "$port"; return 0
+    fi
+  done
+  lock_ports
+  port=$(free_port "$pref")
+  log "starting private redis ($(basename "$dir")) on 127.0.0.1:$port, data in $dir"
+  "$server" --daemonize yes --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
+    --dir "$dir" --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" >/dev/null
+  for _ in $(seq 1 100); do
+    [ "$(redis_dir "$cli" "$port")" = "$dir" ] && break
+    sleep 0.1
+  done
+  unlock_ports
+  if [ "$(redis_dir "$cli" "$port")" != "$dir" ]; then
+    log "redis did not start on port $port; see $dir/redis.log"; exit 1
+  fi
+  echo "$port" >"$dir/port"
+  echo "$port"
 }
 
-# EUTERPE_PRIVATE_SERVICES=1 ignores services on the default ports, to
-# exercise the path a fresh machine takes.
-private=${EUTERPE_PRIVATE_SERVICES:-}
-
+# The Redis of the tests and the one of `make run` are this clone's private
+# server unless named; the demo edge uses its database 0, tests 1..15.
 redis_up() {
-  if [ -z "$private" ] && redis-cli -h 127.0.0.1 -p 6379 ping 2>/dev/null | grep -q PONG; then
-    echo "export EUTERPE_TEST_REDIS_URL=redis://127.0.0.1:6379/0"; return
+  local port="" url
+  if ! named EUTERPE_TEST_REDIS_URL "$RUN/redis/url" || ! named EUTERPE_RUN_REDIS_URL "$RUN/redis/url"; then
+    need_pkg redis-server redis-server
+    port=$(redis_private "$RUN/redis" 6390 redis-server redis-cli)
+    url=redis://127.0.0.1:$port/0
+    echo "$url" >"$RUN/redis/url"
   fi
-  need_pkg redis-server redis-server
-  local port=6390
-  if ! port_open $port; then
-    log "starting private redis on 127.0.0.1:$port"
-    mkdir -p "$RUN/redis"
-    redis-server --daemonize yes --bind 127.0.0.1 --port $port --save "" --appendonly no \
-      --dir "$RUN/redis" --pidfile "$RUN/redis/redis.pid" --logfile "$RUN/redis/redis.log" >/dev/null
-    wait_port $port redis
+  if named EUTERPE_TEST_REDIS_URL "$RUN/redis/url"; then
+    log "tests use the named EUTERPE_TEST_REDIS_URL (they refuse to flush a database holding other keys)"
+    exp EUTERPE_TEST_REDIS_URL "$EUTERPE_TEST_REDIS_URL"
+  else
+    exp EUTERPE_TEST_REDIS_URL "$url"
   fi
-  echo "export EUTERPE_TEST_REDIS_URL=redis://127.0.0.1:$port/0"
+  if named EUTERPE_RUN_REDIS_URL "$RUN/redis/url"; then
+    log "make run uses the named EUTERPE_RUN_REDIS_URL"
+    exp EUTERPE_RUN_REDIS_URL "$EUTERPE_RUN_REDIS_URL"
+  else
+    exp EUTERPE_RUN_REDIS_URL "$url"
+  fi
 }
 
 # Redis 6.0.16 is what JetPack 6 (Ubuntu 22.04) ships; the package archives
 # here only have 7.x, so the unmodified source next to the repository
 # (../shared/vendor, or EUTERPE_REDIS6_TARBALL) is built once into
-# .run/redis6 and started on a private port. The edge's Redis tests run on it
-# as well as on the Redis above (EUTERPE_TEST_REDIS6_URL). Without the
-# tarball nothing is exported: the 6.0 tests skip, or fail under CI=true.
+# .run/redis6 and started privately (port 6391 when free). The edge's Redis
+# tests run on it as well as on the Redis above (EUTERPE_TEST_REDIS6_URL).
+# Without the tarball nothing is exported: the 6.0 tests skip, or fail
+# under CI=true.
 redis6_up() {
-  local port=6391 dir="$RUN/redis6" ver=6.0.16
+  local dir="$RUN/redis6" ver=6.0.16 port
   local tarball=${EUTERPE_REDIS6_TARBALL:-"$PWD/../shared/vendor/redis-$ver.tar.gz"}
   local bin="$dir/redis-$ver/src/redis-server"
+  if named EUTERPE_TEST_REDIS6_URL "$dir/url"; then
+    log "tests use the named EUTERPE_TEST_REDIS6_URL"
+    exp EUTERPE_TEST_REDIS6_URL "$EUTERPE_TEST_REDIS6_URL"; return 0
+  fi
   if [ ! -x "$bin" ]; then
     if [ ! -f "$tarball" ]; then
       log "REDIS 6.0 NOT AVAILABLE: $tarball is missing (set EUTERPE_REDIS6_TARBALL);"
@@ -86,38 +142,48 @@ redis6_up() {
       log "redis $ver build failed; see $dir/build.log"; exit 1
     fi
   fi
-  if port_open $port; then
-    if ! "$dir/redis-$ver/src/redis-cli" -p $port info server 2>/dev/null | grep -q "redis_version:$ver"; then
-      log "port $port is taken by something other than redis $ver"; exit 1
-    fi
-  else
-    log "starting private redis $ver on 127.0.0.1:$port"
-    "$bin" --daemonize yes --bind 127.0.0.1 --port $port --save "" --appendonly no \
-      --dir "$dir" --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" >/dev/null
-    wait_port $port "redis $ver"
+  port=$(redis_private "$dir" 6391 "$bin" "$dir/redis-$ver/src/redis-cli")
+  if ! "$dir/redis-$ver/src/redis-cli" -p "$port" info server 2>/dev/null | grep -q "redis_version:$ver"; then
+    log "the redis on port $port is not redis $ver"; exit 1
   fi
-  echo "export EUTERPE_TEST_REDIS6_URL=redis://127.0.0.1:$port/0"
+  echo "redis://127.0.0.1:$port/0" >"$dir/url"
+  exp EUTERPE_TEST_REDIS6_URL "redis://127.0.0.1:$port/0"
 }
 
+pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true; }
+
+# as_pg CMD...: runs a Postgres program as the owner of the data directory
+# (postgres when running as root: initdb refuses root).
+as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+
+# Postgres is private too (an initdb of a few seconds on a fresh clone):
+# tests only ever create and drop their own euterpe_t_* databases, but a
+# server the user did not name is not theirs to fill.
 pg_up() {
-  if [ -z "$private" ] && port_open 5432; then
-    echo "export EUTERPE_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"; return
+  local data="$RUN/pg" bin port
+  if named EUTERPE_TEST_POSTGRES_URL "$data.url"; then
+    log "tests use the named EUTERPE_TEST_POSTGRES_URL"
+    exp EUTERPE_TEST_POSTGRES_URL "$EUTERPE_TEST_POSTGRES_URL"; return 0
   fi
-  local port=5440 data="$RUN/pg" bin
-  if ! port_open $port; then
-    bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)
-    if [ -z "$bin" ]; then need_pkg pg_ctlcluster postgresql; bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1); fi
-    local as=()
-    if [ "$(id -u)" = 0 ]; then as=(runuser -u postgres --); fi
+  bin=$(pg_bin)
+  if [ -z "$bin" ]; then need_pkg pg_ctlcluster postgresql; bin=$(pg_bin); fi
+  if [ -f "$data/postmaster.pid" ] && as_pg "$bin/pg_ctl" status -D "$data" >/dev/null 2>&1; then
+    port=$(sed -n 4p "$data/postmaster.pid")
+  else
     if [ ! -f "$data/PG_VERSION" ]; then
       log "initialising private postgres in $data"
       mkdir -p "$data"; if [ "$(id -u)" = 0 ]; then chown postgres "$data"; fi
-      "${as[@]}" "$bin/initdb" -D "$data" -U postgres --auth=trust >/dev/null
+      as_pg "$bin/initdb" -D "$data" -U postgres --auth=trust >/dev/null
     fi
-    log "starting private postgres on 127.0.0.1:$port"
-    "${as[@]}" "$bin/pg_ctl" -D "$data" -l "$data/log" -w -o "-p $port -k /tmp -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200" start >/dev/null
+    lock_ports
+    port=$(free_port 5440)
+    log "starting private postgres on 127.0.0.1:$port, data in $data"
+    # The socket's name holds the port, so clones never share one in /tmp.
+    as_pg "$bin/pg_ctl" -D "$data" -l "$data/log" -w -o "-p $port -k /tmp -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200" start >/dev/null
+    unlock_ports
   fi
-  echo "export EUTERPE_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
+  echo "postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable" >"$data.url"
+  exp EUTERPE_TEST_POSTGRES_URL "postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
 }
 
 tools_up() {
@@ -128,11 +194,21 @@ tools_up() {
   need_pkg node nodejs
   need_pkg openssl openssl
   command -v gcc >/dev/null 2>&1 || need_pkg gcc gcc   # the race detector needs cgo
+  # the port checks and `make run`
+  need_pkg ss iproute2
+  need_pkg curl curl
 }
 
 s3_up() {
   # versitygw serves a directory over the S3 API with real SigV4 auth.
-  local bin port=7070 dir="$RUN/s3"
+  local bin port="" dir="$RUN/s3" pid=""
+  if named EUTERPE_TEST_S3_ENDPOINT "$dir/url"; then
+    log "tests use the named EUTERPE_TEST_S3_ENDPOINT"
+    exp EUTERPE_TEST_S3_ENDPOINT "$EUTERPE_TEST_S3_ENDPOINT"
+    exp EUTERPE_TEST_S3_ACCESS_KEY "${EUTERPE_TEST_S3_ACCESS_KEY:-}"
+    exp EUTERPE_TEST_S3_SECRET_KEY "${EUTERPE_TEST_S3_SECRET_KEY:-}"
+    return 0
+  fi
   bin=$(command -v versitygw || true)
   if [ -z "$bin" ]; then
     bin="$RUN/bin/versitygw"
@@ -141,17 +217,26 @@ s3_up() {
       GOBIN="$RUN/bin" CGO_ENABLED=0 go install github.com/versity/versitygw/cmd/versitygw@v1.8.0
     fi
   fi
-  if ! port_open $port; then
-    mkdir -p "$dir/data"
-    log "starting versitygw on 127.0.0.1:$port"
+  mkdir -p "$dir/data"
+  pid=$(cat "$dir/pid" 2>/dev/null || true)
+  port=$(cat "$dir/port" 2>/dev/null || true)
+  if [ -z "$pid" ] || [ -z "$port" ] || ! listens "$pid" "$port"; then
+    lock_ports
+    port=$(free_port 7070)
+    log "starting versitygw on 127.0.0.1:$port, data in $dir/data"
     ROOT_ACCESS_KEY=euterpe-root ROOT_SECRET_KEY=euterpe-root-secret \
-      nohup "$bin" --port 127.0.0.1:$port posix "$dir/data" >"$dir/log" 2>&1 &
-    echo $! >"$dir/pid"
-    wait_port $port versitygw
+      nohup "$bin" --port "127.0.0.1:$port" posix "$dir/data" >"$dir/log" 2>&1 &
+    pid=$!
+    echo "$pid" >"$dir/pid"
+    for _ in $(seq 1 100); do listens "$pid" "$port" && break; sleep 0.1; done
+    unlock_ports
+    listens "$pid" "$port" || { log "versitygw did not start on port $port; see $dir/log"; exit 1; }
+    echo "$port" >"$dir/port"
   fi
-  echo "export EUTERPE_TEST_S3_ENDPOINT=http://127.0.0.1:$port"
-  echo "export EUTERPE_TEST_S3_ACCESS_KEY=euterpe-root"
-  echo "export EUTERPE_TEST_S3_SECRET_KEY=euterpe-root-secret"
+  echo "http://127.0.0.1:$port" >"$dir/url"
+  exp EUTERPE_TEST_S3_ENDPOINT "http://127.0.0.1:$port"
+  exp EUTERPE_TEST_S3_ACCESS_KEY euterpe-root
+  exp EUTERPE_TEST_S3_SECRET_KEY euterpe-root-secret
 }
 
 up() {
@@ -173,18 +258,21 @@ up() {
   esac
   cat "$ENVF" "$tmp" | awk -F'[ =]' '{v[$2]=$0} END {for (k in v) print v[k]}' | sort >"$ENVF.new"
   mv "$ENVF.new" "$ENVF"; rm -f "$tmp"
-  cat "$ENVF" >&2
+  # Passwords in named URLs stay out of the terminal.
+  sed -e 's#://\([^/@:]*\):[^/@]*@#://\1:[REDACTED]@#' -e 's#\(SECRET_KEY=\).*#\1[REDACTED]#' "$ENVF" >&2
 }
 
+# stop_pid FILE: stops the process whose pid FILE holds.
+stop_pid() { [ -f "$1" ] && kill "$(cat "$1")" 2>/dev/null || true; rm -f "$1"; }
+
 down() {
-  [ -f "$RUN/redis/redis.pid" ] && kill "$(cat "$RUN/redis/redis.pid")" 2>/dev/null || true
-  [ -f "$RUN/redis6/redis.pid" ] && kill "$(cat "$RUN/redis6/redis.pid")" 2>/dev/null || true
-  [ -f "$RUN/s3/pid" ] && kill "$(cat "$RUN/s3/pid")" 2>/dev/null || true
+  stop_pid "$RUN/redis/redis.pid"
+  stop_pid "$RUN/redis6/redis.pid"
+  stop_pid "$RUN/s3/pid"
   if [ -f "$RUN/pg/postmaster.pid" ]; then
-    bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
-    if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$bin/pg_ctl" -D "$RUN/pg" stop -m fast; else "$bin/pg_ctl" -D "$RUN/pg" stop -m fast; fi
+    as_pg "$(pg_bin)/pg_ctl" -D "$RUN/pg" stop -m fast || true
   fi
-  rm -f "$ENVF"
+  rm -f "$ENVF" "$RUN/redis/port" "$RUN/redis6/port" "$RUN/s3/port"
 }
 
 case ${1:-up} in

@@ -11,9 +11,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// controlClient is a database-0 client on the server of t (see serverFor).
 func controlClient(t *testing.T) *redis.Client {
 	t.Helper()
-	opts, err := redis.ParseURL(RedisURL())
+	srv := serverFor(t)
+	if srv.URL == "" {
+		Unavailable(t, srv.Name+" ("+srv.Env+" unset)", errNotConfigured)
+	}
+	opts, err := redis.ParseURL(srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,14 +28,17 @@ func controlClient(t *testing.T) *redis.Client {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := c.Ping(ctx).Err(); err != nil {
-		Unavailable(t, "redis at "+RedisURL(), err)
+		Unavailable(t, "redis at "+srv.URL, err)
 	}
 	return c
 }
 
 // Redis(t) holds the cross-process lock of its database while the test
-// runs, so a test in another process cannot be handed (and flush) it.
-func TestRedisHoldsDatabaseLock(t *testing.T) {
+// runs, so a test in another process cannot be handed (and flush) it, and
+// marks the database as written by tests until its cleanup flushed it.
+func TestRedisHoldsDatabaseLock(t *testing.T) { EachRedis(t, testRedisHoldsDatabaseLock) }
+
+func testRedisHoldsDatabaseLock(t *testing.T) {
 	ctl := controlClient(t)
 	var key string
 	t.Run("holder", func(t *testing.T) {
@@ -43,7 +51,13 @@ func TestRedisHoldsDatabaseLock(t *testing.T) {
 		if err != nil || ttl <= 0 {
 			t.Fatalf("lock %s not held (ttl %v, err %v)", key, ttl, err)
 		}
+		if ctl.Exists(context.Background(), key+markerSuffix).Val() != 1 {
+			t.Fatalf("database %d not marked as written by tests", opts.DB)
+		}
 	})
+	if v, err := ctl.Get(context.Background(), key+markerSuffix).Result(); err == nil && strings.HasPrefix(v, dbOwnerTag) {
+		t.Fatalf("marker of %s still there after the cleanup's flush: %s", key, v)
+	}
 	// Released at cleanup (unless another test took it at once).
 	if v, err := ctl.Get(context.Background(), key).Result(); err == nil && strings.HasPrefix(v, dbOwnerTag) {
 		t.Fatalf("lock %s still held by this process after the test: %s", key, v)
@@ -63,7 +77,7 @@ func TestAcquireDBExclusive(t *testing.T) {
 			defer wg.Done()
 			for range 5 {
 				ctx, cancel := context.WithTimeout(context.Background(), dbLockWait)
-				l, err := acquireDB(ctx, ctl)
+				l, err := acquireDB(ctx, ctl, RedisURL())
 				cancel()
 				if err != nil {
 					errs <- err
@@ -96,7 +110,7 @@ func TestAcquireDBExclusive(t *testing.T) {
 // left alone by release.
 func TestReleaseOnlyOwnLock(t *testing.T) {
 	ctl := controlClient(t)
-	l, err := acquireDB(context.Background(), ctl)
+	l, err := acquireDB(context.Background(), ctl, RedisURL())
 	if err != nil {
 		t.Fatal(err)
 	}

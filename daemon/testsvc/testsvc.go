@@ -14,39 +14,42 @@ import (
 	"github.com/google/uuid"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 	"github.com/redis/go-redis/v9"
+	"github.com/vesta-cx/euterpe/daemon"
 )
 
 // Unavailable skips t, or fails it when CI=true, because service is
 // unreachable. The message says how to start it.
 func Unavailable(t testing.TB, service string, err error) {
 	t.Helper()
-	msg := fmt.Sprintf("%s unavailable: %v (start it with: scripts/services.sh up)", service, err)
+	msg := daemon.CapMessage(daemon.RedactURL(fmt.Sprintf(
+		"%s unavailable: %v (start it with: scripts/services.sh up, then load .run/env)", service, err)))
 	if os.Getenv("CI") == "true" {
 		t.Fatal(msg)
 	}
 	t.Skip(msg)
 }
 
-// RedisURL is the Redis tests use: EUTERPE_TEST_REDIS_URL, or the local
-// default port.
-func RedisURL() string {
-	if v := os.Getenv("EUTERPE_TEST_REDIS_URL"); v != "" {
-		return v
-	}
-	return "redis://127.0.0.1:6379/0"
-}
+// RedisURL is the Redis tests use: EUTERPE_TEST_REDIS_URL, which
+// scripts/services.sh sets to this clone's private server. There is no
+// default: a Redis answering on the usual port may be a production one.
+func RedisURL() string { return os.Getenv("EUTERPE_TEST_REDIS_URL") }
 
 // Redis returns a client on a real Redis server, on a logical database
 // (1..15) that no other test on the machine uses meanwhile: the database is
 // locked in database 0 for the test's lifetime (see acquireDB), flushed
 // before and after the test, then released. The server is the one
 // EachRedis chose for t (or a parent of t), else EUTERPE_TEST_REDIS_URL.
+// A server whose databases 1..15 hold keys no test wrote is refused (the
+// test fails with a ForeignKeysError) and left as it was.
 func Redis(t testing.TB) (*redis.Client, *redis.Options) {
 	t.Helper()
 	srv := serverFor(t)
+	if srv.URL == "" {
+		Unavailable(t, srv.Name+" ("+srv.Env+" unset)", errNotConfigured)
+	}
 	opts, err := redis.ParseURL(srv.URL)
 	if err != nil {
-		t.Fatalf("%s: %v", srv.Env, err)
+		t.Fatalf("%s: %v", srv.Env, daemon.RedactURL(err.Error()))
 	}
 	ctlOpts := *opts
 	ctlOpts.DB = 0
@@ -59,43 +62,44 @@ func Redis(t testing.TB) (*redis.Client, *redis.Options) {
 		Unavailable(t, srv.Name+" at "+srv.URL, err)
 	}
 	checkVersion(t, srv, ctl)
+	if err := survey(ctx, ctl, srv.URL); err != nil {
+		_ = ctl.Close()
+		t.Fatalf("%s: %v", srv.Env, err)
+	}
 	wait, cancelWait := context.WithTimeout(context.Background(), dbLockWait)
-	lease, err := acquireDB(wait, ctl)
+	lease, err := acquireDB(wait, ctl, srv.URL)
 	cancelWait()
 	if err != nil {
 		_ = ctl.Close()
-		t.Fatalf("redis test database: %v", err)
+		t.Fatalf("redis test database (%s): %v", srv.Env, err)
 	}
-	t.Cleanup(func() { // registered first, so it runs after the flush below
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := lease.flush(ctx); err != nil {
+			t.Errorf("flush redis test db %d: %v", lease.DB, err)
+		}
 		_ = lease.release()
 		_ = ctl.Close()
 	})
 	opts.DB = lease.DB
 	c := redis.NewClient(opts)
-	if err := c.FlushDB(ctx).Err(); err != nil {
-		_ = c.Close()
-		t.Fatalf("flush redis db %d: %v", opts.DB, err)
-	}
-	t.Cleanup(func() {
-		_ = c.FlushDB(context.Background()).Err()
-		_ = c.Close()
-	})
+	t.Cleanup(func() { _ = c.Close() }) // runs before the flush above
 	return c, opts
 }
 
 // PostgresURL is the server tests create databases on:
-// EUTERPE_TEST_POSTGRES_URL, or the local default port as user postgres.
-func PostgresURL() string {
-	if v := os.Getenv("EUTERPE_TEST_POSTGRES_URL"); v != "" {
-		return v
-	}
-	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-}
+// EUTERPE_TEST_POSTGRES_URL (this clone's private server, from
+// scripts/services.sh, unless the user named another). No default either.
+func PostgresURL() string { return os.Getenv("EUTERPE_TEST_POSTGRES_URL") }
 
 // Postgres creates a fresh, empty database for the test and returns its URL;
 // the database is dropped when the test ends.
 func Postgres(t testing.TB) string {
 	t.Helper()
+	if PostgresURL() == "" {
+		Unavailable(t, "postgres (EUTERPE_TEST_POSTGRES_URL unset)", errNotConfigured)
+	}
 	admin, err := sql.Open("pgx", PostgresURL())
 	if err != nil {
 		t.Fatalf("EUTERPE_TEST_POSTGRES_URL: %v", err)

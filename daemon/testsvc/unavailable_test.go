@@ -23,6 +23,8 @@ func TestUnavailableChild(t *testing.T) {
 		Redis(t)
 	case "postgres":
 		Postgres(t)
+	case "s3":
+		S3(t)
 	case "redis6":
 		EachRedis(t, func(t *testing.T) {
 			if strings.HasSuffix(t.Name(), "/redis6.0") {
@@ -55,6 +57,9 @@ func TestUnavailableFailsUnderCI(t *testing.T) {
 		env   string
 	}{
 		{"redis", "redis", "EUTERPE_TEST_REDIS_URL=redis://" + addr + "/0"},
+		{"redis unset", "redis", "EUTERPE_TEST_REDIS_URL="}, // never a default server
+		{"postgres unset", "postgres", "EUTERPE_TEST_POSTGRES_URL="},
+		{"s3 unset", "s3", "EUTERPE_TEST_S3_ENDPOINT="},
 		{"postgres", "postgres", "EUTERPE_TEST_POSTGRES_URL=postgres://postgres@" + addr + "/postgres?sslmode=disable&connect_timeout=2"},
 		{"redis6.0", "redis6", Redis6Env + "=redis://" + addr + "/0"},
 		{"redis6.0 unset", "redis6", Redis6Env + "="},
@@ -74,7 +79,7 @@ func TestUnavailableFailsUnderCI(t *testing.T) {
 				env := []string{childService + "=" + svc.child, svc.env}
 				for _, kv := range os.Environ() {
 					k, _, _ := strings.Cut(kv, "=")
-					if k != "CI" && k != childService && k != "EUTERPE_TEST_REDIS_URL" && k != "EUTERPE_TEST_POSTGRES_URL" && k != Redis6Env {
+					if k != "CI" && k != childService && k != "EUTERPE_TEST_REDIS_URL" && k != "EUTERPE_TEST_POSTGRES_URL" && k != Redis6Env && k != "EUTERPE_TEST_S3_ENDPOINT" {
 						env = append(env, kv)
 					}
 				}

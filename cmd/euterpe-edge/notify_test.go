@@ -72,7 +72,7 @@ func TestServeSpeaksSdNotify(t *testing.T) {
 	cmd.Env = append(env,
 		serveChildEnv+"=1",
 		"NOTIFY_SOCKET="+sock,
-		"WATCHDOG_USEC=300000", // ping every 100 ms
+		"WATCHDOG_USEC=1000000", // ping every ~333 ms
 		"EUTERPE_REDIS_URL="+redisURLFor(opt),
 		"EUTERPE_EDGE_ADDR="+freeAddr(t),
 		"EUTERPE_STATE_DIR="+t.TempDir(),
@@ -117,12 +117,14 @@ func TestServeSpeaksSdNotify(t *testing.T) {
 		}
 	}
 	ready := next("READY=1", 15*time.Second)
-	first := next("WATCHDOG=1", time.Second)
-	if d := first.at.Sub(ready.at); d > 150*time.Millisecond {
-		t.Errorf("first WATCHDOG=1 %v after READY=1, want within 150ms (half of WATCHDOG_USEC)", d)
+	// systemd kills a service that does not ping within WATCHDOG_USEC;
+	// pings at a third of it leave room for a loaded machine.
+	first := next("WATCHDOG=1", 2*time.Second)
+	if d := first.at.Sub(ready.at); d > time.Second {
+		t.Errorf("first WATCHDOG=1 %v after READY=1, want within WATCHDOG_USEC", d)
 	}
-	second := next("WATCHDOG=1", time.Second)
-	if d := second.at.Sub(first.at); d > 300*time.Millisecond {
+	second := next("WATCHDOG=1", 2*time.Second)
+	if d := second.at.Sub(first.at); d > time.Second {
 		t.Errorf("watchdog pings %v apart, beyond WATCHDOG_USEC", d)
 	}
 

@@ -53,7 +53,7 @@ type sendState struct {
 func (s *Shipper) SendOnce(ctx context.Context) Result { return s.sendOnce(ctx, &s.state) }
 
 func (s *Shipper) sendOnce(ctx context.Context, st *sendState) Result {
-	p, err := s.spool.Next(ctx, wire.MaxEvents, wire.MaxEvents)
+	p, err := s.spool.Next(ctx, wire.MaxEvents, wire.MaxEvents, wire.MaxBodyBytes)
 	if err != nil {
 		st.failures++
 		s.once("spool", func() { s.log.Warn("sync: cannot read the spool; retrying", "err", err) })
@@ -206,7 +206,18 @@ func (s *Shipper) encode(p spool.Pending) (wire.Batch, []byte, spool.Pending, er
 		gaps[i] = wire.Gap{GapID: wire.GapID(s.cfg.EdgeID, g.JobID, g.FirstEntry), JobID: g.JobID, Type: g.Type, Count: g.Count,
 			FirstEntryID: g.FirstEntry, LastEntryID: g.LastEntry, FirstTS: g.FirstTS, LastTS: g.LastTS}
 	}
-	n := len(events)
+	// Start from the longest prefix whose estimated encoding fits, so a
+	// spool of large events costs one or two encodings, not a halving
+	// series from 500.
+	n, est := 0, 256+len(gaps)*256
+	for n < len(events) {
+		r := p.Rows[n]
+		est += len(r.Data) + len(r.JobID)*2 + len(r.Entry)*2 + len(r.Type) + len(r.Step) + len(r.Task) + len(s.cfg.EdgeID)*2 + 128
+		if est > wire.MaxBodyBytes && n > 0 {
+			break
+		}
+		n++
+	}
 	for {
 		b := wire.Batch{EdgeID: s.cfg.EdgeID, SentAt: s.signNow().UTC(), Events: events[:n], Dropped: gaps}
 		body, err := wire.Encode(b)

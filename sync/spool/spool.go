@@ -256,25 +256,31 @@ VALUES (?, ?, 1, ?, ?, ?, ?)`, r.job, r.typ, r.ent, r.ent, r.ts, r.ts)
 	return err
 }
 
-// Next returns up to maxRows of the oldest events and up to maxGaps gaps
+// Next returns up to maxRows of the oldest events, stopping before their
+// sizes add up past maxBytes (one row at least), and up to maxGaps gaps
 // (sealing them), and protects the rows from being dropped until the next
 // call: the shipper sends one Pending at a time and asks for the next one
 // only when it is done with this one.
-func (s *Spool) Next(ctx context.Context, maxRows, maxGaps int) (Pending, error) {
+func (s *Spool) Next(ctx context.Context, maxRows, maxGaps int, maxBytes int64) (Pending, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var p Pending
 	err := sqldb.InTx(ctx, s.db, func(tx *sql.Tx) error {
 		p = Pending{}
-		rs, err := tx.QueryContext(ctx, `SELECT seq, job_id, entry_id, type, step, task, ts, data FROM events ORDER BY seq LIMIT ?`, maxRows)
+		rs, err := tx.QueryContext(ctx, `SELECT seq, job_id, entry_id, type, step, task, ts, data, size FROM events ORDER BY seq LIMIT ?`, maxRows)
 		if err != nil {
 			return err
 		}
+		var total int64
 		for rs.Next() {
 			var r Row
-			if err := rs.Scan(&r.Seq, &r.JobID, &r.Entry, &r.Type, &r.Step, &r.Task, &r.TS, &r.Data); err != nil {
+			var size int64
+			if err := rs.Scan(&r.Seq, &r.JobID, &r.Entry, &r.Type, &r.Step, &r.Task, &r.TS, &r.Data, &size); err != nil {
 				rs.Close()
 				return err
+			}
+			if total += size; total > maxBytes && len(p.Rows) > 0 {
+				break
 			}
 			p.Rows = append(p.Rows, r)
 		}

@@ -55,12 +55,12 @@ func TestSpoolKeepsOrderAcrossReopen(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(4), st.Events)
 	assert.Equal(t, int64(1700000000001), st.OldestTS)
-	p, err := sp.Next(ctx, 3, 10)
+	p, err := sp.Next(ctx, 3, 10, 1<<20)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a/queued/1700000000001-0", "b/queued/1700000000002-0", "a/running/1700000000003-0"}, entries(p.Rows))
 	assert.Equal(t, "chat", p.Rows[0].Task)
 	require.NoError(t, sp.Ack(ctx, p))
-	p, err = sp.Next(ctx, 10, 10)
+	p, err = sp.Next(ctx, 10, 10, 1<<20)
 	require.NoError(t, err)
 	require.Len(t, p.Rows, 1)
 	assert.Equal(t, `{"x":1}`, p.Rows[0].Data)
@@ -107,7 +107,7 @@ func TestSpoolBudgetDropsOnlyOldestDeltas(t *testing.T) {
 	require.NoError(t, err)
 	assert.LessOrEqual(t, st.Bytes, int64(12_000))
 
-	p, err := sp.Next(ctx, 100, 100)
+	p, err := sp.Next(ctx, 100, 100, 1<<20)
 	require.NoError(t, err)
 	kept := map[string]int{}
 	for _, r := range p.Rows {
@@ -145,7 +145,7 @@ func TestSpoolBudgetDropsOnlyOldestDeltas(t *testing.T) {
 	res2, err := sp.Add(ctx, more)
 	require.NoError(t, err)
 	assert.Equal(t, 4, res2.Dropped, "the new deltas are the only ones not in flight")
-	p2, err := sp.Next(ctx, 100, 100)
+	p2, err := sp.Next(ctx, 100, 100, 1<<20)
 	require.NoError(t, err)
 	assert.Equal(t, entries(p.Rows), entries(p2.Rows))
 	require.Len(t, p2.Gaps, 3)
@@ -154,7 +154,7 @@ func TestSpoolBudgetDropsOnlyOldestDeltas(t *testing.T) {
 	assert.Equal(t, more[0].Entry, p2.Gaps[2].FirstEntry)
 	assert.Equal(t, more[3].Entry, p2.Gaps[2].LastEntry)
 	require.NoError(t, sp.Ack(ctx, p2))
-	p3, err := sp.Next(ctx, 100, 100)
+	p3, err := sp.Next(ctx, 100, 100, 1<<20)
 	require.NoError(t, err)
 	assert.True(t, p3.Empty())
 }

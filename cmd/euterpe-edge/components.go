@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/edge/jobs"
@@ -33,6 +34,8 @@ type Deps struct {
 	Jobs     *jobs.Store
 	StateDir string
 	WorkerID string
+	// Metrics is the registry /metrics serves; components add their series.
+	Metrics *prometheus.Registry
 }
 
 // Plugin registers a component with `serve`. Each part of the daemon

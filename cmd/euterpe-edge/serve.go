@@ -100,7 +100,8 @@ func runDaemon(parent context.Context, log *slog.Logger, s *serveSettings, geten
 	store := jobs.NewStore(rdb)
 	ping := func(ctx context.Context) error { return rdb.Ping(ctx).Err() }
 
-	deps := Deps{Log: log, Redis: rdb, RedisOpt: opt, Jobs: store, StateDir: s.StateDir, WorkerID: daemon.WorkerID(getenv)}
+	reg := prometheus.NewRegistry()
+	deps := Deps{Log: log, Redis: rdb, RedisOpt: opt, Jobs: store, StateDir: s.StateDir, WorkerID: daemon.WorkerID(getenv), Metrics: reg}
 	type named struct {
 		name string
 		c    Component
@@ -122,7 +123,7 @@ func runDaemon(parent context.Context, log *slog.Logger, s *serveSettings, geten
 		}
 	}
 	daemon.MountHealth(e, checks...)
-	daemon.MountMetrics(e, prometheus.NewRegistry())
+	daemon.MountMetrics(e, reg)
 	for _, c := range comps {
 		c.c.Mount(e)
 	}

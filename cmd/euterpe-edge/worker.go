@@ -10,8 +10,13 @@ import (
 	"github.com/vesta-cx/euterpe/edge/worker"
 )
 
+// workerSettings are the worker plugin's settings (the heartbeat reports
+// the worker count).
+var workerSettings *worker.Settings
+
 func init() {
 	s := worker.DefaultSettings()
+	workerSettings = &s
 	register(Plugin{
 		Name:     "worker",
 		Settings: s.Register,

@@ -93,8 +93,12 @@ func (s *Shipper) sendOnce(ctx context.Context, st *sendState) Result {
 	return r
 }
 
-// act carries out r.Action and sets r.Wait.
+// act carries out r.Action and sets r.Wait. Central has answered: the
+// spool is updated even when shutdown began meanwhile, so an accepted batch
+// is not sent again by the next start.
 func (s *Shipper) act(ctx context.Context, st *sendState, r *Result, sub spool.Pending, body []byte, hdr http.Header, resp []byte) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
 	if r.Action != actClockSkew {
 		st.skews = 0
 	}

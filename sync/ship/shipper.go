@@ -234,7 +234,11 @@ func (s *Shipper) MoveOnce(ctx context.Context) (int, error) {
 	} else {
 		s.clear("over")
 	}
-	if err := s.rdb.XDel(ctx, jobs.CaptureStream, ids...).Err(); err != nil {
+	// The spool holds them now: finish the move even when shutdown began,
+	// or the next start would move (and ship) them a second time.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := s.rdb.XDel(dctx, jobs.CaptureStream, ids...).Err(); err != nil {
 		return 0, fmt.Errorf("delete moved capture entries: %w", err)
 	}
 	select {

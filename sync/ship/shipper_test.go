@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vesta-cx/euterpe/daemon/testsvc"
 	"github.com/vesta-cx/euterpe/edge/jobs"
+	"github.com/vesta-cx/euterpe/sync/ship/shiptest"
 	"github.com/vesta-cx/euterpe/sync/spool"
 	"github.com/vesta-cx/euterpe/sync/wire"
 )
@@ -26,7 +27,7 @@ type harness struct {
 	t     *testing.T
 	rdb   *redis.Client
 	store *jobs.Store
-	rc    *receiver
+	rc    *shiptest.Receiver
 	logs  *testsvc.LogBuffer
 	path  string
 	sh    *Shipper
@@ -40,7 +41,7 @@ func newHarness(t *testing.T, budget int64, mut func(*Config)) *harness {
 	rdb, _ := testsvc.Redis(t)
 	st := jobs.NewStore(rdb)
 	st.Capture = jobs.CaptureStream
-	h := &harness{t: t, rdb: rdb, store: st, rc: newReceiver(t, []byte(testSecret)), logs: &testsvc.LogBuffer{},
+	h := &harness{t: t, rdb: rdb, store: st, rc: shiptest.NewReceiver(t, []byte(testSecret)), logs: &testsvc.LogBuffer{},
 		path: filepath.Join(t.TempDir(), spool.File)}
 	h.sh = h.open(budget, mut)
 	t.Cleanup(func() {
@@ -54,7 +55,7 @@ func (h *harness) open(budget int64, mut func(*Config)) *Shipper {
 	sp, err := spool.Open(context.Background(), h.path, budget)
 	require.NoError(h.t, err)
 	h.t.Cleanup(func() { _ = sp.Close() })
-	cfg := Config{URL: h.rc.srv.URL, EdgeID: "jetson-1", Secret: []byte(testSecret), BackoffBase: 10 * time.Millisecond,
+	cfg := Config{URL: h.rc.URL, EdgeID: "jetson-1", Secret: []byte(testSecret), BackoffBase: 10 * time.Millisecond,
 		BackoffMax: 200 * time.Millisecond, Poll: 10 * time.Millisecond}
 	if mut != nil {
 		mut(&cfg)
@@ -134,34 +135,31 @@ func TestShipsEveryEventOnceInCaptureOrder(t *testing.T) {
 	ids := h.jobs(60, 5, `{"text":"tok"}`)
 	want := h.written(ids)
 	require.Len(t, want, 60*8)
-	require.Eventually(t, func() bool { return h.rc.count() == len(want) }, 20*time.Second, 20*time.Millisecond)
-	require.Eventually(t, func() bool {
-		h.rc.mu.Lock()
-		defer h.rc.mu.Unlock()
-		return len(h.rc.statuses) >= 2
-	}, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return h.rc.Count() == len(want) }, 20*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return h.sh.Shipped() == int64(len(want)) }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return len(h.rc.Statuses()) >= 2 }, 5*time.Second, 10*time.Millisecond)
 	cancel()
 	require.NoError(t, <-done)
 
-	h.rc.mu.Lock()
-	defer h.rc.mu.Unlock()
-	assert.Equal(t, want, h.rc.events)
+	assert.Equal(t, want, h.rc.Events())
 	// Per-job order: each job's events arrive in entry order.
 	last := map[string]jobs.StreamID{}
-	for _, e := range h.rc.arrivals {
+	arrivals := h.rc.Arrivals()
+	for _, e := range arrivals {
 		id := jobs.MustStreamID(e.EntryID)
 		if p, ok := last[e.JobID]; ok {
 			assert.True(t, p.Less(id), "job %s: %s arrived after %s", e.JobID, e.EntryID, p)
 		}
 		last[e.JobID] = id
 	}
-	assert.Equal(t, len(want), len(h.rc.arrivals), "nothing sent twice")
+	assert.Equal(t, len(want), len(arrivals), "nothing sent twice")
 	assert.Equal(t, int64(len(want)), h.sh.Shipped())
 	assert.Zero(t, h.rdb.XLen(context.Background(), jobs.CaptureStream).Val(), "moved entries leave Redis")
 	st, err := h.sh.Spool().Stats(context.Background())
 	require.NoError(t, err)
 	assert.Zero(t, st.Events)
-	hb := h.rc.statuses[len(h.rc.statuses)-1]
+	sts := h.rc.Statuses()
+	hb := sts[len(sts)-1]
 	assert.Equal(t, "jetson-1", hb.EdgeID)
 	assert.False(t, hb.StartedAt.IsZero())
 }
@@ -180,7 +178,7 @@ func TestSpoolSurvivesRedisFlushAndRestart(t *testing.T) {
 
 	h.sh = h.open(64<<20, nil)
 	h.drain()
-	assert.Equal(t, want, h.rc.events)
+	assert.Equal(t, want, h.rc.Events())
 }
 
 // A full spool drops only deltas, and central hears of each drop as a gap
@@ -194,21 +192,20 @@ func TestFullSpoolDropsDeltasAndShipsGaps(t *testing.T) {
 
 	dropped := h.sh.Spool().Dropped()
 	require.Greater(t, dropped, int64(0))
-	h.rc.mu.Lock()
-	defer h.rc.mu.Unlock()
+	got := h.rc.Events()
 	for id, e := range want {
 		if e.Type != "delta" {
-			assert.Contains(t, h.rc.events, id, "a %s event was dropped", e.Type)
+			assert.Contains(t, got, id, "a %s event was dropped", e.Type)
 		}
 	}
 	var gapped int64
-	for _, g := range h.rc.gaps {
+	for _, g := range h.rc.Gaps() {
 		assert.Equal(t, "delta", g.Type)
 		assert.Equal(t, wire.GapID("jetson-1", g.JobID, g.FirstEntryID), g.GapID)
 		gapped += g.Count
 	}
 	assert.Equal(t, dropped, gapped)
-	assert.Equal(t, int64(len(want))-dropped, int64(len(h.rc.events)))
+	assert.Equal(t, int64(len(want))-dropped, int64(len(got)))
 }
 
 // 400 and 413 set the batch aside: kept in the spool's quarantine table,
@@ -220,9 +217,9 @@ func TestRefusedBatchIsQuarantined(t *testing.T) {
 	}{{http.StatusBadRequest, wire.CodeInvalidBatch}, {http.StatusRequestEntityTooLarge, wire.CodeTooLarge}} {
 		t.Run(tc.code, func(t *testing.T) {
 			h := newHarness(t, 64<<20, nil)
-			h.rc.setHook(func(w http.ResponseWriter, r *http.Request, n int) bool {
+			h.rc.SetHook(func(w http.ResponseWriter, r *http.Request, n int) bool {
 				if n == 1 {
-					refuse(w, tc.status, tc.code)
+					shiptest.Refuse(w, tc.status, tc.code)
 					return true
 				}
 				return false
@@ -265,12 +262,12 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, 64<<20, nil)
-			h.rc.setHook(func(w http.ResponseWriter, r *http.Request, n int) bool {
+			h.rc.SetHook(func(w http.ResponseWriter, r *http.Request, n int) bool {
 				if n == 1 {
 					if tc.after != "" {
 						w.Header().Set("Retry-After", tc.after)
 					}
-					refuse(w, tc.status, wire.CodeRateLimited)
+					shiptest.Refuse(w, tc.status, wire.CodeRateLimited)
 					return true
 				}
 				return false
@@ -284,7 +281,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 			assert.LessOrEqual(t, r.Wait, tc.max)
 			r = h.sh.SendOnce(context.Background())
 			assert.Equal(t, actAccepted, r.Action, "the same batch goes through afterwards")
-			assert.Equal(t, 3, h.rc.count())
+			assert.Equal(t, 3, h.rc.Count())
 		})
 	}
 }
@@ -316,7 +313,7 @@ func TestNetworkErrorsBackOffToTheCap(t *testing.T) {
 	h.sh.backoff.Rand = func() float64 { return 0.25 }
 	assert.Equal(t, 200*time.Millisecond, h.sh.SendOnce(context.Background()).Wait.Round(10*time.Millisecond), "jittered: a fraction of the ceiling")
 	assert.Equal(t, 1, strings.Count(h.logs.String(), "cannot reach central"), "logged once")
-	h.sh.cfg.URL = h.rc.srv.URL
+	h.sh.cfg.URL = h.rc.URL
 	assert.Equal(t, actAccepted, h.sh.SendOnce(context.Background()).Action)
 }
 
@@ -336,13 +333,11 @@ func TestTwoHourClockOffsetCorrectedFromDate(t *testing.T) {
 			assert.InDelta(t, -off.Seconds(), time.Duration(h.sh.offset.Load()).Seconds(), 2)
 			r = h.sh.SendOnce(context.Background())
 			require.Equal(t, actAccepted, r.Action, "%+v", r)
-			assert.Equal(t, 8, h.rc.count())
+			assert.Equal(t, 8, h.rc.Count())
 			code, err := h.sh.SendHeartbeat(context.Background())
 			require.NoError(t, err)
 			assert.Equal(t, http.StatusNoContent, code)
-			h.rc.mu.Lock()
-			sent := h.rc.statuses[0].SentAt
-			h.rc.mu.Unlock()
+			sent := h.rc.Statuses()[0].SentAt
 			assert.WithinDuration(t, time.Now(), sent, 5*time.Second)
 		})
 	}
@@ -357,8 +352,8 @@ func TestCredentialRefusalLoggedOnceAndRetriedSlowly(t *testing.T) {
 	}{{http.StatusUnauthorized, wire.CodeUnauthorized}, {http.StatusForbidden, wire.CodeEdgeDisabled}} {
 		t.Run(tc.code, func(t *testing.T) {
 			h := newHarness(t, 64<<20, nil)
-			h.rc.setHook(func(w http.ResponseWriter, r *http.Request, n int) bool {
-				refuse(w, tc.status, tc.code)
+			h.rc.SetHook(func(w http.ResponseWriter, r *http.Request, n int) bool {
+				shiptest.Refuse(w, tc.status, tc.code)
 				return true
 			})
 			h.jobs(1, 0, `{}`)
@@ -374,7 +369,7 @@ func TestCredentialRefusalLoggedOnceAndRetriedSlowly(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, int64(3), st.Events, "kept")
 			// A wrong secret is the same refusal, from the real verifier.
-			h.rc.setHook(nil)
+			h.rc.SetHook(nil)
 			h.sh.cfg.Secret = []byte("another-secret")
 			assert.Equal(t, actAuth, h.sh.SendOnce(context.Background()).Action)
 			h.sh.cfg.Secret = []byte(testSecret)
@@ -398,13 +393,13 @@ func TestBatchesSplitToFitAndOversizedEventQuarantined(t *testing.T) {
 	require.NoError(t, err)
 	want := h.written(ids)
 	h.drain()
-	h.rc.mu.Lock()
-	defer h.rc.mu.Unlock()
+	got := h.rc.Events()
 	for id := range want {
-		assert.Contains(t, h.rc.events, id)
+		assert.Contains(t, got, id)
 	}
-	assert.Greater(t, len(h.rc.batches), 17)
-	for _, n := range h.rc.batches {
+	batches := h.rc.Batches()
+	assert.Greater(t, len(batches), 17)
+	for _, n := range batches {
 		assert.LessOrEqual(t, n, wire.MaxCompressedBytes)
 	}
 	assert.Equal(t, int64(1), h.sh.Quarantined())
@@ -412,5 +407,5 @@ func TestBatchesSplitToFitAndOversizedEventQuarantined(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, q, 1)
 	assert.Equal(t, "invalid_event", q[0].Code)
-	assert.NotContains(t, h.rc.events, wire.EventID("jetson-1", c.ID, "x"))
+	assert.NotContains(t, got, wire.EventID("jetson-1", c.ID, "x"))
 }

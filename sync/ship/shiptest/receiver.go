@@ -1,4 +1,4 @@
-package ship
+package shiptest
 
 import (
 	"encoding/json"
@@ -14,11 +14,12 @@ import (
 	"github.com/vesta-cx/euterpe/sync/wire"
 )
 
-// receiver stands in for central's ingest in these unit tests: it checks
-// what central checks (signature over the gzip bytes, timestamp window,
+// Receiver stands in for central's sync ingest in the edge's tests, until
+// they run against the real central: it checks what central checks (signature over the gzip bytes, timestamp window,
 // the decompression cap, the batch's edge id against the header's) with
 // central/webhook and sync/wire, and records what it accepted by event id.
-type receiver struct {
+type Receiver struct {
+	URL    string
 	srv    *httptest.Server
 	secret []byte
 
@@ -33,26 +34,32 @@ type receiver struct {
 	hook func(w http.ResponseWriter, r *http.Request, n int) bool
 }
 
-func newReceiver(t *testing.T, secret []byte) *receiver {
-	rc := &receiver{secret: secret, events: map[string]wire.Event{}, gaps: map[string]wire.Gap{}}
+// NewReceiver starts a receiver verifying with secret, stopped when t ends.
+func NewReceiver(t testing.TB, secret []byte) *Receiver {
+	rc := &Receiver{secret: secret, events: map[string]wire.Event{}, gaps: map[string]wire.Gap{}}
 	rc.srv = httptest.NewServer(rc)
+	rc.URL = rc.srv.URL
 	t.Cleanup(rc.srv.Close)
 	return rc
 }
 
-func (rc *receiver) setHook(h func(w http.ResponseWriter, r *http.Request, n int) bool) {
+// SetHook installs (nil removes) a hook that may answer request n (from 1)
+// itself by returning true.
+func (rc *Receiver) SetHook(h func(w http.ResponseWriter, r *http.Request, n int) bool) {
 	rc.mu.Lock()
 	rc.hook = h
 	rc.mu.Unlock()
 }
 
-func refuse(w http.ResponseWriter, status int, code string) {
+// Refuse answers with central's error body.
+func Refuse(w http.ResponseWriter, status int, code string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write([]byte(`{"error":{"code":"` + code + `","message":"refused"}}`))
 }
 
-func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// ServeHTTP verifies and records a batch or a heartbeat.
+func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc.mu.Lock()
 	rc.requests++
 	n, hook := rc.requests, rc.hook
@@ -62,34 +69,34 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, wire.MaxCompressedBytes+1))
 	if err != nil || len(body) > wire.MaxCompressedBytes {
-		refuse(w, http.StatusRequestEntityTooLarge, wire.CodeTooLarge)
+		Refuse(w, http.StatusRequestEntityTooLarge, wire.CodeTooLarge)
 		return
 	}
 	if r.Header.Get("Content-Encoding") != "gzip" {
-		refuse(w, http.StatusBadRequest, wire.CodeInvalidBatch)
+		Refuse(w, http.StatusBadRequest, wire.CodeInvalidBatch)
 		return
 	}
 	if _, err := webhook.Verify([][]byte{rc.secret}, r.Header, body, time.Now()); err != nil {
 		if errors.Is(err, webhook.ErrStaleTimestamp) {
-			refuse(w, http.StatusUnauthorized, wire.CodeClockSkew) // net/http adds the Date header
+			Refuse(w, http.StatusUnauthorized, wire.CodeClockSkew) // net/http adds the Date header
 			return
 		}
-		refuse(w, http.StatusUnauthorized, wire.CodeUnauthorized)
+		Refuse(w, http.StatusUnauthorized, wire.CodeUnauthorized)
 		return
 	}
 	raw, err := wire.Decompress(body, wire.MaxBodyBytes)
 	if errors.Is(err, wire.ErrTooLarge) {
-		refuse(w, http.StatusRequestEntityTooLarge, wire.CodeTooLarge)
+		Refuse(w, http.StatusRequestEntityTooLarge, wire.CodeTooLarge)
 		return
 	} else if err != nil {
-		refuse(w, http.StatusBadRequest, wire.CodeInvalidBatch)
+		Refuse(w, http.StatusBadRequest, wire.CodeInvalidBatch)
 		return
 	}
 	switch r.URL.Path {
 	case wire.HeartbeatPath:
 		st, err := wire.DecodeStatus(raw)
 		if err != nil || st.EdgeID != r.Header.Get(wire.HeaderEdgeID) {
-			refuse(w, http.StatusBadRequest, wire.CodeInvalidBatch)
+			Refuse(w, http.StatusBadRequest, wire.CodeInvalidBatch)
 			return
 		}
 		rc.mu.Lock()
@@ -99,7 +106,7 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case wire.BatchPath:
 		b, err := wire.Decode(raw)
 		if err != nil || b.EdgeID != r.Header.Get(wire.HeaderEdgeID) {
-			refuse(w, http.StatusBadRequest, wire.CodeInvalidBatch)
+			Refuse(w, http.StatusBadRequest, wire.CodeInvalidBatch)
 			return
 		}
 		var res wire.BatchResult
@@ -125,8 +132,52 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (rc *receiver) count() int {
+// Count is how many distinct events were accepted.
+func (rc *Receiver) Count() int {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	return len(rc.events)
+}
+
+// Events are the accepted events by event id.
+func (rc *Receiver) Events() map[string]wire.Event {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	out := make(map[string]wire.Event, len(rc.events))
+	for k, v := range rc.events {
+		out[k] = v
+	}
+	return out
+}
+
+// Arrivals are the accepted events in arrival order, resent ones again.
+func (rc *Receiver) Arrivals() []wire.Event {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]wire.Event(nil), rc.arrivals...)
+}
+
+// Gaps are the reported gaps by gap id.
+func (rc *Receiver) Gaps() map[string]wire.Gap {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	out := make(map[string]wire.Gap, len(rc.gaps))
+	for k, v := range rc.gaps {
+		out[k] = v
+	}
+	return out
+}
+
+// Batches are the compressed sizes of the accepted batches.
+func (rc *Receiver) Batches() []int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]int(nil), rc.batches...)
+}
+
+// Statuses are the accepted heartbeats.
+func (rc *Receiver) Statuses() []wire.Status {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]wire.Status(nil), rc.statuses...)
 }

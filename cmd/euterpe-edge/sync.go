@@ -36,7 +36,7 @@ var edgeIDRe = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 
 func (s *syncSettings) register(c *daemon.Config) {
 	c.String(&s.URL, "sync-url", "EUTERPE_SYNC_URL", "",
-		"central's base URL to ship job events to (https://…); empty turns sync off and the edge works alone", checkSyncURL)
+		"central's base URL to ship job events to (https://…); empty turns sync off and the edge works alone", checkSyncURL, daemon.Secret())
 	c.String(&s.EdgeID, "sync-edge-id", "EUTERPE_SYNC_EDGE_ID", "",
 		"this edge's id on central, as printed by `euterpe-central edge register`", nil)
 	c.String(&s.SecretFile, "sync-secret-file", "EUTERPE_SYNC_SECRET_FILE", "",

@@ -51,7 +51,7 @@ func (s *Shipper) SendHeartbeat(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	gz := wire.Compress(body)
+	gz := s.compress(body)
 	code, hdr, resp, err := s.post(ctx, wire.HeartbeatPath, gz, func(req *http.Request) error {
 		return wire.SignHeartbeat(req, st.SentAt, st, gz, s.cfg.Secret)
 	})

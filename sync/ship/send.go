@@ -2,6 +2,7 @@ package ship
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -78,7 +79,7 @@ func (s *Shipper) sendOnce(ctx context.Context, st *sendState) Result {
 		s.log.Error("sync: batch quarantined on the edge: cannot encode it", "events", len(sub.Rows), "err", err)
 		return Result{Action: actQuarantine, Err: err}
 	}
-	gz := wire.Compress(body)
+	gz := s.compress(body)
 	status, hdr, resp, err := s.post(ctx, wire.BatchPath, gz, func(req *http.Request) error {
 		return wire.Sign(req, s.signNow(), b, gz, s.cfg.Secret)
 	})
@@ -255,6 +256,23 @@ func (s *Shipper) post(ctx context.Context, path string, body []byte, sign func(
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	return resp.StatusCode, resp.Header, out, nil
+}
+
+// compress is wire.Compress (gzip, best speed) with one reused writer:
+// a fresh gzip writer costs about a megabyte of compressor state, and the
+// sender compresses a batch every few milliseconds while it drains.
+func (s *Shipper) compress(body []byte) []byte {
+	s.gzMu.Lock()
+	defer s.gzMu.Unlock()
+	var buf bytes.Buffer
+	if s.gz == nil {
+		s.gz, _ = gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	} else {
+		s.gz.Reset(&buf)
+	}
+	_, _ = s.gz.Write(body)
+	_ = s.gz.Close()
+	return buf.Bytes()
 }
 
 func capBytes(b []byte, n int) []byte {

@@ -1,6 +1,7 @@
 package ship
 
 import (
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -58,7 +59,7 @@ func (c *Config) defaults() {
 		c.Poll = 200 * time.Millisecond
 	}
 	if c.MoveBatch <= 0 {
-		c.MoveBatch = 1000
+		c.MoveBatch = 500
 	}
 	if c.Client == nil {
 		c.Client = &http.Client{Timeout: 30 * time.Second}
@@ -87,6 +88,9 @@ type Shipper struct {
 	// wake nudges the sender after the mover spooled something.
 	wake  chan struct{}
 	state sendState // the send loop's; SendOnce (tests) shares it
+
+	gzMu sync.Mutex
+	gz   *gzip.Writer // reused by compress
 
 	logMu  sync.Mutex
 	logged map[string]bool // conditions already logged, until they clear

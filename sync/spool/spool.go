@@ -101,7 +101,7 @@ func Open(ctx context.Context, path string, maxBytes int64) (*Spool, error) {
 	if maxBytes <= 0 {
 		return nil, fmt.Errorf("spool %s: budget %d must be positive", path, maxBytes)
 	}
-	db, err := sql.Open("sqlite", sqldb.SQLiteDSN(path, "synchronous(FULL)", "cache_size(-2048)"))
+	db, err := sql.Open("sqlite", sqldb.SQLiteDSN(path, "synchronous(FULL)", "cache_size(-256)"))
 	if err != nil {
 		return nil, fmt.Errorf("spool %s: %w", path, err)
 	}

@@ -16,6 +16,10 @@ import (
 const heapChildEnv = "EUTERPE_SHIP_TEST_HEAP_CHILD"
 
 func TestMain(m *testing.M) {
+	if secret := os.Getenv(receiverChildEnv); secret != "" {
+		runReceiverChild(secret)
+		os.Exit(0)
+	}
 	if os.Getenv(heapChildEnv) == "1" {
 		runtime.GC()
 		var ms runtime.MemStats

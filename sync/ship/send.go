@@ -64,10 +64,14 @@ func (s *Shipper) sendOnce(ctx context.Context, st *sendState) Result {
 	if p.Empty() {
 		return Result{Idle: true}
 	}
-	if bad, ok := s.quarantineInvalid(ctx, p); !ok {
-		return bad
-	}
 	b, body, sub, err := s.encode(p)
+	if err != nil && !errors.Is(err, wire.ErrTooLarge) {
+		// An event central would refuse whatever the batch: set each such
+		// event aside alone, then build the batch again.
+		if bad, ok := s.quarantineInvalid(ctx, p); !ok {
+			return bad
+		}
+	}
 	if err != nil {
 		// Unreachable for events that validate one by one; kept so a bug
 		// cannot wedge the spool: the batch is set aside, not resent forever.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +26,23 @@ const DroppedType = "delta"
 // rowOverhead approximates what SQLite stores per row beyond the text of
 // its fields (key, size, ts, record header, index entries).
 const rowOverhead = 64
+
+// insertChunk is the most rows one INSERT statement writes (8 variables
+// each, far below SQLite's limit).
+const insertChunk = 64
+
+var insertSQLs sync.Map // rows -> statement
+
+// insertSQL is the INSERT of n rows.
+func insertSQL(n int) string {
+	if q, ok := insertSQLs.Load(n); ok {
+		return q.(string)
+	}
+	q := `INSERT OR IGNORE INTO events (job_id, entry_id, type, step, task, ts, data, size) VALUES ` +
+		strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?), ", n), ", ")
+	insertSQLs.Store(n, q)
+	return q
+}
 
 // Row is one spooled event, in capture order (Seq).
 type Row struct {
@@ -154,21 +172,34 @@ func (s *Spool) Add(ctx context.Context, caps []jobs.Captured) (AddResult, error
 	err := sqldb.InTx(ctx, s.db, func(tx *sql.Tx) error {
 		res = AddResult{}
 		events, bytes = s.events, s.bytes
-		ins, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO events (job_id, entry_id, type, step, task, ts, data, size) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
-		if err != nil {
-			return err
-		}
-		defer ins.Close()
-		for _, c := range caps {
-			r := Row{JobID: c.JobID, Entry: c.Entry, Type: c.Type, Step: c.Step, Task: c.Task, TS: c.TS, Data: c.Data}
-			out, err := ins.ExecContext(ctx, r.JobID, r.Entry, r.Type, r.Step, r.Task, r.TS, r.Data, r.size())
-			if err != nil {
-				return fmt.Errorf("spool event %s/%s: %w", c.JobID, c.Entry, err)
+		// Multi-row INSERTs: one statement per insertChunk rows costs a
+		// fraction of one per row, which matters while workers burn down.
+		recount := false
+		for i := 0; i < len(caps); i += insertChunk {
+			chunk := caps[i:min(i+insertChunk, len(caps))]
+			args := make([]any, 0, len(chunk)*8)
+			var size int64
+			for _, c := range chunk {
+				r := Row{JobID: c.JobID, Entry: c.Entry, Type: c.Type, Step: c.Step, Task: c.Task, TS: c.TS, Data: c.Data}
+				args = append(args, r.JobID, r.Entry, r.Type, r.Step, r.Task, r.TS, r.Data, r.size())
+				size += r.size()
 			}
-			if n, _ := out.RowsAffected(); n == 1 {
-				res.Added++
-				events++
-				bytes += r.size()
+			out, err := tx.ExecContext(ctx, insertSQL(len(chunk)), args...)
+			if err != nil {
+				return fmt.Errorf("spool %d events: %w", len(chunk), err)
+			}
+			n, _ := out.RowsAffected()
+			res.Added += int(n)
+			if int(n) == len(chunk) {
+				events += n
+				bytes += size
+			} else {
+				recount = true // some were spooled already (a move repeated after a crash)
+			}
+		}
+		if recount {
+			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(size), 0) FROM events`).Scan(&events, &bytes); err != nil {
+				return err
 			}
 		}
 		n, freed, err := s.dropOver(ctx, tx, bytes)

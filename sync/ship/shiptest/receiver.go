@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -40,12 +41,24 @@ type Receiver struct {
 
 // NewReceiver starts a receiver verifying with secret, stopped when t ends.
 func NewReceiver(t testing.TB, secret []byte) *Receiver {
+	rc := Start(secret)
+	t.Cleanup(rc.Close)
+	return rc
+}
+
+// Start starts a receiver verifying with secret; Close stops it.
+func Start(secret []byte) *Receiver {
 	rc := &Receiver{secret: secret, events: map[string]wire.Event{}, gaps: map[string]wire.Gap{}}
 	rc.srv = httptest.NewServer(rc)
 	rc.URL = rc.srv.URL
-	t.Cleanup(rc.srv.Close)
 	return rc
 }
+
+// Close stops the receiver.
+func (rc *Receiver) Close() { rc.srv.Close() }
+
+// CountPath answers GET with Count, for a receiver in another process.
+const CountPath = "/test/count"
 
 // SetHook installs (nil removes) a hook that may answer request n (from 1)
 // itself by returning true.
@@ -69,6 +82,10 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n, hook := rc.requests, rc.hook
 	rc.mu.Unlock()
 	if hook != nil && hook(w, r, n) {
+		return
+	}
+	if r.Method == http.MethodGet && r.URL.Path == CountPath {
+		_, _ = w.Write([]byte(strconv.Itoa(rc.Count())))
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, wire.MaxCompressedBytes+1))

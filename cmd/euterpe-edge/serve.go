@@ -101,7 +101,7 @@ func runDaemon(parent context.Context, log *slog.Logger, s *serveSettings, geten
 	ping := func(ctx context.Context) error { return rdb.Ping(ctx).Err() }
 
 	reg := prometheus.NewRegistry()
-	deps := Deps{Log: log, Redis: rdb, RedisOpt: opt, Jobs: store, StateDir: s.StateDir, WorkerID: daemon.WorkerID(getenv), Metrics: reg}
+	deps := Deps{Log: log, Redis: rdb, RedisOpt: opt, Jobs: store, StateDir: s.StateDir, WorkerID: daemon.WorkerID(getenv), Metrics: reg, Parts: &Parts{}}
 	type named struct {
 		name string
 		c    Component

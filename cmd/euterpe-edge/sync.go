@@ -119,7 +119,7 @@ func buildSync(ctx context.Context, d Deps, s *syncSettings) (Component, error) 
 	log := d.Log.With("component", "sync")
 	sh, err := ship.New(log, d.Redis, sp, ship.Config{
 		URL: s.URL, EdgeID: s.EdgeID, Secret: s.secret, BackoffMax: s.BackoffMax, Heartbeat: s.Heartbeat,
-		Status: func(ctx context.Context) wire.Status { return edgeStatus(ctx, d.Redis, d.Jobs) },
+		Status: func(ctx context.Context) wire.Status { return edgeStatus(ctx, d.Redis, d.Jobs, d.Parts) },
 	})
 	if err != nil {
 		_ = sp.Close()
@@ -166,15 +166,15 @@ func (idleComponent) Run(ctx context.Context) error {
 }
 
 // edgeStatus gathers the heartbeat's edge-wide figures; one that cannot be
-// read is reported as 0 rather than holding the heartbeat back.
-func edgeStatus(ctx context.Context, rdb redis.UniversalClient, st *jobs.Store) wire.Status {
+// read is reported as 0 rather than holding the heartbeat back. The
+// heartbeat runs once the daemon runs, after every plugin was built, so
+// parts is complete and no longer written.
+func edgeStatus(ctx context.Context, rdb redis.UniversalClient, st *jobs.Store, parts *Parts) wire.Status {
 	s := wire.Status{Version: daemon.Version}
 	if len(s.Version) > 128 {
 		s.Version = s.Version[:128]
 	}
-	if workerSettings != nil {
-		s.Workers = workerSettings.Concurrency
-	}
+	s.Workers = parts.Workers
 	if n, err := st.Backlog(ctx, 1_000_000); err == nil {
 		s.Backlog = n
 	}
@@ -184,7 +184,7 @@ func edgeStatus(ctx context.Context, rdb redis.UniversalClient, st *jobs.Store) 
 	if n, err := rdb.XLen(ctx, jobs.DeadStream).Result(); err == nil {
 		s.DeadLetters = n
 	}
-	if l := builtLibrary; l != nil {
+	if l := parts.Library; l != nil {
 		var ls wire.LibraryStatus
 		db := l.Store.DB
 		if db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(size_bytes), 0) FROM library_files WHERE is_missing = 0`).Scan(&ls.Files, &ls.Bytes) == nil &&

@@ -187,7 +187,8 @@ func TestSyncOnShipsEveryEventAndServesMetrics(t *testing.T) {
 	rdb, opt := testsvc.Redis(t)
 	rc := shiptest.NewReceiver(t, []byte(syncTestSecret))
 	d := serveSync(t, map[string]string{"EUTERPE_REDIS_URL": redisURLOf(opt), "EUTERPE_SYNC_URL": rc.URL,
-		"EUTERPE_SYNC_EDGE_ID": "jetson-lab-01", "EUTERPE_SYNC_SECRET_FILE": secretFile(t, 0o600), "EUTERPE_SYNC_HEARTBEAT": "1s"})
+		"EUTERPE_SYNC_EDGE_ID": "jetson-lab-01", "EUTERPE_SYNC_SECRET_FILE": secretFile(t, 0o600), "EUTERPE_SYNC_HEARTBEAT": "1s",
+		"EUTERPE_LIBRARY_ROOTS": t.TempDir()})
 	ids := runJobs(t, d.base, 10)
 	want := writtenEvents(t, rdb, "jetson-lab-01", ids)
 	require.Eventually(t, func() bool { return rc.Count() == len(want) }, 20*time.Second, 20*time.Millisecond)
@@ -196,6 +197,7 @@ func TestSyncOnShipsEveryEventAndServesMetrics(t *testing.T) {
 	st := rc.Statuses()[0]
 	assert.Equal(t, "jetson-lab-01", st.EdgeID)
 	assert.Equal(t, 4, st.Workers)
+	assert.NotNil(t, st.Library, "the library has roots: its counts are reported")
 
 	resp, err := http.Get(d.base + "/metrics")
 	require.NoError(t, err)

@@ -10,13 +10,8 @@ import (
 	"github.com/vesta-cx/euterpe/edge/worker"
 )
 
-// workerSettings are the worker plugin's settings (the heartbeat reports
-// the worker count).
-var workerSettings *worker.Settings
-
 func init() {
 	s := worker.DefaultSettings()
-	workerSettings = &s
 	register(Plugin{
 		Name:     "worker",
 		Settings: s.Register,
@@ -34,6 +29,7 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
+			d.Parts.Workers = s.Concurrency
 			d.Log.Info("task backends", "tasks", strings.Join(reg.Describe(), ","))
 			return &workerComponent{pool: p}, nil
 		},

@@ -95,6 +95,7 @@ type Stats struct {
 // take turns on the file's one connection.
 type Spool struct {
 	db       *sql.DB
+	insFull  *sql.Stmt // the INSERT of insertChunk rows, prepared once
 	path     string
 	maxBytes int64
 	// Now is the clock of quarantine records.
@@ -139,13 +140,23 @@ func (s *Spool) init(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, schema); err != nil {
 		return err
 	}
+	ins, err := s.db.PrepareContext(ctx, insertSQL(insertChunk))
+	if err != nil {
+		return err
+	}
+	s.insFull = ins
 	_ = os.Chmod(s.path, 0o600) // job data: the daemon's user only
 	return s.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(size), 0), (SELECT COUNT(*) FROM quarantine) FROM events`).
 		Scan(&s.events, &s.bytes, &s.quarantined)
 }
 
 // Close closes the file.
-func (s *Spool) Close() error { return s.db.Close() }
+func (s *Spool) Close() error {
+	if s.insFull != nil {
+		_ = s.insFull.Close()
+	}
+	return s.db.Close()
+}
 
 // Path is the file's path.
 func (s *Spool) Path() string { return s.path }
@@ -184,7 +195,13 @@ func (s *Spool) Add(ctx context.Context, caps []jobs.Captured) (AddResult, error
 				args = append(args, r.JobID, r.Entry, r.Type, r.Step, r.Task, r.TS, r.Data, r.size())
 				size += r.size()
 			}
-			out, err := tx.ExecContext(ctx, insertSQL(len(chunk)), args...)
+			var out sql.Result
+			var err error
+			if len(chunk) == insertChunk {
+				out, err = tx.StmtContext(ctx, s.insFull).ExecContext(ctx, args...)
+			} else {
+				out, err = tx.ExecContext(ctx, insertSQL(len(chunk)), args...)
+			}
 			if err != nil {
 				return fmt.Errorf("spool %d events: %w", len(chunk), err)
 			}

@@ -15,6 +15,8 @@ plan=(
   "./edge/gateway            EnqueueLatencyPaced        5000x"
   "./cmd/euterpe-edge        SSEFanout                  20x"
   "./cmd/euterpe-edge        IdleRSS                    3x"
+  "./cmd/euterpe-edge        SyncRSS                    1x"
+  "./sync/ship               .                          1x"
   "./edge/library/executor   .                          1x"
   "./edge/library/store      .                          1x"
   "./central/inbox           .                          1x"

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -64,14 +65,17 @@ type Delivery struct {
 	Timestamp time.Time
 }
 
-var defaultNonces = NewMemoryNonces(DefaultNonceCapacity)
+// defaultNonces is made on first use: every program that links this
+// package (the edge signs its sync uploads with it) would otherwise carry
+// a full nonce ring it never uses, resident and scanned by every GC.
+var defaultNonces = sync.OnceValue(func() *MemoryNonces { return NewMemoryNonces(DefaultNonceCapacity) })
 
 // Verify checks headers and body against secrets at now with the default
 // skew (±5 min) and a process-wide in-memory nonce store (10 min window).
 // Receivers running several replicas should use a Verifier with a shared
 // NonceStore instead.
 func Verify(secrets [][]byte, headers http.Header, body []byte, now time.Time) (Delivery, error) {
-	v := Verifier{Secrets: secrets, Nonces: defaultNonces}
+	v := Verifier{Secrets: secrets, Nonces: defaultNonces()}
 	return v.Verify(context.Background(), headers, body, now)
 }
 

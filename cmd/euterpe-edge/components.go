@@ -6,9 +6,11 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/edge/jobs"
+	"github.com/vesta-cx/euterpe/edge/library"
 )
 
 // Component is one part of the running daemon.
@@ -33,6 +35,18 @@ type Deps struct {
 	Jobs     *jobs.Store
 	StateDir string
 	WorkerID string
+	// Metrics is the registry /metrics serves; components add their series.
+	Metrics *prometheus.Registry
+	// Parts is what built components publish for others (the sync
+	// heartbeat reports the worker count and the library's counts); read
+	// it only once every plugin is built.
+	Parts *Parts
+}
+
+// Parts are built components other components may look at.
+type Parts struct {
+	Workers int              // the worker pool's concurrency, 0 without workers
+	Library *library.Library // nil when the library has no roots
 }
 
 // Plugin registers a component with `serve`. Each part of the daemon

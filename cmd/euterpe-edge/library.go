@@ -12,7 +12,11 @@ func init() {
 		Name:     "library",
 		Settings: s.Register,
 		Build: func(ctx context.Context, d Deps) (Component, error) {
-			return library.New(ctx, d.Log, d.StateDir, d.WorkerID, s)
+			l, err := library.New(ctx, d.Log, d.StateDir, d.WorkerID, s)
+			if err == nil && s.Roots != "" {
+				d.Parts.Library = l // its counts go into the sync heartbeat
+			}
+			return l, err
 		},
 	})
 }

@@ -105,7 +105,8 @@ func runDaemon(parent context.Context, log *slog.Logger, s *serveSettings, geten
 	if err != nil {
 		return err
 	}
-	deps := Deps{Log: log, Redis: rdb, RedisOpt: opt, Jobs: store, StateDir: s.StateDir, WorkerID: workerID}
+	reg := prometheus.NewRegistry()
+	deps := Deps{Log: log, Redis: rdb, RedisOpt: opt, Jobs: store, StateDir: s.StateDir, WorkerID: workerID, Metrics: reg, Parts: &Parts{}}
 	type named struct {
 		name string
 		c    Component
@@ -127,7 +128,7 @@ func runDaemon(parent context.Context, log *slog.Logger, s *serveSettings, geten
 		}
 	}
 	daemon.MountHealth(e, checks...)
-	daemon.MountMetrics(e, prometheus.NewRegistry())
+	daemon.MountMetrics(e, reg)
 	for _, c := range comps {
 		c.c.Mount(e)
 	}

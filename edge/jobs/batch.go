@@ -113,8 +113,8 @@ func (s *Store) prepare(id string, t Transition) (*transitionCall, error) {
 	if t.Publish {
 		channel = CancelChannel(id)
 	}
-	args := make([]any, 0, 10+len(from))
-	args = append(args, t.To, s.nowMS(), evType, t.Step, string(data), string(t.Result), string(t.Error), channel, t.AckMessageID, id)
+	args := make([]any, 0, 11+len(from))
+	args = append(args, t.To, s.nowMS(), evType, t.Step, string(data), string(t.Result), string(t.Error), channel, t.AckMessageID, id, s.Capture)
 	for _, f := range from {
 		args = append(args, f)
 	}

@@ -10,6 +10,12 @@ const (
 	Group = "workers"
 	// DeadStream holds queue messages that exhausted their deliveries.
 	DeadStream = "jobs:dead"
+	// CaptureStream is an extension key, not part of the edge streams
+	// contract: when sync to central is on, every event the scripts write
+	// to job:{id}:events is also appended here (fields job_id, entry, type,
+	// step, ts, task, data) in the same script, and the sync shipper moves
+	// the entries into its on-disk spool. Nothing writes it when sync is off.
+	CaptureStream = "sync:events"
 )
 
 // JobKey is the hash holding the canonical job record.

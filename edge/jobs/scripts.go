@@ -15,7 +15,7 @@ import (
 // KEYS: job hash, events stream, queue stream, [idempotency key, fingerprint key]
 // ARGV: id, task, payload, now_ms, ttl_s, request fingerprint, queue maxlen
 // (0: no trimming, the normal case; finished entries are deleted by the
-// worker, see transitionScript)
+// worker, see transitionScript), capture stream ("" none: see captureLua)
 var createScript = redis.NewScript(`
 redis.replicate_commands()
 if #KEYS >= 5 then
@@ -30,6 +30,7 @@ redis.call('HSET', KEYS[1], 'job_id', ARGV[1], 'task', ARGV[2], 'payload', ARGV[
 redis.call('EXPIRE', KEYS[1], ARGV[5])
 local ev = redis.call('XADD', KEYS[2], '*', 'type', 'queued', 'ts', ARGV[4],
   'step', 'gateway.enqueue', 'data', '{}')
+` + captureLua("ARGV[8]", "ARGV[1]", "ev", "'queued'", "'gateway.enqueue'", "ARGV[4]", "ARGV[2]", "'{}'") + `
 redis.call('EXPIRE', KEYS[2], ARGV[5])
 local msg
 if tonumber(ARGV[7]) > 0 then
@@ -52,7 +53,8 @@ return {'created', ev, msg}
 // KEYS: job hash, events stream, queue stream
 // ARGV: 1 new status ("" keeps it), 2 now_ms, 3 event type, 4 step, 5 data,
 // 6 result ("" untouched), 7 error ("" untouched), 8 cancel channel ("" none),
-// 9 queue message id to ack ("" none), 10 job id, 11.. allowed current statuses
+// 9 queue message id to ack ("" none), 10 job id, 11 capture stream ("" none:
+// see captureLua), 12.. allowed current statuses
 var transitionScript = redis.NewScript(`
 redis.replicate_commands()
 local function ack()
@@ -64,7 +66,7 @@ end
 local cur = redis.call('HGET', KEYS[1], 'status')
 if not cur then ack() return {'missing', ''} end
 local allowed = false
-for i = 11, #ARGV do
+for i = 12, #ARGV do
   if ARGV[i] == cur then allowed = true break end
 end
 if not allowed then
@@ -79,6 +81,7 @@ end
 if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], 'result', ARGV[6]) end
 if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'error', ARGV[7]) end
 local id = redis.call('XADD', KEYS[2], '*', 'type', ARGV[3], 'ts', ARGV[2], 'step', ARGV[4], 'data', ARGV[5])
+` + captureLua("ARGV[11]", "ARGV[10]", "id", "ARGV[3]", "ARGV[4]", "ARGV[2]", "redis.call('HGET', KEYS[1], 'task') or ''", "ARGV[5]") + `
 local ttl = tonumber(redis.call('HGET', KEYS[1], 'ttl_s'))
 if ttl and ttl > 0 then
   redis.call('EXPIRE', KEYS[1], ttl)
@@ -88,6 +91,21 @@ if ARGV[8] ~= '' then redis.call('PUBLISH', ARGV[8], ARGV[10]) end
 ack()
 return {'ok', id}
 `)
+
+// captureLua renders the capture of one event: when the capture stream
+// (a Lua expression, "" meaning off) is set, the event just written to
+// job:{id}:events is appended to it too, in the same script, so no crash
+// can write an event without capturing it. The entry carries what the
+// sync shipper needs and the contract's event lacks: the job id, the
+// events-stream entry id (the event's stable identity) and the job's task.
+// The capture stream is named in ARGV rather than KEYS so that the
+// scripts' key layout stays the contract's; the edge runs on one Redis
+// server, never a cluster.
+func captureLua(stream, job, entry, typ, step, ts, task, data string) string {
+	return "if " + stream + " ~= '' then redis.call('XADD', " + stream + ", '*', 'job_id', " + job +
+		", 'entry', " + entry + ", 'type', " + typ + ", 'step', " + step + ", 'ts', " + ts +
+		", 'task', " + task + ", 'data', " + data + ") end"
+}
 
 // luaTerminalTest renders "v == 'done' or v == 'error' or ..." from the
 // Transitions table so the script and the Go table cannot disagree.

@@ -34,6 +34,11 @@ type Store struct {
 	QueueMaxLen int64
 	// Now is the clock for created_ts/updated_ts/ts; tests may replace it.
 	Now func() time.Time
+	// Capture, when not empty, is the stream (CaptureStream) every event
+	// the scripts write is also appended to, atomically with the write,
+	// for the sync shipper. Empty (sync off) captures nothing. Set it
+	// before the store is shared.
+	Capture string
 
 	lagMode atomic.Int32 // whether XINFO GROUPS reports lag (Redis 7+)
 }
@@ -109,7 +114,7 @@ func (s *Store) Create(ctx context.Context, nj NewJob) (Created, error) {
 	if nj.IdempotencyKey != "" {
 		keys = append(keys, IdempotencyKey(nj.IdempotencyKey), IdempotencyFingerprintKey(nj.IdempotencyKey))
 	}
-	res, err := createScript.Run(ctx, s.rdb, keys, id, nj.Task, string(nj.Payload), s.nowMS(), nj.TTL, nj.Fingerprint, s.QueueMaxLen).StringSlice()
+	res, err := createScript.Run(ctx, s.rdb, keys, id, nj.Task, string(nj.Payload), s.nowMS(), nj.TTL, nj.Fingerprint, s.QueueMaxLen, s.Capture).StringSlice()
 	if err != nil {
 		return Created{}, fmt.Errorf("create job: %w", err)
 	}

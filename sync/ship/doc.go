@@ -1,0 +1,15 @@
+// Package ship is the edge side of sync to central. A Shipper runs three
+// loops: the mover takes captured events off the Redis capture stream
+// (jobs.CaptureStream) into the on-disk spool (package spool), deleting them
+// from Redis only after the spool commits; the sender posts the spool's
+// oldest events, in capture order, as signed gzip batches of the sync/wire
+// format to central, and deletes them once central accepted them; the
+// heartbeat posts the edge's status every interval.
+//
+// Central's answers are acted on from a table (outcomes): 2xx deletes the
+// batch, 400/413 quarantine it, 429/503 wait for Retry-After, a 401
+// clock_skew corrects the signing clock from central's Date header, other
+// 401/403 are logged once and retried slowly, and everything else (network
+// errors, 5xx) backs off exponentially with full jitter. Nothing the
+// shipper meets stops the daemon: the edge serves while central is away.
+package ship

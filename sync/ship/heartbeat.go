@@ -1,0 +1,74 @@
+package ship
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/vesta-cx/euterpe/sync/wire"
+)
+
+// heartbeatLoop sends the status every Heartbeat, the first one at once.
+func (s *Shipper) heartbeatLoop(ctx context.Context) {
+	t := time.NewTicker(s.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		if _, err := s.SendHeartbeat(ctx); err != nil && ctx.Err() == nil {
+			s.once("heartbeat", func() { s.log.Debug("sync: heartbeat not delivered", "err", err) })
+		} else {
+			s.clear("heartbeat")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Status is the heartbeat the shipper would send now.
+func (s *Shipper) Status(ctx context.Context) wire.Status {
+	var st wire.Status
+	if s.cfg.Status != nil {
+		st = s.cfg.Status(ctx)
+	}
+	now := s.signNow()
+	st.EdgeID = s.cfg.EdgeID
+	st.SentAt = now.UTC()
+	st.StartedAt = s.started.Add(time.Duration(s.offset.Load())).UTC()
+	st.UptimeS = int64(s.cfg.Now().Sub(s.started) / time.Second)
+	sp, _ := s.spool.Stats(ctx)
+	st.Spool = wire.SpoolStatus{Events: sp.Events, Bytes: sp.Bytes, OldestTS: sp.OldestTS,
+		Dropped: s.spool.Dropped(), Quarantined: sp.Quarantined}
+	return st
+}
+
+// SendHeartbeat posts the status once and returns central's status code.
+// A clock_skew answer corrects the signing clock like a batch's does.
+func (s *Shipper) SendHeartbeat(ctx context.Context) (int, error) {
+	st := s.Status(ctx)
+	body, err := wire.EncodeStatus(st)
+	if err != nil {
+		return 0, err
+	}
+	gz := s.compress(body)
+	code, hdr, resp, err := s.post(ctx, wire.HeartbeatPath, gz, func(req *http.Request) error {
+		return wire.SignHeartbeat(req, st.SentAt, st, gz, s.cfg.Secret)
+	})
+	if err != nil {
+		return 0, err
+	}
+	if classify(code, errorCode(resp)) == actClockSkew {
+		if date, err := http.ParseTime(hdr.Get("Date")); err == nil {
+			s.offset.Store(int64(date.Sub(s.cfg.Now())))
+		}
+	}
+	if code/100 != 2 {
+		return code, &statusError{code: code}
+	}
+	return code, nil
+}
+
+type statusError struct{ code int }
+
+func (e *statusError) Error() string { return "central answered " + http.StatusText(e.code) }

@@ -1,0 +1,287 @@
+package ship
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/vesta-cx/euterpe/sync/spool"
+	"github.com/vesta-cx/euterpe/sync/wire"
+)
+
+// Result is the outcome of one SendOnce.
+type Result struct {
+	Idle   bool   // the spool had nothing to send
+	Action action // what central's answer (or the error) called for
+	Status int    // HTTP status, 0 when none came back
+	Code   string // central's error code, if any
+	Events int    // events in the batch sent
+	Gaps   int
+	Wait   time.Duration // how long the sender waits before the next attempt
+	Err    error         // transport or spool error
+}
+
+// sendLoop ships the spool until ctx ends.
+func (s *Shipper) sendLoop(ctx context.Context) {
+	for ctx.Err() == nil {
+		r := s.sendOnce(ctx, &s.state)
+		if r.Idle {
+			select {
+			case <-ctx.Done():
+			case <-s.wake:
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		sleep(ctx, r.Wait)
+	}
+}
+
+// sendState is what the sender remembers between attempts.
+type sendState struct {
+	failures int // consecutive backoff-worthy failures
+	skews    int // consecutive clock_skew answers
+}
+
+// SendOnce sends the spool's next batch once and acts on the answer (Ack,
+// Quarantine, clock correction); it does not wait, it says how long to.
+func (s *Shipper) SendOnce(ctx context.Context) Result { return s.sendOnce(ctx, &s.state) }
+
+func (s *Shipper) sendOnce(ctx context.Context, st *sendState) Result {
+	p, err := s.spool.Next(ctx, wire.MaxEvents, wire.MaxEvents, wire.MaxBodyBytes)
+	if err != nil {
+		st.failures++
+		s.once("spool", func() { s.log.Warn("sync: cannot read the spool; retrying", "err", err) })
+		return Result{Action: actBackoff, Err: err, Wait: s.backoff.Delay(st.failures)}
+	}
+	s.clear("spool")
+	if p.Empty() {
+		return Result{Idle: true}
+	}
+	b, body, sub, err := s.encode(p)
+	if err != nil && !errors.Is(err, wire.ErrTooLarge) {
+		// An event central would refuse whatever the batch: set each such
+		// event aside alone, then build the batch again.
+		if bad, ok := s.quarantineInvalid(ctx, p); !ok {
+			return bad
+		}
+	}
+	if err != nil {
+		// Unreachable for events that validate one by one; kept so a bug
+		// cannot wedge the spool: the batch is set aside, not resent forever.
+		q := spool.Quarantined{Code: "unencodable", Message: err.Error()}
+		if qerr := s.spool.Quarantine(ctx, sub, q); qerr != nil {
+			return Result{Action: actBackoff, Err: qerr, Wait: s.backoff.Delay(1)}
+		}
+		s.quarantined.Add(1)
+		s.log.Error("sync: batch quarantined on the edge: cannot encode it", "events", len(sub.Rows), "err", err)
+		return Result{Action: actQuarantine, Err: err}
+	}
+	gz := s.compress(body)
+	status, hdr, resp, err := s.post(ctx, wire.BatchPath, gz, func(req *http.Request) error {
+		return wire.Sign(req, s.signNow(), b, gz, s.cfg.Secret)
+	})
+	r := Result{Events: len(sub.Rows), Gaps: len(sub.Gaps), Status: status, Err: err}
+	if err != nil {
+		r.Action = actBackoff
+	} else {
+		r.Code = errorCode(resp)
+		r.Action = classify(status, r.Code)
+	}
+	s.act(ctx, st, &r, sub, body, hdr, resp)
+	return r
+}
+
+// act carries out r.Action and sets r.Wait. Central has answered: the
+// spool is updated even when shutdown began meanwhile, so an accepted batch
+// is not sent again by the next start.
+func (s *Shipper) act(ctx context.Context, st *sendState, r *Result, sub spool.Pending, body []byte, hdr http.Header, resp []byte) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if r.Action != actClockSkew {
+		st.skews = 0
+	}
+	switch r.Action {
+	case actAccepted:
+		st.failures = 0
+		if err := s.spool.Ack(ctx, sub); err != nil {
+			// Central has them; they will be resent and deduped.
+			r.Err, r.Wait = err, s.backoff.Delay(1)
+			return
+		}
+		s.shipped.Add(int64(r.Events))
+		s.gapsSent.Add(int64(r.Gaps))
+		s.clear("network", "auth", "retry")
+	case actQuarantine:
+		st.failures = 0
+		q := spool.Quarantined{Status: r.Status, Code: r.Code, Message: string(capBytes(resp, 512)), Body: body}
+		if err := s.spool.Quarantine(ctx, sub, q); err != nil {
+			r.Err, r.Wait = err, s.backoff.Delay(1)
+			return
+		}
+		s.quarantined.Add(1)
+		s.log.Error("sync: central refused a batch; it is quarantined in the spool and will not be resent",
+			"status", r.Status, "code", r.Code, "events", r.Events, "gaps", r.Gaps, "spool", s.spool.Path())
+	case actRetryAfter:
+		d, ok := retryAfter(hdr, s.cfg.Now())
+		if !ok {
+			st.failures++
+			d = s.backoff.Delay(st.failures)
+		}
+		r.Wait = d
+		s.once("retry", func() { s.log.Info("sync: central asks to slow down", "status", r.Status, "wait", d.String()) })
+	case actClockSkew:
+		st.skews++
+		date, err := http.ParseTime(hdr.Get("Date"))
+		if err != nil {
+			st.failures++
+			r.Wait = s.backoff.Delay(st.failures)
+			s.once("skew", func() { s.log.Warn("sync: central reports clock skew but sent no usable Date header") })
+			return
+		}
+		off := date.Sub(s.cfg.Now())
+		s.offset.Store(int64(off))
+		s.log.Warn("sync: edge clock differs from central's; signing with central's time", "offset", off.Round(time.Second).String())
+		if st.skews > 1 { // corrected once already: do not spin
+			r.Wait = s.backoff.Delay(st.skews)
+		}
+	case actAuth:
+		r.Wait = s.cfg.BackoffMax
+		s.once("auth", func() {
+			s.log.Error("sync: central refuses this edge's credentials; events keep spooling until EUTERPE_SYNC_EDGE_ID and the sync secret are fixed or the edge is enabled",
+				"status", r.Status, "code", r.Code, "retry_every", r.Wait.String())
+		})
+	default:
+		st.failures++
+		r.Wait = s.backoff.Delay(st.failures)
+		if r.Err == nil {
+			r.Err = fmt.Errorf("central answered %d", r.Status)
+		}
+		err := r.Err
+		s.once("network", func() { s.log.Warn("sync: cannot reach central; backing off", "err", err) })
+	}
+}
+
+// quarantineInvalid sets aside rows central would refuse whatever the
+// batch (data over wire.MaxDataBytes, a malformed id), one by one, so they
+// cannot make every batch they are in refused. ok is false when it did.
+func (s *Shipper) quarantineInvalid(ctx context.Context, p spool.Pending) (Result, bool) {
+	n := 0
+	for _, row := range p.Rows {
+		e := s.event(row)
+		b := wire.Batch{EdgeID: s.cfg.EdgeID, Events: []wire.Event{e}}
+		err := b.Validate()
+		if err == nil {
+			continue
+		}
+		body, _ := json.Marshal(e)
+		q := spool.Quarantined{Code: "invalid_event", Message: err.Error(), Body: body}
+		if qerr := s.spool.Quarantine(ctx, spool.Pending{Rows: []spool.Row{row}}, q); qerr != nil {
+			return Result{Action: actBackoff, Err: qerr, Wait: s.backoff.Delay(1)}, false
+		}
+		s.quarantined.Add(1)
+		s.log.Error("sync: an event cannot be sent to central; it is quarantined in the spool",
+			"job_id", row.JobID, "entry_id", row.Entry, "type", row.Type, "err", err)
+		n++
+	}
+	if n == 0 {
+		return Result{}, true
+	}
+	return Result{Action: actQuarantine}, false
+}
+
+func (s *Shipper) event(r spool.Row) wire.Event {
+	e := wire.NewEvent(s.cfg.EdgeID, r.JobID, r.Entry, r.Type, r.Step, r.TS, []byte(r.Data))
+	e.Task = r.Task
+	return e
+}
+
+// encode builds the largest prefix batch of p (all its gaps, as many of
+// its events as fit wire.MaxBodyBytes) and returns it, its body and the
+// part of p it holds.
+func (s *Shipper) encode(p spool.Pending) (wire.Batch, []byte, spool.Pending, error) {
+	events := make([]wire.Event, len(p.Rows))
+	for i, r := range p.Rows {
+		events[i] = s.event(r)
+	}
+	gaps := make([]wire.Gap, len(p.Gaps))
+	for i, g := range p.Gaps {
+		gaps[i] = wire.Gap{GapID: wire.GapID(s.cfg.EdgeID, g.JobID, g.FirstEntry), JobID: g.JobID, Type: g.Type, Count: g.Count,
+			FirstEntryID: g.FirstEntry, LastEntryID: g.LastEntry, FirstTS: g.FirstTS, LastTS: g.LastTS}
+	}
+	// Start from the longest prefix whose estimated encoding fits, so a
+	// spool of large events costs one or two encodings, not a halving
+	// series from 500.
+	n, est := 0, 256+len(gaps)*256
+	for n < len(events) {
+		r := p.Rows[n]
+		est += len(r.Data) + len(r.JobID)*2 + len(r.Entry)*2 + len(r.Type) + len(r.Step) + len(r.Task) + len(s.cfg.EdgeID)*2 + 128
+		if est > wire.MaxBodyBytes && n > 0 {
+			break
+		}
+		n++
+	}
+	for {
+		b := wire.Batch{EdgeID: s.cfg.EdgeID, SentAt: s.signNow().UTC(), Events: events[:n], Dropped: gaps}
+		body, err := wire.Encode(b)
+		sub := spool.Pending{Rows: p.Rows[:n], Gaps: p.Gaps}
+		if err == nil {
+			return b, body, sub, nil
+		}
+		if !errors.Is(err, wire.ErrTooLarge) || n <= 1 {
+			return b, nil, sub, err
+		}
+		n /= 2
+	}
+}
+
+// post sends body to central's path, signed by sign, and reads at most
+// 64 KiB of the answer.
+func (s *Shipper) post(ctx context.Context, path string, body []byte, sign func(*http.Request) error) (int, http.Header, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.URL+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Encoding", "gzip")
+	if err := sign(req); err != nil {
+		return 0, nil, nil, err
+	}
+	resp, err := s.cfg.Client.Do(req)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	return resp.StatusCode, resp.Header, out, nil
+}
+
+// compress is wire.Compress (gzip, best speed) with one reused writer:
+// a fresh gzip writer costs about a megabyte of compressor state, and the
+// sender compresses a batch every few milliseconds while it drains.
+func (s *Shipper) compress(body []byte) []byte {
+	s.gzMu.Lock()
+	defer s.gzMu.Unlock()
+	var buf bytes.Buffer
+	if s.gz == nil {
+		s.gz, _ = gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	} else {
+		s.gz.Reset(&buf)
+	}
+	_, _ = s.gz.Write(body)
+	_ = s.gz.Close()
+	return buf.Bytes()
+}
+
+func capBytes(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
+}

@@ -1,0 +1,253 @@
+package ship
+
+import (
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/vesta-cx/euterpe/daemon/lease"
+	"github.com/vesta-cx/euterpe/edge/jobs"
+	"github.com/vesta-cx/euterpe/sync/spool"
+	"github.com/vesta-cx/euterpe/sync/wire"
+)
+
+// Config is what a Shipper needs. URL, EdgeID and Secret are required.
+type Config struct {
+	// URL is central's base URL; the wire paths are appended to it.
+	URL    string
+	EdgeID string
+	Secret []byte
+	// BackoffBase and BackoffMax bound the exponential backoff after
+	// network errors and 5xx; BackoffMax is also the slow retry period
+	// after a 401/403 that is not clock skew.
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	// Heartbeat is the status period; 0 sends none.
+	Heartbeat time.Duration
+	// Poll is how long the mover waits when the capture stream is empty.
+	Poll time.Duration
+	// MoveBatch is the most capture entries moved per spool transaction.
+	MoveBatch int64
+	// Client sends the requests; nil uses one with a 30 s timeout.
+	Client *http.Client
+	// Now is the edge's clock (tests move it); the signing clock is Now
+	// plus the offset learnt from central's Date header.
+	Now func() time.Time
+	// Status fills the heartbeat's edge-wide fields (workers, backlog,
+	// library…); the shipper adds its own spool figures.
+	Status func(ctx context.Context) wire.Status
+	// Rand, when set, replaces the backoff's jitter source (tests).
+	Rand func() float64
+}
+
+func (c *Config) defaults() {
+	if c.BackoffBase <= 0 {
+		c.BackoffBase = 500 * time.Millisecond
+	}
+	if c.BackoffMax < c.BackoffBase {
+		c.BackoffMax = c.BackoffBase
+	}
+	if c.Poll <= 0 {
+		c.Poll = 200 * time.Millisecond
+	}
+	if c.MoveBatch <= 0 {
+		c.MoveBatch = 500
+	}
+	if c.Client == nil {
+		c.Client = &http.Client{Timeout: 30 * time.Second}
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	c.URL = strings.TrimRight(c.URL, "/")
+}
+
+// Shipper moves, ships and reports; Run owns its goroutines.
+type Shipper struct {
+	cfg   Config
+	log   *slog.Logger
+	rdb   redis.UniversalClient
+	spool *spool.Spool
+
+	backoff lease.Backoff
+	offset  atomic.Int64 // signing clock correction, nanoseconds
+
+	shipped     atomic.Int64 // events central accepted since start
+	quarantined atomic.Int64 // batches quarantined since start
+	gapsSent    atomic.Int64
+	started     time.Time
+
+	// wake nudges the sender after the mover spooled something.
+	wake  chan struct{}
+	state sendState // the send loop's; SendOnce (tests) shares it
+
+	gzMu sync.Mutex
+	gz   *gzip.Writer // reused by compress
+
+	logMu  sync.Mutex
+	logged map[string]bool // conditions already logged, until they clear
+}
+
+// New returns a Shipper moving from rdb's capture stream into sp and
+// shipping to cfg.URL.
+func New(log *slog.Logger, rdb redis.UniversalClient, sp *spool.Spool, cfg Config) (*Shipper, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	cfg.defaults()
+	switch {
+	case cfg.URL == "":
+		return nil, errors.New("sync: no central URL")
+	case cfg.EdgeID == "":
+		return nil, errors.New("sync: no edge id")
+	case len(cfg.Secret) == 0:
+		return nil, errors.New("sync: no secret")
+	}
+	return &Shipper{
+		cfg: cfg, log: log, rdb: rdb, spool: sp,
+		backoff: lease.Backoff{Base: cfg.BackoffBase, Cap: cfg.BackoffMax, Rand: cfg.Rand},
+		started: cfg.Now(), wake: make(chan struct{}, 1), logged: map[string]bool{},
+	}, nil
+}
+
+// Run moves, ships and sends heartbeats until ctx ends; it returns nil then.
+func (s *Shipper) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	loops := []func(context.Context){s.moveLoop, s.sendLoop}
+	if s.cfg.Heartbeat > 0 {
+		loops = append(loops, s.heartbeatLoop)
+	}
+	for _, l := range loops {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l(ctx)
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+// Shipped, Quarantined and GapsSent count since start (metrics).
+func (s *Shipper) Shipped() int64     { return s.shipped.Load() }
+func (s *Shipper) Quarantined() int64 { return s.quarantined.Load() }
+func (s *Shipper) GapsSent() int64    { return s.gapsSent.Load() }
+
+// Spool is the shipper's spool.
+func (s *Shipper) Spool() *spool.Spool { return s.spool }
+
+// signNow is the signing clock: the edge's clock corrected by central's.
+func (s *Shipper) signNow() time.Time {
+	return s.cfg.Now().Add(time.Duration(s.offset.Load()))
+}
+
+// once logs a condition the first time it is seen, until clear(key).
+func (s *Shipper) once(key string, f func()) {
+	s.logMu.Lock()
+	seen := s.logged[key]
+	s.logged[key] = true
+	s.logMu.Unlock()
+	if !seen {
+		f()
+	}
+}
+
+func (s *Shipper) clear(keys ...string) {
+	s.logMu.Lock()
+	for _, k := range keys {
+		delete(s.logged, k)
+	}
+	s.logMu.Unlock()
+}
+
+// sleep waits d or until ctx ends; false when ctx ended.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// moveLoop drains the capture stream into the spool.
+func (s *Shipper) moveLoop(ctx context.Context) {
+	failures := 0
+	for ctx.Err() == nil {
+		n, err := s.MoveOnce(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			failures++
+			s.once("move", func() { s.log.Warn("sync: cannot move captured events to the spool; retrying", "err", err) })
+			sleep(ctx, s.backoff.Delay(failures))
+		case err == nil && int64(n) < s.cfg.MoveBatch:
+			failures = 0
+			s.clear("move")
+			sleep(ctx, s.cfg.Poll)
+		default:
+			failures = 0
+		}
+	}
+}
+
+// MoveOnce moves up to MoveBatch captured events into the spool and then
+// deletes them from Redis. A crash between the two leaves them in both;
+// the spool skips a capture entry it already holds, and central dedupes
+// by event id anyway. It returns how many entries it read.
+func (s *Shipper) MoveOnce(ctx context.Context) (int, error) {
+	msgs, err := s.rdb.XRangeN(ctx, jobs.CaptureStream, "-", "+", s.cfg.MoveBatch).Result()
+	if err != nil || len(msgs) == 0 {
+		return 0, err
+	}
+	caps := make([]jobs.Captured, len(msgs))
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		caps[i] = jobs.CapturedFromValues(m.ID, m.Values)
+		ids[i] = m.ID
+	}
+	res, err := s.spool.Add(ctx, caps)
+	if err != nil {
+		return 0, err
+	}
+	if res.Dropped > 0 {
+		s.once("drop", func() {
+			s.log.Warn("sync: spool full, dropping the oldest delta events (gaps are reported to central)",
+				"spool", s.spool.Path(), "dropped", res.Dropped)
+		})
+	} else {
+		s.clear("drop")
+	}
+	if res.Over > 0 {
+		s.once("over", func() {
+			s.log.Warn("sync: spool over its budget with only lifecycle and terminal events left; keeping them",
+				"over_bytes", res.Over)
+		})
+	} else {
+		s.clear("over")
+	}
+	// The spool holds them now: finish the move even when shutdown began,
+	// or the next start would move (and ship) them a second time.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := s.rdb.XDel(dctx, jobs.CaptureStream, ids...).Err(); err != nil {
+		return 0, fmt.Errorf("delete moved capture entries: %w", err)
+	}
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return len(msgs), nil
+}

@@ -1,0 +1,411 @@
+package ship
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
+	"github.com/vesta-cx/euterpe/edge/jobs"
+	"github.com/vesta-cx/euterpe/sync/ship/shiptest"
+	"github.com/vesta-cx/euterpe/sync/spool"
+	"github.com/vesta-cx/euterpe/sync/wire"
+)
+
+const testSecret = "sync-secret-9f86d081884c7d659a2feaa0c55ad015"
+
+type harness struct {
+	t     *testing.T
+	rdb   *redis.Client
+	store *jobs.Store
+	rc    *shiptest.Receiver
+	logs  *testsvc.LogBuffer
+	path  string
+	sh    *Shipper
+}
+
+// newHarness is a capturing job store on a real Redis, a spool on a real
+// SQLite file and a shipper pointed at a stand-in receiver. Whatever the
+// test does, the secret must not appear in the shipper's log.
+func newHarness(t *testing.T, budget int64, mut func(*Config)) *harness {
+	t.Helper()
+	rdb, _ := testsvc.Redis(t)
+	st := jobs.NewStore(rdb)
+	st.Capture = jobs.CaptureStream
+	h := &harness{t: t, rdb: rdb, store: st, rc: shiptest.NewReceiver(t, []byte(testSecret)), logs: &testsvc.LogBuffer{},
+		path: filepath.Join(t.TempDir(), spool.File)}
+	h.sh = h.open(budget, mut)
+	t.Cleanup(func() {
+		assert.NotContains(t, h.logs.String(), testSecret, "the secret reached the log")
+	})
+	return h
+}
+
+func (h *harness) open(budget int64, mut func(*Config)) *Shipper {
+	h.t.Helper()
+	sp, err := spool.Open(context.Background(), h.path, budget)
+	require.NoError(h.t, err)
+	h.t.Cleanup(func() { _ = sp.Close() })
+	cfg := Config{URL: h.rc.URL, EdgeID: "jetson-1", Secret: []byte(testSecret), BackoffBase: 10 * time.Millisecond,
+		BackoffMax: 200 * time.Millisecond, Poll: 10 * time.Millisecond}
+	if mut != nil {
+		mut(&cfg)
+	}
+	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	sh, err := New(log, h.rdb, sp, cfg)
+	require.NoError(h.t, err)
+	return sh
+}
+
+// jobs writes n jobs through the real scripts: queued, running, deltas
+// deltas of data, done. It returns the job ids.
+func (h *harness) jobs(n, deltas int, data string) []string {
+	h.t.Helper()
+	ctx := context.Background()
+	ids := make([]string, n)
+	for i := range ids {
+		c, err := h.store.Create(ctx, jobs.NewJob{Task: "chat", Payload: json.RawMessage(`{}`), TTL: 600})
+		require.NoError(h.t, err)
+		ids[i] = c.ID
+		_, err = h.store.SetRunning(ctx, c.ID, "worker.start", nil)
+		require.NoError(h.t, err)
+		for d := 0; d < deltas; d++ {
+			_, err = h.store.AppendEvent(ctx, c.ID, "delta", "worker.delta", json.RawMessage(data))
+			require.NoError(h.t, err)
+		}
+		_, err = h.store.Finish(ctx, c.ID, jobs.Done, "worker.finish", json.RawMessage(`{"text":"ok"}`), nil, "")
+		require.NoError(h.t, err)
+	}
+	return ids
+}
+
+// written is every event the scripts wrote for ids, as central should get it.
+func (h *harness) written(ids []string) map[string]wire.Event {
+	out := map[string]wire.Event{}
+	for _, id := range ids {
+		for _, m := range h.rdb.XRange(context.Background(), jobs.EventsKey(id), "-", "+").Val() {
+			e := jobs.EventFromValues(m.ID, m.Values)
+			w := wire.NewEvent("jetson-1", id, m.ID, e.Type, e.Step, e.TS, e.Data)
+			w.Task = "chat"
+			out[w.EventID] = w
+		}
+	}
+	return out
+}
+
+// drain moves everything and sends until the spool is idle, failing the
+// test if an attempt is not accepted.
+func (h *harness) drain() {
+	h.t.Helper()
+	ctx := context.Background()
+	for {
+		n, err := h.sh.MoveOnce(ctx)
+		require.NoError(h.t, err)
+		if n == 0 {
+			break
+		}
+	}
+	for i := 0; ; i++ {
+		r := h.sh.SendOnce(ctx)
+		if r.Idle {
+			return
+		}
+		if r.Action == actQuarantine && r.Status == 0 {
+			continue // set aside by the edge itself; the test checks it
+		}
+		require.Equal(h.t, actAccepted, r.Action, "attempt %d: %+v", i, r)
+	}
+}
+
+func TestShipsEveryEventOnceInCaptureOrder(t *testing.T) {
+	h := newHarness(t, 64<<20, func(c *Config) { c.Heartbeat = 50 * time.Millisecond })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- h.sh.Run(ctx) }()
+
+	ids := h.jobs(60, 5, `{"text":"tok"}`)
+	want := h.written(ids)
+	require.Len(t, want, 60*8)
+	require.Eventually(t, func() bool { return h.rc.Count() == len(want) }, 20*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return h.sh.Shipped() == int64(len(want)) }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return len(h.rc.Statuses()) >= 2 }, 5*time.Second, 10*time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+
+	assert.Equal(t, want, h.rc.Events())
+	// Per-job order: each job's events arrive in entry order.
+	last := map[string]jobs.StreamID{}
+	arrivals := h.rc.Arrivals()
+	for _, e := range arrivals {
+		id := jobs.MustStreamID(e.EntryID)
+		if p, ok := last[e.JobID]; ok {
+			assert.True(t, p.Less(id), "job %s: %s arrived after %s", e.JobID, e.EntryID, p)
+		}
+		last[e.JobID] = id
+	}
+	assert.Equal(t, len(want), len(arrivals), "nothing sent twice")
+	assert.Equal(t, int64(len(want)), h.sh.Shipped())
+	assert.Zero(t, h.rdb.XLen(context.Background(), jobs.CaptureStream).Val(), "moved entries leave Redis")
+	st, err := h.sh.Spool().Stats(context.Background())
+	require.NoError(t, err)
+	assert.Zero(t, st.Events)
+	sts := h.rc.Statuses()
+	hb := sts[len(sts)-1]
+	assert.Equal(t, "jetson-1", hb.EdgeID)
+	assert.False(t, hb.StartedAt.IsZero())
+}
+
+// Once the spool transaction committed, the events are the spool's: a
+// Redis flush and a restart of the shipper lose none of them.
+func TestSpoolSurvivesRedisFlushAndRestart(t *testing.T) {
+	h := newHarness(t, 64<<20, nil)
+	ids := h.jobs(10, 3, `{"text":"x"}`)
+	want := h.written(ids)
+	n, err := h.sh.MoveOnce(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, len(want), n)
+	require.NoError(t, h.rdb.FlushDB(context.Background()).Err()) // the test's own logical database
+	require.NoError(t, h.sh.Spool().Close())
+
+	h.sh = h.open(64<<20, nil)
+	h.drain()
+	assert.Equal(t, want, h.rc.Events())
+}
+
+// A full spool drops only deltas, and central hears of each drop as a gap
+// (in the next batch) that adds up to what was dropped.
+func TestFullSpoolDropsDeltasAndShipsGaps(t *testing.T) {
+	h := newHarness(t, 40_000, nil)
+	data := `{"text":"` + strings.Repeat("y", 900) + `"}`
+	ids := h.jobs(8, 10, data)
+	want := h.written(ids)
+	h.drain()
+
+	dropped := h.sh.Spool().Dropped()
+	require.Greater(t, dropped, int64(0))
+	got := h.rc.Events()
+	for id, e := range want {
+		if e.Type != "delta" {
+			assert.Contains(t, got, id, "a %s event was dropped", e.Type)
+		}
+	}
+	var gapped int64
+	for _, g := range h.rc.Gaps() {
+		assert.Equal(t, "delta", g.Type)
+		assert.Equal(t, wire.GapID("jetson-1", g.JobID, g.FirstEntryID), g.GapID)
+		gapped += g.Count
+	}
+	assert.Equal(t, dropped, gapped)
+	assert.Equal(t, int64(len(want))-dropped, int64(len(got)))
+}
+
+// 400 and 413 set the batch aside: kept in the spool's quarantine table,
+// counted, logged once, never resent.
+func TestRefusedBatchIsQuarantined(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		code   string
+	}{{http.StatusBadRequest, wire.CodeInvalidBatch}, {http.StatusRequestEntityTooLarge, wire.CodeTooLarge}} {
+		t.Run(tc.code, func(t *testing.T) {
+			h := newHarness(t, 64<<20, nil)
+			h.rc.SetHook(func(w http.ResponseWriter, r *http.Request, n int) bool {
+				if n == 1 {
+					shiptest.Refuse(w, tc.status, tc.code)
+					return true
+				}
+				return false
+			})
+			h.jobs(3, 1, `{}`)
+			_, err := h.sh.MoveOnce(context.Background())
+			require.NoError(t, err)
+			r := h.sh.SendOnce(context.Background())
+			assert.Equal(t, actQuarantine, r.Action)
+			assert.Equal(t, tc.code, r.Code)
+			assert.Equal(t, 12, r.Events)
+			assert.True(t, h.sh.SendOnce(context.Background()).Idle, "not resent")
+			assert.Equal(t, int64(1), h.sh.Quarantined())
+			q, err := h.sh.Spool().QuarantineList(context.Background())
+			require.NoError(t, err)
+			require.Len(t, q, 1)
+			assert.Equal(t, tc.status, q[0].Status)
+			assert.Equal(t, 12, q[0].Events)
+			b, err := wire.Decode([]byte(q[0].Body))
+			require.NoError(t, err, "the quarantined body is the batch as sent")
+			assert.Len(t, b.Events, 12)
+			assert.Equal(t, 1, strings.Count(h.logs.String(), "quarantined"))
+		})
+	}
+}
+
+func TestRetryAfterIsHonoured(t *testing.T) {
+	future := time.Now().Add(42 * time.Second).UTC().Format(http.TimeFormat)
+	for _, tc := range []struct {
+		name   string
+		status int
+		after  string
+		min    time.Duration
+		max    time.Duration
+	}{
+		{"429 seconds", http.StatusTooManyRequests, "7", 7 * time.Second, 7 * time.Second},
+		{"503 date", http.StatusServiceUnavailable, future, 40 * time.Second, 43 * time.Second},
+		{"503 absurd", http.StatusServiceUnavailable, "999999", time.Hour, time.Hour},
+		{"429 without", http.StatusTooManyRequests, "", 0, 200 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, 64<<20, nil)
+			h.rc.SetHook(func(w http.ResponseWriter, r *http.Request, n int) bool {
+				if n == 1 {
+					if tc.after != "" {
+						w.Header().Set("Retry-After", tc.after)
+					}
+					shiptest.Refuse(w, tc.status, wire.CodeRateLimited)
+					return true
+				}
+				return false
+			})
+			h.jobs(1, 0, `{}`)
+			_, err := h.sh.MoveOnce(context.Background())
+			require.NoError(t, err)
+			r := h.sh.SendOnce(context.Background())
+			assert.Equal(t, actRetryAfter, r.Action)
+			assert.GreaterOrEqual(t, r.Wait, tc.min)
+			assert.LessOrEqual(t, r.Wait, tc.max)
+			r = h.sh.SendOnce(context.Background())
+			assert.Equal(t, actAccepted, r.Action, "the same batch goes through afterwards")
+			assert.Equal(t, 3, h.rc.Count())
+		})
+	}
+}
+
+// Network errors back off exponentially with full jitter up to the cap.
+func TestNetworkErrorsBackOffToTheCap(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	dead := "http://" + ln.Addr().String()
+	require.NoError(t, ln.Close())
+	h := newHarness(t, 64<<20, func(c *Config) {
+		c.BackoffBase, c.BackoffMax = 100*time.Millisecond, 800*time.Millisecond
+		c.Rand = func() float64 { return 0.999 } // the top of each jitter range
+	})
+	h.sh.cfg.URL = dead
+	h.jobs(1, 0, `{}`)
+	_, err = h.sh.MoveOnce(context.Background())
+	require.NoError(t, err)
+	var waits []time.Duration
+	for i := 0; i < 6; i++ {
+		r := h.sh.SendOnce(context.Background())
+		require.Equal(t, actBackoff, r.Action)
+		require.Error(t, r.Err)
+		waits = append(waits, r.Wait.Round(10*time.Millisecond))
+	}
+	assert.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond,
+		800 * time.Millisecond, 800 * time.Millisecond, 800 * time.Millisecond}, waits)
+	h.sh.cfg.Rand = nil
+	h.sh.backoff.Rand = func() float64 { return 0.25 }
+	assert.Equal(t, 200*time.Millisecond, h.sh.SendOnce(context.Background()).Wait.Round(10*time.Millisecond), "jittered: a fraction of the ceiling")
+	assert.Equal(t, 1, strings.Count(h.logs.String(), "cannot reach central"), "logged once")
+	h.sh.cfg.URL = h.rc.URL
+	assert.Equal(t, actAccepted, h.sh.SendOnce(context.Background()).Action)
+}
+
+// An edge whose clock is two hours ahead is refused for clock skew once,
+// corrects its signing clock from central's Date header and goes on;
+// heartbeats are signed with the corrected clock too.
+func TestTwoHourClockOffsetCorrectedFromDate(t *testing.T) {
+	for _, off := range []time.Duration{2 * time.Hour, -2 * time.Hour} {
+		t.Run(off.String(), func(t *testing.T) {
+			h := newHarness(t, 64<<20, func(c *Config) { c.Now = func() time.Time { return time.Now().Add(off) } })
+			h.jobs(2, 1, `{}`)
+			_, err := h.sh.MoveOnce(context.Background())
+			require.NoError(t, err)
+			r := h.sh.SendOnce(context.Background())
+			require.Equal(t, actClockSkew, r.Action)
+			assert.Zero(t, r.Wait, "retried at once")
+			assert.InDelta(t, -off.Seconds(), time.Duration(h.sh.offset.Load()).Seconds(), 2)
+			r = h.sh.SendOnce(context.Background())
+			require.Equal(t, actAccepted, r.Action, "%+v", r)
+			assert.Equal(t, 8, h.rc.Count())
+			code, err := h.sh.SendHeartbeat(context.Background())
+			require.NoError(t, err)
+			assert.Equal(t, http.StatusNoContent, code)
+			sent := h.rc.Statuses()[0].SentAt
+			assert.WithinDuration(t, time.Now(), sent, 5*time.Second)
+		})
+	}
+}
+
+// Other 401/403 answers are an operator's problem: logged once with what
+// to fix, events stay spooled, retried at the slow period.
+func TestCredentialRefusalLoggedOnceAndRetriedSlowly(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		code   string
+	}{{http.StatusUnauthorized, wire.CodeUnauthorized}, {http.StatusForbidden, wire.CodeEdgeDisabled}} {
+		t.Run(tc.code, func(t *testing.T) {
+			h := newHarness(t, 64<<20, nil)
+			h.rc.SetHook(func(w http.ResponseWriter, r *http.Request, n int) bool {
+				shiptest.Refuse(w, tc.status, tc.code)
+				return true
+			})
+			h.jobs(1, 0, `{}`)
+			_, err := h.sh.MoveOnce(context.Background())
+			require.NoError(t, err)
+			for i := 0; i < 3; i++ {
+				r := h.sh.SendOnce(context.Background())
+				assert.Equal(t, actAuth, r.Action)
+				assert.Equal(t, 200*time.Millisecond, r.Wait)
+			}
+			assert.Equal(t, 1, strings.Count(h.logs.String(), "refuses this edge's credentials"))
+			st, err := h.sh.Spool().Stats(context.Background())
+			require.NoError(t, err)
+			assert.Equal(t, int64(3), st.Events, "kept")
+			// A wrong secret is the same refusal, from the real verifier.
+			h.rc.SetHook(nil)
+			h.sh.cfg.Secret = []byte("another-secret")
+			assert.Equal(t, actAuth, h.sh.SendOnce(context.Background()).Action)
+			h.sh.cfg.Secret = []byte(testSecret)
+			assert.Equal(t, actAccepted, h.sh.SendOnce(context.Background()).Action)
+		})
+	}
+}
+
+// Batches hold at most 500 events and 1 MiB: larger spools are split,
+// and an event central could never take is quarantined alone.
+func TestBatchesSplitToFitAndOversizedEventQuarantined(t *testing.T) {
+	h := newHarness(t, 256<<20, nil)
+	big := `{"text":"` + strings.Repeat("z", 30_000) + `"}`
+	ids := h.jobs(12, 50, big) // 624 events, ~18 MiB of text
+	huge := `{"text":"` + strings.Repeat("h", wire.MaxDataBytes) + `"}`
+	_, err := h.store.AppendEvent(context.Background(), h.jobs(1, 0, `{}`)[0], "delta", "x", json.RawMessage(huge))
+	require.ErrorIs(t, err, jobs.ErrFinished) // finished jobs take no events; use a running one
+	c, err := h.store.Create(context.Background(), jobs.NewJob{Task: "chat", Payload: json.RawMessage(`{}`), TTL: 600})
+	require.NoError(t, err)
+	_, err = h.store.AppendEvent(context.Background(), c.ID, "delta", "x", json.RawMessage(huge))
+	require.NoError(t, err)
+	want := h.written(ids)
+	h.drain()
+	got := h.rc.Events()
+	for id := range want {
+		assert.Contains(t, got, id)
+	}
+	batches := h.rc.Batches()
+	assert.Greater(t, len(batches), 17)
+	for _, n := range batches {
+		assert.LessOrEqual(t, n, wire.MaxCompressedBytes)
+	}
+	assert.Equal(t, int64(1), h.sh.Quarantined())
+	q, err := h.sh.Spool().QuarantineList(context.Background())
+	require.NoError(t, err)
+	require.Len(t, q, 1)
+	assert.Equal(t, "invalid_event", q[0].Code)
+	assert.NotContains(t, got, wire.EventID("jetson-1", c.ID, "x"))
+}

@@ -1,0 +1,45 @@
+package spool
+
+// schema is sync.db at user_version 1. events.seq is the capture order (an
+// AUTOINCREMENT key never reuses a value, so a batch is always a prefix of
+// what is left); the unique (job_id, entry_id) makes a second move of the
+// same capture entry, after a crash between the spool commit and the XDEL,
+// a no-op. size is the byte cost the budget counts.
+const schema = `
+CREATE TABLE IF NOT EXISTS events (
+  seq      INTEGER PRIMARY KEY AUTOINCREMENT,
+  job_id   TEXT    NOT NULL,
+  entry_id TEXT    NOT NULL,
+  type     TEXT    NOT NULL,
+  step     TEXT    NOT NULL,
+  task     TEXT    NOT NULL,
+  ts       INTEGER NOT NULL,
+  data     TEXT    NOT NULL,
+  size     INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS events_entry ON events(job_id, entry_id);
+CREATE INDEX IF NOT EXISTS events_delta ON events(seq) WHERE type = 'delta';
+CREATE TABLE IF NOT EXISTS gaps (
+  id             INTEGER PRIMARY KEY AUTOINCREMENT,
+  job_id         TEXT    NOT NULL,
+  type           TEXT    NOT NULL,
+  count          INTEGER NOT NULL,
+  first_entry_id TEXT    NOT NULL,
+  last_entry_id  TEXT    NOT NULL,
+  first_ts       INTEGER NOT NULL,
+  last_ts        INTEGER NOT NULL,
+  sealed         INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS gaps_open ON gaps(job_id) WHERE sealed = 0;
+CREATE TABLE IF NOT EXISTS quarantine (
+  id       INTEGER PRIMARY KEY AUTOINCREMENT,
+  at_ms    INTEGER NOT NULL,
+  status   INTEGER NOT NULL,
+  code     TEXT    NOT NULL,
+  message  TEXT    NOT NULL,
+  events   INTEGER NOT NULL,
+  gaps     INTEGER NOT NULL,
+  body     TEXT    NOT NULL
+);
+PRAGMA user_version = 1;
+`

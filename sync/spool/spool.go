@@ -1,0 +1,474 @@
+package spool
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
+	"github.com/vesta-cx/euterpe/edge/jobs"
+)
+
+// File is the spool's name in the state directory.
+const File = "sync.db"
+
+// DroppedType is the only event type the budget ever drops: streamed
+// output, of which a job writes many and whose loss central can record as a
+// gap. Lifecycle and terminal events are what a fleet view is made of.
+const DroppedType = "delta"
+
+// rowOverhead approximates what SQLite stores per row beyond the text of
+// its fields (key, size, ts, record header, index entries).
+const rowOverhead = 64
+
+// insertChunk is the most rows one INSERT statement writes (8 variables
+// each, far below SQLite's limit).
+const insertChunk = 64
+
+var insertSQLs sync.Map // rows -> statement
+
+// insertSQL is the INSERT of n rows.
+func insertSQL(n int) string {
+	if q, ok := insertSQLs.Load(n); ok {
+		return q.(string)
+	}
+	q := `INSERT OR IGNORE INTO events (job_id, entry_id, type, step, task, ts, data, size) VALUES ` +
+		strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?), ", n), ", ")
+	insertSQLs.Store(n, q)
+	return q
+}
+
+// Row is one spooled event, in capture order (Seq).
+type Row struct {
+	Seq   int64
+	JobID string
+	Entry string // the entry id the event had on job:{JobID}:events
+	Type  string
+	Step  string
+	Task  string
+	TS    int64
+	Data  string
+}
+
+func (r Row) size() int64 {
+	return int64(len(r.JobID)+len(r.Entry)+len(r.Type)+len(r.Step)+len(r.Task)+len(r.Data)) + rowOverhead
+}
+
+// Gap is a run of events of one job dropped from the full spool.
+type Gap struct {
+	ID         int64
+	JobID      string
+	Type       string
+	Count      int64
+	FirstEntry string
+	LastEntry  string
+	FirstTS    int64
+	LastTS     int64
+}
+
+// Pending is what the shipper sends next: the oldest rows and the gaps not
+// yet accepted by central. Gaps handed out are sealed: later drops of the
+// same job open a new gap, so a gap's id and count never change once sent.
+type Pending struct {
+	Rows []Row
+	Gaps []Gap
+}
+
+// Empty reports whether there is nothing to send.
+func (p Pending) Empty() bool { return len(p.Rows) == 0 && len(p.Gaps) == 0 }
+
+// Stats describe the spool for metrics and the heartbeat.
+type Stats struct {
+	Events      int64
+	Bytes       int64 // the budget's measure: the events' text plus a per-row overhead
+	OldestTS    int64 // Unix ms of the oldest spooled event; 0 when empty
+	Quarantined int64 // batches in the quarantine table
+}
+
+// Spool is an open sync.db. Its methods are safe for concurrent use; they
+// take turns on the file's one connection.
+type Spool struct {
+	db       *sql.DB
+	insFull  *sql.Stmt // the INSERT of insertChunk rows, prepared once
+	path     string
+	maxBytes int64
+	// Now is the clock of quarantine records.
+	Now func() time.Time
+
+	mu          sync.Mutex
+	events      int64 // cached totals, kept with every change under mu
+	bytes       int64
+	quarantined int64
+	// inflight is the highest seq Next handed out: rows up to it may be on
+	// their way to central and are never dropped, or central would get a
+	// gap for events it also received.
+	inflight int64
+	dropped  atomic.Int64 // delta events dropped since Open
+}
+
+// Open opens (creating) the spool at path with a budget of maxBytes.
+// The file is synchronous=FULL: the shipper deletes events from Redis as
+// soon as the transaction that spooled them commits, so a commit must
+// survive a power cut, not only a crash of the process.
+func Open(ctx context.Context, path string, maxBytes int64) (*Spool, error) {
+	if maxBytes <= 0 {
+		return nil, fmt.Errorf("spool %s: budget %d must be positive", path, maxBytes)
+	}
+	db, err := sql.Open("sqlite", sqldb.SQLiteDSN(path, "synchronous(FULL)", "cache_size(-256)"))
+	if err != nil {
+		return nil, fmt.Errorf("spool %s: %w", path, err)
+	}
+	// One connection: the spool's work is a serial loop, and one cache
+	// keeps the file's memory cost small next to the daemon's.
+	db.SetMaxOpenConns(1)
+	db.SetConnMaxIdleTime(0)
+	s := &Spool{db: db, path: path, maxBytes: maxBytes, Now: time.Now}
+	if err := s.init(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("spool %s: %w", path, err)
+	}
+	return s, nil
+}
+
+func (s *Spool) init(ctx context.Context) error {
+	if _, err := s.db.ExecContext(ctx, schema); err != nil {
+		return err
+	}
+	ins, err := s.db.PrepareContext(ctx, insertSQL(insertChunk))
+	if err != nil {
+		return err
+	}
+	s.insFull = ins
+	_ = os.Chmod(s.path, 0o600) // job data: the daemon's user only
+	return s.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(size), 0), (SELECT COUNT(*) FROM quarantine) FROM events`).
+		Scan(&s.events, &s.bytes, &s.quarantined)
+}
+
+// Close closes the file.
+func (s *Spool) Close() error {
+	if s.insFull != nil {
+		_ = s.insFull.Close()
+	}
+	return s.db.Close()
+}
+
+// Path is the file's path.
+func (s *Spool) Path() string { return s.path }
+
+// Dropped is how many delta events the budget dropped since Open.
+func (s *Spool) Dropped() int64 { return s.dropped.Load() }
+
+// AddResult reports what an Add did.
+type AddResult struct {
+	Added   int   // new rows (a capture entry already spooled is skipped)
+	Dropped int   // delta events dropped to stay within the budget
+	Over    int64 // bytes still over the budget when only undroppable events are left
+}
+
+// Add spools captured events in one transaction, in the order given (the
+// capture order), then drops the oldest delta events not in flight while
+// the spool is over its budget, recording each drop in its job's open gap.
+// When Add returns nil the events are durable and may leave Redis.
+func (s *Spool) Add(ctx context.Context, caps []jobs.Captured) (AddResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var res AddResult
+	events, bytes := s.events, s.bytes
+	err := sqldb.InTx(ctx, s.db, func(tx *sql.Tx) error {
+		res = AddResult{}
+		events, bytes = s.events, s.bytes
+		// Multi-row INSERTs: one statement per insertChunk rows costs a
+		// fraction of one per row, which matters while workers burn down.
+		recount := false
+		for i := 0; i < len(caps); i += insertChunk {
+			chunk := caps[i:min(i+insertChunk, len(caps))]
+			args := make([]any, 0, len(chunk)*8)
+			var size int64
+			for _, c := range chunk {
+				r := Row{JobID: c.JobID, Entry: c.Entry, Type: c.Type, Step: c.Step, Task: c.Task, TS: c.TS, Data: c.Data}
+				args = append(args, r.JobID, r.Entry, r.Type, r.Step, r.Task, r.TS, r.Data, r.size())
+				size += r.size()
+			}
+			var out sql.Result
+			var err error
+			if len(chunk) == insertChunk {
+				out, err = tx.StmtContext(ctx, s.insFull).ExecContext(ctx, args...)
+			} else {
+				out, err = tx.ExecContext(ctx, insertSQL(len(chunk)), args...)
+			}
+			if err != nil {
+				return fmt.Errorf("spool %d events: %w", len(chunk), err)
+			}
+			n, _ := out.RowsAffected()
+			res.Added += int(n)
+			if int(n) == len(chunk) {
+				events += n
+				bytes += size
+			} else {
+				recount = true // some were spooled already (a move repeated after a crash)
+			}
+		}
+		if recount {
+			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(size), 0) FROM events`).Scan(&events, &bytes); err != nil {
+				return err
+			}
+		}
+		n, freed, err := s.dropOver(ctx, tx, bytes)
+		if err != nil {
+			return err
+		}
+		res.Dropped, events, bytes = n, events-int64(n), bytes-freed
+		if bytes > s.maxBytes {
+			res.Over = bytes - s.maxBytes
+		}
+		return nil
+	})
+	if err != nil {
+		return AddResult{}, err
+	}
+	s.events, s.bytes = events, bytes
+	s.dropped.Add(int64(res.Dropped))
+	return res, nil
+}
+
+// dropOver deletes the oldest delta events past the in-flight ones until
+// bytes fits the budget or none is left, and records the gaps.
+func (s *Spool) dropOver(ctx context.Context, tx *sql.Tx, bytes int64) (dropped int, freed int64, err error) {
+	for bytes-freed > s.maxBytes {
+		rows, err := s.oldestDeltas(ctx, tx, 512)
+		if err != nil || len(rows) == 0 {
+			return dropped, freed, err
+		}
+		for _, r := range rows {
+			if bytes-freed <= s.maxBytes {
+				break
+			}
+			if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE seq = ?`, r.seq); err != nil {
+				return dropped, freed, err
+			}
+			if err := recordGap(ctx, tx, r); err != nil {
+				return dropped, freed, err
+			}
+			dropped++
+			freed += r.size
+		}
+	}
+	return dropped, freed, nil
+}
+
+type dropRow struct {
+	seq      int64
+	job, ent string
+	typ      string
+	ts, size int64
+}
+
+func (s *Spool) oldestDeltas(ctx context.Context, tx *sql.Tx, limit int) ([]dropRow, error) {
+	rs, err := tx.QueryContext(ctx, `SELECT seq, job_id, entry_id, type, ts, size FROM events
+WHERE type = ? AND seq > ? ORDER BY seq LIMIT ?`, DroppedType, s.inflight, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var out []dropRow
+	for rs.Next() {
+		var r dropRow
+		if err := rs.Scan(&r.seq, &r.job, &r.ent, &r.typ, &r.ts, &r.size); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rs.Err()
+}
+
+// recordGap extends the job's open (unsealed) gap with r, or opens one.
+// Drops happen in capture order, so r is the job's latest dropped entry.
+func recordGap(ctx context.Context, tx *sql.Tx, r dropRow) error {
+	out, err := tx.ExecContext(ctx, `UPDATE gaps SET count = count + 1, last_entry_id = ?,
+  first_ts = MIN(first_ts, ?), last_ts = MAX(last_ts, ?) WHERE job_id = ? AND type = ? AND sealed = 0`,
+		r.ent, r.ts, r.ts, r.job, r.typ)
+	if err != nil {
+		return err
+	}
+	if n, _ := out.RowsAffected(); n > 0 {
+		return nil
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO gaps (job_id, type, count, first_entry_id, last_entry_id, first_ts, last_ts)
+VALUES (?, ?, 1, ?, ?, ?, ?)`, r.job, r.typ, r.ent, r.ent, r.ts, r.ts)
+	return err
+}
+
+// Next returns up to maxRows of the oldest events, stopping before their
+// sizes add up past maxBytes (one row at least), and up to maxGaps gaps
+// (sealing them), and protects the rows from being dropped until the next
+// call: the shipper sends one Pending at a time and asks for the next one
+// only when it is done with this one.
+func (s *Spool) Next(ctx context.Context, maxRows, maxGaps int, maxBytes int64) (Pending, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var p Pending
+	err := sqldb.InTx(ctx, s.db, func(tx *sql.Tx) error {
+		p = Pending{}
+		rs, err := tx.QueryContext(ctx, `SELECT seq, job_id, entry_id, type, step, task, ts, data, size FROM events ORDER BY seq LIMIT ?`, maxRows)
+		if err != nil {
+			return err
+		}
+		var total int64
+		for rs.Next() {
+			var r Row
+			var size int64
+			if err := rs.Scan(&r.Seq, &r.JobID, &r.Entry, &r.Type, &r.Step, &r.Task, &r.TS, &r.Data, &size); err != nil {
+				rs.Close()
+				return err
+			}
+			if total += size; total > maxBytes && len(p.Rows) > 0 {
+				break
+			}
+			p.Rows = append(p.Rows, r)
+		}
+		rs.Close()
+		if err := rs.Err(); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE gaps SET sealed = 1 WHERE sealed = 0`); err != nil {
+			return err
+		}
+		gs, err := tx.QueryContext(ctx, `SELECT id, job_id, type, count, first_entry_id, last_entry_id, first_ts, last_ts FROM gaps ORDER BY id LIMIT ?`, maxGaps)
+		if err != nil {
+			return err
+		}
+		defer gs.Close()
+		for gs.Next() {
+			var g Gap
+			if err := gs.Scan(&g.ID, &g.JobID, &g.Type, &g.Count, &g.FirstEntry, &g.LastEntry, &g.FirstTS, &g.LastTS); err != nil {
+				return err
+			}
+			p.Gaps = append(p.Gaps, g)
+		}
+		return gs.Err()
+	})
+	if err != nil {
+		return Pending{}, fmt.Errorf("spool next: %w", err)
+	}
+	s.inflight = 0
+	if n := len(p.Rows); n > 0 {
+		s.inflight = p.Rows[n-1].Seq
+	}
+	return p, nil
+}
+
+// Ack deletes what central accepted: p's gaps, and every row from p's first
+// to its last seq, so p.Rows must be a run of consecutive rows of one Next
+// (the shipper splits a Next only into such runs).
+func (s *Spool) Ack(ctx context.Context, p Pending) error {
+	return s.remove(ctx, p, nil)
+}
+
+// Quarantined is a batch central refused for good (400, 413), or events
+// the edge itself cannot send; kept for an operator, never retried.
+type Quarantined struct {
+	Status  int    // HTTP status, 0 when refused by the edge itself
+	Code    string // central's error code, or the edge's reason
+	Message string
+	Body    []byte // the batch as encoded (uncompressed JSON)
+}
+
+// Quarantine moves p into the quarantine table in one transaction.
+func (s *Spool) Quarantine(ctx context.Context, p Pending, q Quarantined) error {
+	return s.remove(ctx, p, &q)
+}
+
+func (s *Spool) remove(ctx context.Context, p Pending, q *Quarantined) error {
+	if p.Empty() {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var freed, n int64
+	err := sqldb.InTx(ctx, s.db, func(tx *sql.Tx) error {
+		freed, n = 0, 0
+		if q != nil {
+			msg := q.Message
+			if len(msg) > 512 {
+				msg = msg[:512]
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO quarantine (at_ms, status, code, message, events, gaps, body) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+				s.Now().UnixMilli(), q.Status, q.Code, msg, len(p.Rows), len(p.Gaps), string(q.Body)); err != nil {
+				return err
+			}
+		}
+		if k := len(p.Rows); k > 0 {
+			lo, hi := p.Rows[0].Seq, p.Rows[k-1].Seq
+			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(size), 0) FROM events WHERE seq BETWEEN ? AND ?`, lo, hi).Scan(&n, &freed); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE seq BETWEEN ? AND ?`, lo, hi); err != nil {
+				return err
+			}
+		}
+		for _, g := range p.Gaps {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM gaps WHERE id = ?`, g.ID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("spool remove: %w", err)
+	}
+	s.events -= n
+	s.bytes -= freed
+	if q != nil {
+		s.quarantined++
+	}
+	return nil
+}
+
+// Stats reads the spool's totals.
+func (s *Spool) Stats(ctx context.Context) (Stats, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := Stats{Events: s.events, Bytes: s.bytes, Quarantined: s.quarantined}
+	err := s.db.QueryRowContext(ctx, `SELECT ts FROM events ORDER BY seq LIMIT 1`).Scan(&st.OldestTS)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return st, fmt.Errorf("spool stats: %w", err)
+	}
+	return st, nil
+}
+
+// QuarantinedBatch is one row of the quarantine table.
+type QuarantinedBatch struct {
+	ID     int64
+	AtMS   int64
+	Status int
+	Code   string
+	Events int
+	Gaps   int
+	Body   string
+}
+
+// QuarantineList returns the quarantined batches, oldest first.
+func (s *Spool) QuarantineList(ctx context.Context) ([]QuarantinedBatch, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rs, err := s.db.QueryContext(ctx, `SELECT id, at_ms, status, code, events, gaps, body FROM quarantine ORDER BY id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var out []QuarantinedBatch
+	for rs.Next() {
+		var q QuarantinedBatch
+		if err := rs.Scan(&q.ID, &q.AtMS, &q.Status, &q.Code, &q.Events, &q.Gaps, &q.Body); err != nil {
+			return nil, err
+		}
+		out = append(out, q)
+	}
+	return out, rs.Err()
+}

@@ -8,7 +8,8 @@
 #            library over .run/demo/library
 #   central  euterpe-central serve on 127.0.0.1:8090 (or the next free port) on
 #            embedded SQLite, transcoding a generated tone from this clone's
-#            private S3-compatible server (versitygw)
+#            private S3-compatible server (versitygw), and receiving the
+#            edge's job events through sync (the edge is registered with it)
 #
 # Everything it writes stays under .run/: state directories, SQLite files,
 # scratch files, logs (.run/demo), Redis and S3 data (.run/redis, .run/s3).
@@ -65,7 +66,32 @@ start_daemon() {
   printf -v "PORT_${name//-/_}" %s "$port"
 }
 
-step "starting euterpe-edge (logs: $RUN/edge.log)"
+step "starting euterpe-central on embedded SQLite (logs: $RUN/central.log)"
+# Private addresses are allowed because the demo's storage is on loopback.
+start_daemon euterpe-central 8090 EUTERPE_CENTRAL_ADDR "$RUN/central.log" \
+  EUTERPE_STATE_DIR="$RUN/central-state" \
+  EUTERPE_RUNNER_TEMP_DIR="$RUN/central-tmp" \
+  EUTERPE_WEBHOOK_ALLOW_PRIVATE=true \
+  -- bin/euterpe-central serve
+CENTRAL=http://127.0.0.1:$PORT_euterpe_central
+curl -fsS "$CENTRAL/ready"; echo
+
+step "registering the demo edge and an operator with central"
+# The secrets are printed once by central; the demo keeps them in 0600 files
+# under .run/demo, as an operator would in /etc/euterpe.
+central_cli() { EUTERPE_STATE_DIR="$RUN/central-state" bin/euterpe-central "$@"; }
+json_field() { sed -n "s/.*\"$1\":\"\([^\"]*\)\".*/\1/p"; }
+if [ ! -s "$RUN/edge-id" ]; then
+  reg=$(central_cli edge register --name make-run-edge)
+  printf '%s' "$reg" | json_field edge_id >"$RUN/edge-id"
+  (umask 077; printf '%s' "$reg" | json_field sync_secret >"$RUN/sync.secret")
+  op=$(central_cli operator create --name make-run)
+  (umask 077; printf '%s' "$op" | json_field token >"$RUN/operator.token")
+fi
+EDGE_ID=$(cat "$RUN/edge-id")
+echo "edge $EDGE_ID registered; its sync secret is in $RUN/sync.secret, the operator token in $RUN/operator.token"
+
+step "starting euterpe-edge, syncing to central (logs: $RUN/edge.log)"
 # Two copies of one file, so the library has a duplicate group to show.
 printf 'the same bytes\n' >"$RUN/library/a/song.txt"
 printf 'the same bytes\n' >"$RUN/library/b/song-copy.txt"
@@ -74,6 +100,10 @@ start_daemon euterpe-edge 8070 EUTERPE_EDGE_ADDR "$RUN/edge.log" \
   EUTERPE_STATE_DIR="$RUN/edge-state" \
   EUTERPE_TASK_BACKENDS="tool=exec:$PWD/scripts/demo-tool.sh" \
   EUTERPE_LIBRARY_ROOTS="$RUN/library" \
+  EUTERPE_SYNC_URL="$CENTRAL" \
+  EUTERPE_SYNC_EDGE_ID="$EDGE_ID" \
+  EUTERPE_SYNC_SECRET_FILE="$RUN/sync.secret" \
+  EUTERPE_SYNC_HEARTBEAT=5s \
   -- bin/euterpe-edge serve
 EDGE=http://127.0.0.1:$PORT_euterpe_edge
 export EUTERPE_EDGE_URL=$EDGE
@@ -91,17 +121,19 @@ for _ in $(seq 1 50); do
 done
 echo "$groups"
 
-step "starting euterpe-central on embedded SQLite (logs: $RUN/central.log)"
-# Private addresses are allowed because the demo's storage is on loopback.
-start_daemon euterpe-central 8090 EUTERPE_CENTRAL_ADDR "$RUN/central.log" \
-  EUTERPE_STATE_DIR="$RUN/central-state" \
-  EUTERPE_RUNNER_TEMP_DIR="$RUN/central-tmp" \
-  EUTERPE_WEBHOOK_ALLOW_PRIVATE=true \
-  -- bin/euterpe-central serve
-CENTRAL=http://127.0.0.1:$PORT_euterpe_central
-curl -fsS "$CENTRAL/ready"; echo
-
 scripts/run-central-demo.sh "$RUN" "$CENTRAL"
+
+step "the edge's job on central, through sync (euterpectl edges jobs)"
+export EUTERPE_CENTRAL_URL=$CENTRAL
+EUTERPE_OPERATOR_TOKEN=$(cat "$RUN/operator.token")
+export EUTERPE_OPERATOR_TOKEN
+for _ in $(seq 1 100); do
+  jobs=$(bin/euterpectl edges jobs "$EDGE_ID" 2>/dev/null || true)
+  case $jobs in *'"done"'*|*' done'*) break ;; esac
+  sleep 0.2
+done
+printf '%s\n' "$jobs"
+case $jobs in *done*) ;; *) echo "the demo job did not reach central; see $RUN/edge.log and $RUN/central.log" >&2; exit 1 ;; esac
 
 step "stack is up"
 cat <<TXT
@@ -111,6 +143,7 @@ cat <<TXT
   s3       $EUTERPE_TEST_S3_ENDPOINT   (data in .run/s3/data)
   state    $RUN
   try:     EUTERPE_EDGE_URL=$EDGE bin/euterpectl jobs submit --task tool --payload '{"n":1}' --follow
+           EUTERPE_CENTRAL_URL=$CENTRAL EUTERPE_OPERATOR_TOKEN=\$(cat $RUN/operator.token) bin/euterpectl edges jobs $EDGE_ID
 TXT
 if [ "${EUTERPE_RUN_ONCE:-}" = 1 ]; then exit 0; fi
 echo "  press Ctrl-C to stop"

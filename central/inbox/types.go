@@ -152,11 +152,13 @@ func (j *Job) claim() lease.Claim {
 	return j.Claim
 }
 
-// setClaim stores c as j's claim under its lock.
-func (j *Job) setClaim(c lease.Claim) {
+// commitClaim stores what a committed write changed of j's claim (status,
+// sequence, fencing version, attempt), keeping the lease expiry a
+// concurrent heartbeat may have extended meanwhile.
+func (j *Job) commitClaim(c lease.Claim) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.Claim = c
+	j.Status, j.Seq, j.Version, j.Attempt = c.Status, c.Seq, c.Version, c.Attempt
 }
 
 // Snapshot returns a copy of the claim (status, version, sequence, lease

@@ -15,3 +15,10 @@ func (s *Store) MoveForTest(ctx context.Context, j *Job, to string) error {
 		return s.move(ctx, tx, j, c, to, now, "")
 	})
 }
+
+// BetweenCredentialReadAndWrite makes UpdateCredentials call fn inside its
+// transaction after it read the job's version and status and before it
+// writes: what a concurrent commit would have changed by then.
+func (s *Store) BetweenCredentialReadAndWrite(fn func(ctx context.Context, tx *sql.Tx) error) {
+	s.credentialRace = fn
+}

@@ -24,6 +24,9 @@ type Store struct {
 	q      *lease.Queue
 
 	listeners atomic.Pointer[[]func()]
+	// credentialRace, set by tests, runs between UpdateCredentials' read
+	// and its write.
+	credentialRace func(ctx context.Context, tx *sql.Tx) error
 }
 
 // OnEvents registers fn to be called after every commit that inserted

@@ -19,6 +19,10 @@ var ErrForbidden = errors.New("inbox: job belongs to another requester")
 // ErrFinished is returned when a finished job's credentials are updated.
 var ErrFinished = errors.New("inbox: job already finished")
 
+// ErrCredentialConflict is returned when another update of a job's
+// credentials committed between this one's read and its write.
+var ErrCredentialConflict = errors.New("inbox: job credentials changed concurrently")
+
 // ErrPruned is returned for a job whose details were removed by retention.
 var ErrPruned = errors.New("inbox: job pruned by retention")
 

@@ -396,17 +396,32 @@ func (s *Store) UpdateCredentials(ctx context.Context, jobID, requesterID string
 		if err != nil {
 			return err
 		}
+		if s.credentialRace != nil {
+			if err := s.credentialRace(ctx, tx); err != nil {
+				return err
+			}
+		}
+		// The read above may be stale by now (on Postgres another
+		// transaction can commit in between): the write re-checks both the
+		// version it sealed against and that the job is still live, and
+		// when it matches nothing, the row as it is now says why.
 		res, err := tx.ExecContext(ctx, s.db.Rebind(`UPDATE inbox_jobs SET credential_version = ?, storage_creds_encrypted = ?,
 			storage_creds_dek_wrapped = ?, storage_creds_kek_id = ?, storage_creds_encryption_version = ?, updated_at = ?
-			WHERE id = ? AND credential_version = ?`),
+			WHERE id = ? AND credential_version = ? AND status NOT IN (`+terminalList+`)`),
 			next, sealed.Ciphertext, sealed.WrappedDEK, sealed.KEKID, sealed.Version, sqldb.Micros(s.now()), jobID, cur)
 		if err != nil {
 			return err
 		}
-		if n, _ := res.RowsAffected(); n != 1 {
-			return fmt.Errorf("inbox: credentials of %s changed concurrently", jobID)
+		if n, err := res.RowsAffected(); err != nil || n == 1 {
+			return err
 		}
-		return nil
+		if err := tx.QueryRowContext(ctx, s.db.Rebind(`SELECT status FROM inbox_jobs WHERE id = ?`), jobID).Scan(&status); err != nil {
+			return err
+		}
+		if Transitions.IsTerminal(status) {
+			return ErrFinished
+		}
+		return fmt.Errorf("%w: %s", ErrCredentialConflict, jobID)
 	})
 	if err != nil {
 		return 0, err

@@ -212,7 +212,7 @@ func TestRetryPolicy(t *testing.T) {
 		}
 		// Attempt 1: 503 -> queued with backoff < 1s.
 		j := claim()
-		st, err := s.Fail(ctx, j, inbox.JobError{Class: inbox.ClassifyHTTP(503), Code: "storage_503", Message: "upstream"})
+		st, err := s.Fail(ctx, j, inbox.JobError{Class: inbox.Retryable, Code: "storage_503", Message: "upstream"})
 		if err != nil || st != "queued" {
 			t.Fatalf("fail 503: %s %v", st, err)
 		}
@@ -226,7 +226,7 @@ func TestRetryPolicy(t *testing.T) {
 		clk.Add(time.Second)
 		// Attempt 2: 429 -> the larger bucket (>= 1 minute).
 		j = claim()
-		if st, _ := s.Fail(ctx, j, inbox.JobError{Class: inbox.ClassifyHTTP(429), Code: "rate_limited", Message: "slow"}); st != "queued" {
+		if st, _ := s.Fail(ctx, j, inbox.JobError{Class: inbox.RateLimited, Code: "rate_limited", Message: "slow"}); st != "queued" {
 			t.Fatalf("fail 429: %s", st)
 		}
 		v, _ = s.Get(ctx, id)
@@ -262,7 +262,7 @@ func TestRetryPolicy(t *testing.T) {
 		if j.ID != id2 {
 			t.Fatal("wrong job")
 		}
-		if st, _ := s.Fail(ctx, j, inbox.JobError{Class: inbox.ClassifyHTTP(400), Code: "bad_media", Message: "no audio"}); st != "failed" {
+		if st, _ := s.Fail(ctx, j, inbox.JobError{Class: inbox.Permanent, Code: "bad_media", Message: "no audio"}); st != "failed" {
 			t.Fatalf("permanent: %s", st)
 		}
 	})

@@ -152,6 +152,11 @@ func TestReclaimAfterExpiryAndStaleWrites(t *testing.T) {
 			t.Fatal("heartbeat did not extend the lease")
 		}
 		clk.Add(2 * time.Second)
+		// The expired job is requeued with backoff (at least its base)...
+		if b, _ := s.Claim(ctx, "B", 1, 30*time.Second); len(b) != 0 {
+			t.Fatal("B claimed an expired job before its backoff")
+		}
+		clk.Add(inbox.DefaultPolicy().Backoff.Cap)
 		b, err := s.Claim(ctx, "B", 1, 30*time.Second)
 		if err != nil || len(b) != 1 {
 			t.Fatalf("B reclaim: %v %d", err, len(b))
@@ -217,7 +222,7 @@ func TestRetryPolicy(t *testing.T) {
 			t.Fatalf("fail 503: %s %v", st, err)
 		}
 		v, _ := s.Get(ctx, id)
-		if d := v.NextAttemptAt.Sub(clk.Now()); d <= 0 || d >= time.Second {
+		if d := v.NextAttemptAt.Sub(s.Now()); d <= 0 || d >= time.Second {
 			t.Fatalf("retry delay %s", d)
 		}
 		if js, _ := s.Claim(ctx, "w", 1, time.Minute); len(js) != 0 {
@@ -230,7 +235,7 @@ func TestRetryPolicy(t *testing.T) {
 			t.Fatalf("fail 429: %s", st)
 		}
 		v, _ = s.Get(ctx, id)
-		if d := v.NextAttemptAt.Sub(clk.Now()); d < time.Minute {
+		if d := v.NextAttemptAt.Sub(s.Now()); d < time.Minute {
 			t.Fatalf("429 delay %s not in the larger bucket", d)
 		}
 		clk.Add(time.Hour)
@@ -281,6 +286,12 @@ func TestLeaseExpiryExhaustsToDeadLetter(t *testing.T) {
 				t.Fatalf("claim %d", i)
 			}
 			clk.Add(2 * time.Second)
+			if i == 0 {
+				if n, err := s.Queue().Reclaim(ctx, 10); err != nil || n != 1 {
+					t.Fatalf("reclaim: %d %v", n, err)
+				}
+				clk.Add(pol.Backoff.Cap) // the requeue's backoff
+			}
 		}
 		if n, err := s.Queue().Reclaim(ctx, 10); err != nil || n != 1 {
 			t.Fatalf("reclaim: %d %v", n, err)
@@ -353,6 +364,8 @@ func TestNoJobLostOrFinishedTwice(t *testing.T) {
 		ctx := context.Background()
 		pol := inbox.DefaultPolicy()
 		pol.MaxAttempts = 100
+		// Abandoned leases are requeued with backoff: keep it short here.
+		pol.Backoff = lease.Backoff{Base: 10 * time.Millisecond, Cap: 50 * time.Millisecond}
 		s := inbox.New(db, testKeys(t), pol)
 		const jobs = 60
 		enqueue(t, s, addRequester(t, db), jobs)

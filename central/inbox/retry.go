@@ -56,5 +56,12 @@ func (p Policy) Delay(c Class, attempt int) time.Duration {
 		}
 		return d
 	}
+	if c == leaseExpired {
+		// A worker that vanished may have been killed by the job itself:
+		// requeue no sooner than the backoff base, plus the retryable
+		// jitter, so a poison job cannot cycle through the fleet at the
+		// pace of the lease TTL.
+		return min(p.Backoff.Base+p.Backoff.Delay(attempt), p.Backoff.Cap)
+	}
 	return p.Backoff.Delay(attempt)
 }

@@ -215,9 +215,9 @@ var failurePlan = map[Class]map[bool]decision{
 	Retryable:   {false: {path: []string{schema.StatusQueued}, retry: true}, true: {path: []string{schema.StatusFailed, schema.StatusDeadLetter}}},
 	RateLimited: {false: {path: []string{schema.StatusQueued}, retry: true}, true: {path: []string{schema.StatusFailed, schema.StatusDeadLetter}}},
 	AuthExpired: {false: {path: []string{schema.StatusQueued}, retry: true}, true: {path: []string{schema.StatusFailed, schema.StatusDeadLetter}}},
-	// An expired lease (crashed or partitioned worker) is claimable again at
-	// once: the lease TTL was the wait.
-	leaseExpired: {false: {path: []string{schema.StatusQueued}}, true: {path: []string{schema.StatusFailed, schema.StatusDeadLetter}}},
+	// An expired lease (crashed or partitioned worker, or a job that kills
+	// its worker) waits like a retryable failure, with a floor (Policy.Delay).
+	leaseExpired: {false: {path: []string{schema.StatusQueued}, retry: true}, true: {path: []string{schema.StatusFailed, schema.StatusDeadLetter}}},
 }
 
 // leaseExpired classifies the attempt of a worker whose lease ran out.

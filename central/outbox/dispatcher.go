@@ -233,14 +233,14 @@ func (d *Dispatcher) deliver(ctx context.Context, e *Event) error {
 		if err := d.record(d.store.DeliveredOp(e, o.StatusCode)); err != nil {
 			return err
 		}
-		d.metrics.Lag.Observe(d.now().Sub(e.CreatedAt).Seconds())
+		d.metrics.Lag.Observe(d.store.Now().Sub(e.CreatedAt).Seconds())
 		d.log.Debug("outbox event delivered", "event_id", e.ID, "job_id", e.JobID, "sequence", e.Sequence, "attempt", e.Attempt, "status_code", o.StatusCode)
 		d.Wake() // the job's next event may be waiting for this one
 		return nil
 	case DeadLetter:
 		return d.deadLetter(rec, e, o)
 	}
-	if e.Attempt >= d.cfg.MaxAttempts || d.now().Sub(e.AgeFrom) >= d.cfg.MaxAge {
+	if e.Attempt >= d.cfg.MaxAttempts || d.store.Now().Sub(e.AgeFrom) >= d.cfg.MaxAge {
 		o.Reason = daemon.CapMessage("retries exhausted: " + o.Reason)
 		return d.deadLetter(rec, e, o)
 	}
@@ -260,7 +260,7 @@ func (d *Dispatcher) retry(ctx context.Context, e *Event, o Outcome) error {
 	}
 	d.log.Info("outbox delivery failed; will retry", "event_id", e.ID, "job_id", e.JobID, "attempt", e.Attempt,
 		"status_code", o.StatusCode, "reason", o.Reason, "retry_in", wait.String())
-	return d.record(d.store.RetryOp(e, d.now().Add(wait), o.StatusCode, o.Reason))
+	return d.record(d.store.RetryOp(e, d.store.Now().Add(wait), o.StatusCode, o.Reason))
 }
 
 func (d *Dispatcher) deadLetter(ctx context.Context, e *Event, o Outcome) error {

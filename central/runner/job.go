@@ -45,7 +45,7 @@ func (r *Runner) Process(ctx context.Context, j *inbox.Job) {
 		err = lease.Keep(ctx, r.set.LeaseTTL,
 			func(ctx context.Context) error {
 				if wd.stalled() {
-					return nil // no renewal: the work is being cancelled
+					return lease.ErrSkipped // no renewal: the work is being cancelled
 				}
 				return r.jobs.Heartbeat(ctx, j, r.set.LeaseTTL)
 			},

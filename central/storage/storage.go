@@ -252,6 +252,35 @@ func (c *Client) Upload(ctx context.Context, b Bucket, key, path, contentType st
 	return fi.Size(), nil
 }
 
+// Copy copies bucket/src to bucket/dst on the server (no bytes pass through
+// this process; objects over 5 GiB are copied in parts).
+func (c *Client) Copy(ctx context.Context, b Bucket, src, dst string, creds Credentials) error {
+	target := b.Name + "/" + dst
+	cl, err := c.s3(b, creds)
+	if err != nil {
+		return newError(ctx, "copy", target, 0, "", err)
+	}
+	_, err = cl.ComposeObject(ctx, minio.CopyDestOptions{Bucket: b.Name, Object: dst},
+		minio.CopySrcOptions{Bucket: b.Name, Object: src})
+	if err != nil {
+		return s3Error(ctx, "copy", target, err)
+	}
+	return nil
+}
+
+// Remove deletes bucket/key; a key that does not exist is not an error.
+func (c *Client) Remove(ctx context.Context, b Bucket, key string, creds Credentials) error {
+	target := b.Name + "/" + key
+	cl, err := c.s3(b, creds)
+	if err != nil {
+		return newError(ctx, "remove", target, 0, "", err)
+	}
+	if err := cl.RemoveObject(ctx, b.Name, key, minio.RemoveObjectOptions{}); err != nil {
+		return s3Error(ctx, "remove", target, err)
+	}
+	return nil
+}
+
 // ObjectKey joins the output prefix and a file name with exactly one "/".
 func ObjectKey(prefix, name string) string {
 	prefix = strings.TrimRight(prefix, "/")

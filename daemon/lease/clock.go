@@ -21,7 +21,7 @@ type dbClock struct {
 
 // Time is the current time by the database's clock: this process's clock
 // (Queue.Now, or time.Now) corrected by the offset to the database clock,
-// measured on first use and every ClockResync. Every lease time the queue
+// measured on first use and every ClockResync (once only with a fake Now). Every lease time the queue
 // writes (lease_expires_at, heartbeat_at, the ready time a claim compares)
 // and every expiry it judges come from it, so pods whose clocks disagree
 // still agree on when a lease ends: a pod whose clock runs ahead cannot
@@ -35,7 +35,9 @@ func (q *Queue) Time() time.Time {
 	c := &q.clock
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.synced || time.Since(c.syncedAt) >= ClockResync {
+	// A fake Now (tests) is measured once: re-measuring would undo the time
+	// the test moved it forward.
+	if !c.synced || (q.Now == nil && time.Since(c.syncedAt) >= ClockResync) {
 		before := q.local()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		db, err := q.DB.Clock(ctx)

@@ -111,3 +111,44 @@ func TestOlderAttemptCannotOverwriteOutputs(t *testing.T) {
 		}
 	})
 }
+
+// TestRunnerFencesItselfWithoutTheDatabase: a runner whose heartbeats stop
+// reaching the database (errors, not stale answers) stops its own attempt
+// once it has not renewed the lease for a lease TTL: ffmpeg is killed, no
+// output object is written, and the attempt is abandoned as a lost lease
+// for the next owner.
+func TestRunnerFencesItselfWithoutTheDatabase(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *env) {
+		const ttl = 900 * time.Millisecond
+		e.putWAV("in/long.wav", 240)
+		id := e.enqueue("in/long.wav", []inbox.Rendition{{Name: "slow", Codec: "flac", SampleRateHz: 96000}}, nil)
+		jobs := &partitioned{Store: e.inbox}
+		r := e.runnerOptions(func(s *runner.Settings) { s.LeaseTTL = ttl }, func(o *runner.Options) { o.Jobs = jobs })
+		done := make(chan struct{})
+		go func() { defer close(done); _, _ = r.RunOnce(context.Background()) }()
+		waitStatus(t, e, id, schema.StatusProcessing, 20*time.Second)
+		waitFor(t, 10*time.Second, "ffmpeg running in the scratch dir", func() bool { return len(processesUsing(e.tmp)) > 0 })
+		cut := time.Now()
+		jobs.down.Store(true)
+		select {
+		case <-done:
+		case <-time.After(ttl + 5*time.Second):
+			t.Fatalf("runner still working %v after losing the database (lease TTL %v)", time.Since(cut), ttl)
+		}
+		// At most a TTL after the last renewal that succeeded, which was
+		// before the cut; scheduling slack on a loaded machine.
+		if d := time.Since(cut); d > ttl+2*time.Second {
+			t.Fatalf("runner stopped %v after the cut, lease TTL %v", d, ttl)
+		}
+		if ps := processesUsing(e.tmp); len(ps) > 0 {
+			t.Fatalf("ffmpeg still running: %v", ps)
+		}
+		for obj := range e.s3.Client.ListObjects(context.Background(), e.s3.Name, minio.ListObjectsOptions{Prefix: "out/" + id + "/", Recursive: true}) {
+			t.Fatalf("object written by a fenced attempt: %s %v", obj.Key, obj.Err)
+		}
+		if v := e.view(id); v.Status != schema.StatusProcessing || v.ClaimVersion != 1 {
+			t.Fatalf("the fenced runner wrote to the job: %s v%d", v.Status, v.ClaimVersion)
+		}
+		e.scratchEmpty()
+	})
+}

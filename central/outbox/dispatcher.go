@@ -196,7 +196,7 @@ func (d *Dispatcher) handle(ctx context.Context, e *Event, sends chan struct{}) 
 		}))
 	if err != nil {
 		if errors.Is(err, lease.ErrStale) {
-			d.log.Warn("outbox lease lost; another dispatcher owns the event", "event_id", e.ID, "job_id", e.JobID)
+			d.log.Warn("outbox lease lost or not renewed in time; left to the dispatcher that reclaims it", "event_id", e.ID, "job_id", e.JobID, "err", err)
 			return
 		}
 		d.log.Warn("outbox delivery not recorded; the lease will expire and the event will be retried",

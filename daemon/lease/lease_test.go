@@ -31,6 +31,28 @@ func TestBackoffFullJitter(t *testing.T) {
 	require.Equal(t, 2*time.Second, fixed.Delay(3))
 }
 
+// TestBackoffLargerHasAFloor: the larger bucket waits in [Ceiling(n),
+// Ceiling(n+2)), never below the longest regular wait of the same retry,
+// never above Cap, whatever the jitter draws.
+func TestBackoffLargerHasAFloor(t *testing.T) {
+	for _, tc := range []struct {
+		n      int
+		r      float64
+		lo, hi time.Duration
+	}{
+		{1, 0, time.Second, time.Second},
+		{1, 0.999, time.Second, 4 * time.Second},
+		{3, 0, 4 * time.Second, 4 * time.Second},
+		{3, 0.5, 10 * time.Second, 10 * time.Second},
+		{9, 0.999, 30 * time.Second, 30 * time.Second},
+	} {
+		b := Backoff{Base: time.Second, Cap: 30 * time.Second, Rand: func() float64 { return tc.r }}
+		d := b.Larger(tc.n)
+		require.GreaterOrEqual(t, d, tc.lo, "n=%d r=%v", tc.n, tc.r)
+		require.LessOrEqual(t, d, tc.hi, "n=%d r=%v", tc.n, tc.r)
+	}
+}
+
 var machine = Transitions{
 	Machine:  "test",
 	Terminal: []string{"done"},

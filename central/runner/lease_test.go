@@ -99,12 +99,14 @@ func reclaimedOn(t *testing.T, e *env, j *inbox.Job) *inbox.Job {
 }
 
 // TestHeartbeatKeepsLease: two runner loops share one database and the
-// lease is 300 ms while the job takes several lease lengths. Only the
+// lease is 600 ms while the job takes several lease lengths (a runner that
+// cannot renew within a TTL fences itself, so the lease leaves room for a
+// renewal delayed by a loaded machine). Only the
 // heartbeat keeps the other runner from reclaiming it: the job succeeds on
 // its first claim (attempt_count 1, claim_version 1, one claimed event).
 func TestHeartbeatKeepsLease(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *env) {
-		const ttl = 300 * time.Millisecond
+		const ttl = 600 * time.Millisecond
 		e.putWAV("in/long.wav", 240)
 		id := e.enqueue("in/long.wav", []inbox.Rendition{
 			{Name: "opus", Codec: "opus", BitrateKbps: 128},

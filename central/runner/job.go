@@ -165,7 +165,7 @@ func (r *Runner) execute(ctx context.Context, j *inbox.Job, dir string, log *slo
 			_, err := r.store.Upload(ctx, bucket, tmp, o.path, o.rend.ContentType(), s3Creds(&c.Output), sent)
 			return err
 		})
-		stagedOuts = append(stagedOuts, staged{tmp: tmp, final: key})
+		stagedOuts = append(stagedOuts, staged{tmp: tmp, final: key, path: o.path, contentType: o.rend.ContentType()})
 		if err != nil {
 			return err
 		}

@@ -35,21 +35,38 @@ func attemptKey(prefix string, version int64, name string) string {
 	return storage.ObjectKey(prefix, fmt.Sprintf(".euterpe-attempt-%d/%s", version, name))
 }
 
-// staged is one uploaded output waiting for promotion.
-type staged struct{ tmp, final string }
+// staged is one uploaded output waiting for promotion, with the local
+// file it came from.
+type staged struct{ tmp, final, path, contentType string }
 
 // promote copies every staged output to its final key, each copy fenced.
 func (r *Runner) promote(ctx context.Context, j *inbox.Job, wd *watchdog, b storage.Bucket, outs []staged) error {
+	progress := storage.OnProgress(func(n int) {
+		if n > 0 {
+			wd.touch()
+		}
+	})
 	for _, o := range outs {
 		sent := time.Now()
 		if err := r.jobs.Heartbeat(ctx, j, r.set.LeaseTTL); err != nil {
 			return fmt.Errorf("fence before promoting %s: %w", o.final, err)
 		}
-		cctx, cancel := context.WithDeadline(ctx, sent.Add(r.set.LeaseTTL))
-		err := r.withRefresh(cctx, j, wd, "upload", func(c credentials.Storage) error {
-			return r.store.Copy(cctx, b, o.tmp, o.final, s3Creds(&c.Output))
+		err := r.withRefresh(ctx, j, wd, "upload", func(c credentials.Storage) error {
+			cr := s3Creds(&c.Output)
+			// The copy is one short request: it must land within a lease TTL
+			// of the fence.
+			cctx, cancel := context.WithDeadline(ctx, sent.Add(r.set.LeaseTTL))
+			err := r.store.Copy(cctx, b, o.tmp, o.final, cr)
+			cancel()
+			if cl, ok := storage.ClassOf(err); ok && cl == storage.Auth && ctx.Err() == nil {
+				// Output credentials may be write-only (contract §7 scopes
+				// them to writing the prefix), and a copy reads its source:
+				// send the local file again instead. A long upload stays
+				// bounded by the lease: ctx ends when renewals stop.
+				_, err = r.store.Upload(ctx, b, o.final, o.path, o.contentType, cr, progress)
+			}
+			return err
 		})
-		cancel()
 		if err != nil {
 			return err
 		}

@@ -152,3 +152,44 @@ func TestRunnerFencesItselfWithoutTheDatabase(t *testing.T) {
 		e.scratchEmpty()
 	})
 }
+
+// TestWriteOnlyOutputCredentials: output credentials that may write the
+// prefix but not read it (a server-side copy reads its source: 403) still
+// promote staged outputs, by sending the local file to the final key; the
+// job succeeds without a refresh and every stored object matches its
+// checksum.
+func TestWriteOnlyOutputCredentials(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		e.putWAV("in/a.wav", 2)
+		id := e.enqueue("in/a.wav", []inbox.Rendition{{Name: "a", Codec: "opus"}, {Name: "b", Codec: "mp3"}}, nil)
+		e.proxy.DenyCopies(true)
+		v := e.drive(e.runner(nil), id, 60*time.Second)
+		if v.Status != schema.StatusSucceeded || v.AttemptCount != 1 || v.CredentialVersion != 1 {
+			t.Fatalf("status %s attempts %d cv %d err %+v", v.Status, v.AttemptCount, v.CredentialVersion, v.LastError)
+		}
+		if e.proxy.Copies() == 0 {
+			t.Fatal("no server-side copy was tried")
+		}
+		outs := e.outputs(v)
+		for _, o := range outs {
+			local := filepath.Join(t.TempDir(), "got")
+			if err := e.s3.Client.FGetObject(ctx, o.Bucket, o.Key, local, minio.GetObjectOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if got := fileSHA256(t, local); got != o.Checksum {
+				t.Fatalf("%s: stored %s, recorded %s", o.Key, got, o.Checksum)
+			}
+		}
+		n := 0
+		for obj := range e.s3.Client.ListObjects(ctx, e.s3.Name, minio.ListObjectsOptions{Prefix: "out/" + id + "/", Recursive: true}) {
+			if obj.Err != nil || strings.Contains(obj.Key, ".euterpe-attempt-") {
+				t.Fatalf("left behind: %s %v", obj.Key, obj.Err)
+			}
+			n++
+		}
+		if n != len(outs) {
+			t.Fatalf("%d objects under the prefix, %d outputs", n, len(outs))
+		}
+	})
+}

@@ -25,18 +25,18 @@ func TestUpdateCredentialsRechecksInTheWrite(t *testing.T) {
 		ids := enqueue(t, s, req, 2)
 		creds := credentials.Storage{Output: credentials.S3{AccessKeyID: "a", SecretAccessKey: "new"}}
 		cases := []struct {
-			name    string
-			id      string
-			meant   string
-			want    error
-			version int
+			name      string
+			id        string
+			meanwhile string
+			want      error
+			version   int
 		}{
 			{"finished meanwhile", ids[0], `UPDATE inbox_jobs SET status = 'dead_letter', finished_at = 1 WHERE id = ?`, inbox.ErrFinished, 1},
 			{"updated meanwhile", ids[1], `UPDATE inbox_jobs SET credential_version = credential_version + 1 WHERE id = ?`, inbox.ErrCredentialConflict, 2},
 		}
 		for _, tc := range cases {
 			s.BetweenCredentialReadAndWrite(func(ctx context.Context, tx *sql.Tx) error {
-				_, err := tx.ExecContext(ctx, db.Rebind(tc.meant), tc.id)
+				_, err := tx.ExecContext(ctx, db.Rebind(tc.meanwhile), tc.id)
 				return err
 			})
 			_, err := s.UpdateCredentials(ctx, tc.id, req, creds)

@@ -105,6 +105,10 @@ func (a *API) updateCredentials(c echo.Context) error {
 		return daemon.Errorf(http.StatusForbidden, "forbidden", "job %s belongs to another requester", id)
 	case errors.Is(err, inbox.ErrFinished):
 		return daemon.Errorf(http.StatusConflict, "job_finished", "job %s has finished; its credentials can no longer change", id)
+	case errors.Is(err, inbox.ErrCredentialConflict):
+		// Two answers raced; the first committed. Re-reading the status
+		// shows the version it set; resending is safe.
+		return daemon.Errorf(http.StatusConflict, "credentials_conflict", "job %s: credentials were updated concurrently; retry", id)
 	case err != nil:
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -142,6 +143,84 @@ func TestUpdateCredentials(t *testing.T) {
 		}
 		if bytes.Contains([]byte(logs.String()), []byte(planted)) {
 			t.Fatal("log leaks the secret")
+		}
+	})
+}
+
+// TestConcurrentCredentialUpdates: many PUTs for one job at once each
+// answer 200 or 409 credentials_conflict (never 500); every 200 carries a
+// distinct version and the final version counts exactly the 200s.
+func TestConcurrentCredentialUpdates(t *testing.T) {
+	sqltest.Each(t, []sqldb.Migrations{schema.Migrations()}, func(t *testing.T, db *sqldb.DB) {
+		ctx := context.Background()
+		keys, err := credentials.ParseKeyring("k1:"+credentials.NewKey(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := inbox.New(db, keys, inbox.DefaultPolicy())
+		reqs := requesters.New(db, keys)
+		owner, _ := reqs.Create(ctx, "owner")
+		log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+		e := daemon.NewEcho(log)
+		api.New(api.Config{DB: db, Inbox: in, Requesters: reqs, Idempotency: idempotency.New(db, time.Hour, time.Now), Log: log}).Mount(e)
+		srv := httptest.NewServer(e)
+		defer srv.Close()
+		id := uuid.NewString()
+		err = in.Enqueue(ctx, inbox.NewJob{ID: id, RequesterID: owner.RequesterID,
+			Source: inbox.Source{Bucket: "in", Key: "k"}, Output: inbox.Output{Bucket: "out", Prefix: "p/"},
+			Renditions:  []inbox.Rendition{{Name: "o", Codec: "opus"}},
+			Credentials: credentials.Storage{Source: &credentials.S3{AccessKeyID: "a", SecretAccessKey: "old"}, Output: credentials.S3{AccessKeyID: "a", SecretAccessKey: "old"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := `{"source":{"credentials":{"access_key_id":"a","secret_access_key":"s"}},"output":{"credentials":{"access_key_id":"a","secret_access_key":"s"}}}`
+		const n = 24
+		type answer struct {
+			status int
+			body   string
+		}
+		answers := make(chan answer, n)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				req, _ := http.NewRequest(http.MethodPut, srv.URL+"/transcode/credentials?job_id="+id, strings.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+owner.APIKey)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				answers <- answer{resp.StatusCode, string(b)}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		close(answers)
+		versions := map[int]bool{}
+		for a := range answers {
+			switch a.status {
+			case http.StatusOK:
+				var got api.CredentialsUpdated
+				if err := json.Unmarshal([]byte(a.body), &got); err != nil || versions[got.CredentialVersion] {
+					t.Fatalf("200 %s: duplicate or unreadable version", a.body)
+				}
+				versions[got.CredentialVersion] = true
+			case http.StatusConflict:
+				if !strings.Contains(a.body, `"credentials_conflict"`) {
+					t.Fatalf("409 %s", a.body)
+				}
+			default:
+				t.Fatalf("HTTP %d %s", a.status, a.body)
+			}
+		}
+		if v, err := in.CredentialVersion(ctx, id); err != nil || v != 1+len(versions) {
+			t.Fatalf("final version %d with %d successful updates (%v)", v, len(versions), err)
 		}
 	})
 }

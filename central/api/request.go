@@ -262,8 +262,9 @@ func stripURL(v string) string {
 }
 
 // canonical is the request as hashed for idempotency: every field except
-// credentials and the signed URL's query (authorization material that a
-// retry may legitimately renew), in a fixed order.
+// credentials and the signature parameters of a signed source URL
+// (authorization material that a retry may legitimately renew;
+// hashableURL says which), in a fixed order.
 func (r *TranscodeRequest) canonical() []byte {
 	c := struct {
 		Source           inbox.Source      `json:"source"`
@@ -273,7 +274,7 @@ func (r *TranscodeRequest) canonical() []byte {
 		RefreshURL       string            `json:"refresh_url"`
 		Metadata         json.RawMessage   `json:"metadata,omitempty"`
 	}{
-		Source:           r.source(),
+		Source:           r.hashedSource(),
 		Output:           inbox.Output{Bucket: r.Output.Bucket, Prefix: r.Output.Prefix, Endpoint: r.Output.Endpoint, Region: r.Output.Region},
 		Renditions:       r.Renditions,
 		StatusWebhookURL: r.StatusWebhookURL,
@@ -294,6 +295,14 @@ func (r *TranscodeRequest) source() inbox.Source {
 		return inbox.Source{URL: stripURL(r.Source.URL)}
 	}
 	return inbox.Source{Bucket: r.Source.Bucket, Key: r.Source.Key, Endpoint: r.Source.Endpoint, Region: r.Source.Region}
+}
+
+// hashedSource is the source as the idempotency hash covers it.
+func (r *TranscodeRequest) hashedSource() inbox.Source {
+	if r.Source.URL != "" {
+		return inbox.Source{URL: hashableURL(r.Source.URL)}
+	}
+	return r.source()
 }
 
 func (r *TranscodeRequest) secrets() credentials.Storage {

@@ -50,9 +50,10 @@ func (s *Store) SucceedMany(ctx context.Context, jobs []*Job, outputs []OutputFi
 	if err != nil {
 		return nil, fmt.Errorf("inbox: outputs: %w", err)
 	}
+	var cs []*lease.Claim
 	err = s.db.Tx(ctx, func(tx *sql.Tx) error {
 		now := s.now()
-		cs := make([]*lease.Claim, len(jobs))
+		cs = make([]*lease.Claim, len(jobs))
 		for i, j := range jobs {
 			c := j.claim()
 			cs[i] = &c
@@ -85,18 +86,20 @@ func (s *Store) SucceedMany(ctx context.Context, jobs []*Job, outputs []OutputFi
 				prev = to
 			}
 		}
-		if err := insertEvents(ctx, s.db, tx, evs); err != nil {
-			return err
-		}
-		for i, j := range jobs {
-			if !staleSet[cs[i]] {
-				j.setClaim(*cs[i])
-			}
-		}
-		return nil
+		return insertEvents(ctx, s.db, tx, evs)
 	})
 	if err != nil {
 		return nil, err
+	}
+	// Only a committed move changes the jobs' claims (see Store.write).
+	staleSet := make(map[*Job]bool, len(stale))
+	for _, j := range stale {
+		staleSet[j] = true
+	}
+	for i, j := range jobs {
+		if !staleSet[j] {
+			j.commitClaim(*cs[i])
+		}
 	}
 	s.notify()
 	return stale, nil

@@ -152,6 +152,11 @@ func TestReclaimAfterExpiryAndStaleWrites(t *testing.T) {
 			t.Fatal("heartbeat did not extend the lease")
 		}
 		clk.Add(2 * time.Second)
+		// The expired job is requeued with backoff (at least its base)...
+		if b, _ := s.Claim(ctx, "B", 1, 30*time.Second); len(b) != 0 {
+			t.Fatal("B claimed an expired job before its backoff")
+		}
+		clk.Add(inbox.DefaultPolicy().Backoff.Cap)
 		b, err := s.Claim(ctx, "B", 1, 30*time.Second)
 		if err != nil || len(b) != 1 {
 			t.Fatalf("B reclaim: %v %d", err, len(b))
@@ -212,12 +217,12 @@ func TestRetryPolicy(t *testing.T) {
 		}
 		// Attempt 1: 503 -> queued with backoff < 1s.
 		j := claim()
-		st, err := s.Fail(ctx, j, inbox.JobError{Class: inbox.ClassifyHTTP(503), Code: "storage_503", Message: "upstream"})
+		st, err := s.Fail(ctx, j, inbox.JobError{Class: inbox.Retryable, Code: "storage_503", Message: "upstream"})
 		if err != nil || st != "queued" {
 			t.Fatalf("fail 503: %s %v", st, err)
 		}
 		v, _ := s.Get(ctx, id)
-		if d := v.NextAttemptAt.Sub(clk.Now()); d <= 0 || d >= time.Second {
+		if d := v.NextAttemptAt.Sub(s.Now()); d <= 0 || d >= time.Second {
 			t.Fatalf("retry delay %s", d)
 		}
 		if js, _ := s.Claim(ctx, "w", 1, time.Minute); len(js) != 0 {
@@ -226,11 +231,11 @@ func TestRetryPolicy(t *testing.T) {
 		clk.Add(time.Second)
 		// Attempt 2: 429 -> the larger bucket (>= 1 minute).
 		j = claim()
-		if st, _ := s.Fail(ctx, j, inbox.JobError{Class: inbox.ClassifyHTTP(429), Code: "rate_limited", Message: "slow"}); st != "queued" {
+		if st, _ := s.Fail(ctx, j, inbox.JobError{Class: inbox.RateLimited, Code: "rate_limited", Message: "slow"}); st != "queued" {
 			t.Fatalf("fail 429: %s", st)
 		}
 		v, _ = s.Get(ctx, id)
-		if d := v.NextAttemptAt.Sub(clk.Now()); d < time.Minute {
+		if d := v.NextAttemptAt.Sub(s.Now()); d < time.Minute {
 			t.Fatalf("429 delay %s not in the larger bucket", d)
 		}
 		clk.Add(time.Hour)
@@ -262,7 +267,7 @@ func TestRetryPolicy(t *testing.T) {
 		if j.ID != id2 {
 			t.Fatal("wrong job")
 		}
-		if st, _ := s.Fail(ctx, j, inbox.JobError{Class: inbox.ClassifyHTTP(400), Code: "bad_media", Message: "no audio"}); st != "failed" {
+		if st, _ := s.Fail(ctx, j, inbox.JobError{Class: inbox.Permanent, Code: "bad_media", Message: "no audio"}); st != "failed" {
 			t.Fatalf("permanent: %s", st)
 		}
 	})
@@ -281,6 +286,12 @@ func TestLeaseExpiryExhaustsToDeadLetter(t *testing.T) {
 				t.Fatalf("claim %d", i)
 			}
 			clk.Add(2 * time.Second)
+			if i == 0 {
+				if n, err := s.Queue().Reclaim(ctx, 10); err != nil || n != 1 {
+					t.Fatalf("reclaim: %d %v", n, err)
+				}
+				clk.Add(pol.Backoff.Cap) // the requeue's backoff
+			}
 		}
 		if n, err := s.Queue().Reclaim(ctx, 10); err != nil || n != 1 {
 			t.Fatalf("reclaim: %d %v", n, err)
@@ -353,6 +364,8 @@ func TestNoJobLostOrFinishedTwice(t *testing.T) {
 		ctx := context.Background()
 		pol := inbox.DefaultPolicy()
 		pol.MaxAttempts = 100
+		// Abandoned leases are requeued with backoff: keep it short here.
+		pol.Backoff = lease.Backoff{Base: 10 * time.Millisecond, Cap: 50 * time.Millisecond}
 		s := inbox.New(db, testKeys(t), pol)
 		const jobs = 60
 		enqueue(t, s, addRequester(t, db), jobs)

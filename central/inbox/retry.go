@@ -6,7 +6,9 @@ import (
 	"github.com/vesta-cx/euterpe/daemon/lease"
 )
 
-// Class is how a failure is retried.
+// Class is how a failure is retried. Which HTTP statuses of object storage
+// fall in which class is central/storage's table (storage.Class, contract
+// §5), mapped onto these classes by the runner: one table, not two.
 type Class string
 
 const (
@@ -21,27 +23,6 @@ const (
 	// Permanent failures (bad input, unsupported media) end in failed.
 	Permanent Class = "permanent"
 )
-
-// HTTPClasses maps status codes from object storage or a requester to a
-// retry class (contract §5). Codes not listed are Permanent.
-var HTTPClasses = map[int]Class{
-	401: AuthExpired,
-	403: AuthExpired,
-	423: Retryable,
-	429: RateLimited,
-	500: Retryable,
-	502: Retryable,
-	503: Retryable,
-	504: Retryable,
-}
-
-// ClassifyHTTP returns the retry class of an HTTP status.
-func ClassifyHTTP(status int) Class {
-	if c, ok := HTTPClasses[status]; ok {
-		return c
-	}
-	return Permanent
-}
 
 // Policy is the retry policy of inbox jobs. Its three counters are kept
 // apart: attempt_count (execution attempts, bumped by each claim),
@@ -74,6 +55,13 @@ func (p Policy) Delay(c Class, attempt int) time.Duration {
 			d = p.RateLimited.Cap
 		}
 		return d
+	}
+	if c == leaseExpired {
+		// A worker that vanished may have been killed by the job itself:
+		// requeue no sooner than the backoff base, plus the retryable
+		// jitter, so a poison job cannot cycle through the fleet at the
+		// pace of the lease TTL.
+		return min(p.Backoff.Base+p.Backoff.Delay(attempt), p.Backoff.Cap)
 	}
 	return p.Backoff.Delay(attempt)
 }

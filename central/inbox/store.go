@@ -24,6 +24,9 @@ type Store struct {
 	q      *lease.Queue
 
 	listeners atomic.Pointer[[]func()]
+	// credentialRace, set by tests, runs between UpdateCredentials' read
+	// and its write.
+	credentialRace func(ctx context.Context, tx *sql.Tx) error
 }
 
 // OnEvents registers fn to be called after every commit that inserted
@@ -54,7 +57,9 @@ func (s *Store) notify() {
 // Option adjusts a Store.
 type Option func(*Store)
 
-// WithClock replaces time.Now (tests).
+// WithClock replaces time.Now as this process's clock (tests). The store
+// still keeps time by the database's clock: the offset to it is measured
+// against this clock, so moving it forward moves the store's time.
 func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
 
 // New returns the inbox store. keys seals and opens job credentials.
@@ -68,12 +73,18 @@ func New(db *sqldb.DB, keys *credentials.Keyring, policy Policy, opts ...Option)
 	}
 	spec := schema.InboxLease
 	spec.Returning = jobColumns
-	s.q = &lease.Queue{DB: db, Spec: spec, Machine: Transitions, Now: s.clock, Extra: extraDest}
+	s.q = &lease.Queue{DB: db, Spec: spec, Machine: Transitions, Now: s.now, Extra: extraDest}
 	s.q.OnExpire = s.onExpire
+	// Every time the store writes or compares is the database's (the
+	// queue's Time: this process's clock corrected to the database clock),
+	// so pods with skewed clocks agree on leases, backoff and retention.
+	s.now = s.q.Time
 	return s
 }
 
-func (s *Store) clock() time.Time { return s.now() }
+// Now is the store's time: this process's clock corrected to the
+// database's (lease.Queue.Time). Every time the store writes is on it.
+func (s *Store) Now() time.Time { return s.now() }
 
 // DB is the database the store runs on.
 func (s *Store) DB() *sqldb.DB { return s.db }

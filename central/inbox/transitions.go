@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/vesta-cx/euterpe/central/schema"
 	"github.com/vesta-cx/euterpe/daemon/lease"
@@ -46,3 +47,16 @@ func CheckGuard(from, to string, attemptCount, maxAttempts int) error {
 	return &lease.TransitionError{Machine: Transitions.Machine, From: from, To: to,
 		Reason: fmt.Sprintf("guard does not hold at attempt_count %d, max_attempts %d", attemptCount, maxAttempts)}
 }
+
+// terminalList is Transitions.Terminal as an SQL list of literals, for
+// statements that must not touch a finished job.
+var terminalList = func() string {
+	var b strings.Builder
+	for i, s := range Transitions.Terminal {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("'" + s + "'")
+	}
+	return b.String()
+}()

@@ -19,6 +19,10 @@ var ErrForbidden = errors.New("inbox: job belongs to another requester")
 // ErrFinished is returned when a finished job's credentials are updated.
 var ErrFinished = errors.New("inbox: job already finished")
 
+// ErrCredentialConflict is returned when another update of a job's
+// credentials committed between this one's read and its write.
+var ErrCredentialConflict = errors.New("inbox: job credentials changed concurrently")
+
 // ErrPruned is returned for a job whose details were removed by retention.
 var ErrPruned = errors.New("inbox: job pruned by retention")
 
@@ -152,11 +156,13 @@ func (j *Job) claim() lease.Claim {
 	return j.Claim
 }
 
-// setClaim stores c as j's claim under its lock.
-func (j *Job) setClaim(c lease.Claim) {
+// commitClaim stores what a committed write changed of j's claim (status,
+// sequence, fencing version, attempt), keeping the lease expiry a
+// concurrent heartbeat may have extended meanwhile.
+func (j *Job) commitClaim(c lease.Claim) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.Claim = c
+	j.Status, j.Seq, j.Version, j.Attempt = c.Status, c.Seq, c.Version, c.Attempt
 }
 
 // Snapshot returns a copy of the claim (status, version, sequence, lease

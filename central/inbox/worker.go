@@ -77,23 +77,17 @@ func (s *Store) Advance(ctx context.Context, j *Job, to string) error {
 	if Transitions.IsTerminal(to) || to == schema.StatusQueued {
 		return &lease.TransitionError{Machine: Transitions.Machine, From: j.Status, To: to}
 	}
-	return s.afterEvents(s.db.Tx(ctx, func(tx *sql.Tx) error {
-		now := s.now()
-		c := j.claim()
+	return s.afterEvents(s.write(ctx, j, func(tx *sql.Tx, c *lease.Claim, now time.Time) error {
 		from := c.Status
 		extra := ""
 		var args []any
 		if to == schema.StatusFetching {
 			extra, args = "started_at = COALESCE(started_at, ?)", []any{sqldb.Micros(now)}
 		}
-		if err := s.move(ctx, tx, j, &c, to, now, extra, args...); err != nil {
+		if err := s.move(ctx, tx, j, c, to, now, extra, args...); err != nil {
 			return err
 		}
-		if err := insertEvents(ctx, s.db, tx, []Event{transition(j, from, to, c.Seq, now)}); err != nil {
-			return err
-		}
-		j.setClaim(c)
-		return nil
+		return insertEvents(ctx, s.db, tx, []Event{transition(j, from, to, c.Seq, now)})
 	}))
 }
 
@@ -103,22 +97,16 @@ func (s *Store) Succeed(ctx context.Context, j *Job, outputs []OutputFile) error
 	if err != nil {
 		return fmt.Errorf("inbox: outputs: %w", err)
 	}
-	return s.afterEvents(s.db.Tx(ctx, func(tx *sql.Tx) error {
-		now := s.now()
-		c := j.claim()
+	return s.afterEvents(s.write(ctx, j, func(tx *sql.Tx, c *lease.Claim, now time.Time) error {
 		from := c.Status
-		if err := s.move(ctx, tx, j, &c, schema.StatusSucceeded, now,
+		if err := s.move(ctx, tx, j, c, schema.StatusSucceeded, now,
 			"outputs = ?, finished_at = ?, lease_expires_at = NULL, error_code = NULL, last_error = NULL",
 			string(out), sqldb.Micros(now)); err != nil {
 			return err
 		}
 		ev := transition(j, from, schema.StatusSucceeded, c.Seq, now)
 		ev.Outputs = out
-		if err := insertEvents(ctx, s.db, tx, []Event{ev}); err != nil {
-			return err
-		}
-		j.setClaim(c)
-		return nil
+		return insertEvents(ctx, s.db, tx, []Event{ev})
 	}))
 }
 
@@ -134,17 +122,15 @@ func (s *Store) Fail(ctx context.Context, j *Job, jerr JobError) (string, error)
 		jerr.Code = string(jerr.Class)
 	}
 	var final string
-	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
-		c := j.claim()
-		st, err := s.fail(ctx, tx, j, &c, jerr, s.now())
-		if err != nil {
-			return err
-		}
-		j.setClaim(c)
+	err := s.write(ctx, j, func(tx *sql.Tx, c *lease.Claim, now time.Time) error {
+		st, err := s.fail(ctx, tx, j, c, jerr, now)
 		final = st
-		return nil
+		return err
 	})
-	return final, s.afterEvents(err)
+	if err != nil {
+		return "", err
+	}
+	return final, s.afterEvents(nil)
 }
 
 // Release gives j back to the queue without counting it as a failure, for
@@ -166,9 +152,7 @@ func (s *Store) ReleaseError(ctx context.Context, j *Job, jerr JobError) error {
 }
 
 func (s *Store) release(ctx context.Context, j *Job, jerr *JobError) error {
-	return s.afterEvents(s.db.Tx(ctx, func(tx *sql.Tx) error {
-		now := s.now()
-		c := j.claim()
+	return s.afterEvents(s.write(ctx, j, func(tx *sql.Tx, c *lease.Claim, now time.Time) error {
 		from := c.Status
 		set := "worker_id = NULL, lease_expires_at = NULL, next_attempt_at = ?, attempt_count = attempt_count - 1"
 		args := []any{sqldb.Micros(now)}
@@ -176,15 +160,30 @@ func (s *Store) release(ctx context.Context, j *Job, jerr *JobError) error {
 			set += ", error_code = ?, last_error = ?"
 			args = append(args, jerr.Code, jerr.Message)
 		}
-		if err := s.move(ctx, tx, j, &c, schema.StatusQueued, now, set, args...); err != nil {
+		if err := s.move(ctx, tx, j, c, schema.StatusQueued, now, set, args...); err != nil {
 			return err
 		}
-		if err := insertEvents(ctx, s.db, tx, []Event{transition(j, from, schema.StatusQueued, c.Seq, now)}); err != nil {
-			return err
-		}
-		j.setClaim(c)
-		return nil
+		return insertEvents(ctx, s.db, tx, []Event{transition(j, from, schema.StatusQueued, c.Seq, now)})
 	}))
+}
+
+// write runs fn in one transaction on a copy of j's claim, and makes the
+// copy j's claim only once the transaction has committed. A failed commit
+// (or a rolled-back fn) leaves j as it was, so the executor's retry of the
+// same write is fenced on what the row still holds instead of being told
+// its claim is stale; and on Postgres, where DB.Tx re-runs fn after a
+// serialization failure, each run starts from the committed claim.
+func (s *Store) write(ctx context.Context, j *Job, fn func(tx *sql.Tx, c *lease.Claim, now time.Time) error) error {
+	var c lease.Claim
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		c = j.claim()
+		return fn(tx, &c, s.now())
+	})
+	if err != nil {
+		return err
+	}
+	j.commitClaim(c)
+	return nil
 }
 
 // move applies one transition of j (claim c) inside tx. Every single-job
@@ -216,9 +215,9 @@ var failurePlan = map[Class]map[bool]decision{
 	Retryable:   {false: {path: []string{schema.StatusQueued}, retry: true}, true: {path: []string{schema.StatusFailed, schema.StatusDeadLetter}}},
 	RateLimited: {false: {path: []string{schema.StatusQueued}, retry: true}, true: {path: []string{schema.StatusFailed, schema.StatusDeadLetter}}},
 	AuthExpired: {false: {path: []string{schema.StatusQueued}, retry: true}, true: {path: []string{schema.StatusFailed, schema.StatusDeadLetter}}},
-	// An expired lease (crashed or partitioned worker) is claimable again at
-	// once: the lease TTL was the wait.
-	leaseExpired: {false: {path: []string{schema.StatusQueued}}, true: {path: []string{schema.StatusFailed, schema.StatusDeadLetter}}},
+	// An expired lease (crashed or partitioned worker, or a job that kills
+	// its worker) waits like a retryable failure, with a floor (Policy.Delay).
+	leaseExpired: {false: {path: []string{schema.StatusQueued}, retry: true}, true: {path: []string{schema.StatusFailed, schema.StatusDeadLetter}}},
 }
 
 // leaseExpired classifies the attempt of a worker whose lease ran out.
@@ -346,9 +345,7 @@ func (s *Store) Progress(ctx context.Context, j *Job, percent int) error {
 	if percent > 100 {
 		percent = 100
 	}
-	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
-		now := s.now()
-		c := j.claim()
+	err := s.write(ctx, j, func(tx *sql.Tx, c *lease.Claim, now time.Time) error {
 		var seq int64
 		err := tx.QueryRowContext(ctx, s.db.Rebind(`UPDATE inbox_jobs SET event_seq = event_seq + 1, updated_at = ?
 			WHERE id = ? AND claim_version = ? AND status = ? RETURNING event_seq`),
@@ -361,12 +358,8 @@ func (s *Store) Progress(ctx context.Context, j *Job, percent int) error {
 		}
 		ev := transition(j, c.Status, c.Status, seq, now)
 		ev.Progress = &percent
-		if err := insertEvents(ctx, s.db, tx, []Event{ev}); err != nil {
-			return err
-		}
 		c.Seq = seq
-		j.setClaim(c)
-		return nil
+		return insertEvents(ctx, s.db, tx, []Event{ev})
 	})
 	if err == nil {
 		s.notify()
@@ -403,17 +396,32 @@ func (s *Store) UpdateCredentials(ctx context.Context, jobID, requesterID string
 		if err != nil {
 			return err
 		}
+		if s.credentialRace != nil {
+			if err := s.credentialRace(ctx, tx); err != nil {
+				return err
+			}
+		}
+		// The read above may be stale by now (on Postgres another
+		// transaction can commit in between): the write re-checks both the
+		// version it sealed against and that the job is still live, and
+		// when it matches nothing, the row as it is now says why.
 		res, err := tx.ExecContext(ctx, s.db.Rebind(`UPDATE inbox_jobs SET credential_version = ?, storage_creds_encrypted = ?,
 			storage_creds_dek_wrapped = ?, storage_creds_kek_id = ?, storage_creds_encryption_version = ?, updated_at = ?
-			WHERE id = ? AND credential_version = ?`),
+			WHERE id = ? AND credential_version = ? AND status NOT IN (`+terminalList+`)`),
 			next, sealed.Ciphertext, sealed.WrappedDEK, sealed.KEKID, sealed.Version, sqldb.Micros(s.now()), jobID, cur)
 		if err != nil {
 			return err
 		}
-		if n, _ := res.RowsAffected(); n != 1 {
-			return fmt.Errorf("inbox: credentials of %s changed concurrently", jobID)
+		if n, err := res.RowsAffected(); err != nil || n == 1 {
+			return err
 		}
-		return nil
+		if err := tx.QueryRowContext(ctx, s.db.Rebind(`SELECT status FROM inbox_jobs WHERE id = ?`), jobID).Scan(&status); err != nil {
+			return err
+		}
+		if Transitions.IsTerminal(status) {
+			return ErrFinished
+		}
+		return fmt.Errorf("%w: %s", ErrCredentialConflict, jobID)
 	})
 	if err != nil {
 		return 0, err

@@ -196,7 +196,7 @@ func (d *Dispatcher) handle(ctx context.Context, e *Event, sends chan struct{}) 
 		}))
 	if err != nil {
 		if errors.Is(err, lease.ErrStale) {
-			d.log.Warn("outbox lease lost; another dispatcher owns the event", "event_id", e.ID, "job_id", e.JobID)
+			d.log.Warn("outbox lease lost or not renewed in time; left to the dispatcher that reclaims it", "event_id", e.ID, "job_id", e.JobID, "err", err)
 			return
 		}
 		d.log.Warn("outbox delivery not recorded; the lease will expire and the event will be retried",
@@ -204,35 +204,44 @@ func (d *Dispatcher) handle(ctx context.Context, e *Event, sends chan struct{}) 
 	}
 }
 
-// deliver sends one attempt and records its outcome, fenced.
+// deliver sends one attempt and records its outcome, fenced. Every failed
+// attempt, whether or not a request left (an unopenable signing secret
+// too), goes through the same attempt and age limits.
 func (d *Dispatcher) deliver(ctx context.Context, e *Event) error {
 	rec := context.WithoutCancel(ctx)
 	secrets, err := d.secrets.Secrets(ctx, e.RequesterID, d.now())
-	if errors.Is(err, ErrRequesterDisabled) {
+	var o Outcome
+	switch {
+	case errors.Is(err, ErrRequesterDisabled):
 		return d.deadLetter(rec, e, Outcome{Action: DeadLetter, Reason: "requester disabled or unknown"})
-	}
-	if err != nil {
-		return d.retry(rec, e, Outcome{Action: Retry, Reason: "signing secret unavailable"})
-	}
-	if e.URL == "" {
+	case err != nil:
+		// A removed KEK or a corrupt blob will not heal by itself: the
+		// operator has to act, so every such attempt alerts, and the event
+		// spends its attempts like any failure instead of blocking its
+		// job's later events forever.
+		o = Outcome{Action: Retry, Reason: daemon.CapMessage("signing secret unavailable: " + err.Error())}
+		d.log.Error("webhook signing secret cannot be opened", "alert", true, "event_id", e.ID, "job_id", e.JobID,
+			"requester_id", e.RequesterID, "attempt", e.Attempt, "cause", err.Error())
+	case e.URL == "":
 		return d.deadLetter(rec, e, Outcome{Action: DeadLetter, Reason: "event has no webhook URL"})
+	default:
+		o = d.send(ctx, e, secrets)
+		d.metrics.Attempts.WithLabelValues(o.Action.String()).Inc()
 	}
-	o := d.send(ctx, e, secrets)
-	d.metrics.Attempts.WithLabelValues(o.Action.String()).Inc()
 	switch o.Action {
 	case Deliver:
 		if err := d.record(d.store.DeliveredOp(e, o.StatusCode)); err != nil {
 			return err
 		}
-		d.metrics.Lag.Observe(d.now().Sub(e.CreatedAt).Seconds())
+		d.metrics.Lag.Observe(d.store.Now().Sub(e.CreatedAt).Seconds())
 		d.log.Debug("outbox event delivered", "event_id", e.ID, "job_id", e.JobID, "sequence", e.Sequence, "attempt", e.Attempt, "status_code", o.StatusCode)
 		d.Wake() // the job's next event may be waiting for this one
 		return nil
 	case DeadLetter:
 		return d.deadLetter(rec, e, o)
 	}
-	if e.Attempt >= d.cfg.MaxAttempts || d.now().Sub(e.AgeFrom) >= d.cfg.MaxAge {
-		o.Reason = "retries exhausted: " + o.Reason
+	if e.Attempt >= d.cfg.MaxAttempts || d.store.Now().Sub(e.AgeFrom) >= d.cfg.MaxAge {
+		o.Reason = daemon.CapMessage("retries exhausted: " + o.Reason)
 		return d.deadLetter(rec, e, o)
 	}
 	return d.retry(rec, e, o)
@@ -241,14 +250,17 @@ func (d *Dispatcher) deliver(ctx context.Context, e *Event) error {
 func (d *Dispatcher) retry(ctx context.Context, e *Event, o Outcome) error {
 	wait := d.backoff.Delay(e.Attempt)
 	if o.Action == RetryAfter {
-		wait = d.backoff.Delay(e.Attempt + 2) // the larger bucket (contract §5)
+		// The larger bucket (contract §5): with a floor, so a receiver
+		// asking us to slow down never gets a retry sooner than a plain
+		// failure's longest wait.
+		wait = d.backoff.Larger(e.Attempt)
 		if o.Wait > 0 {
 			wait = min(o.Wait, d.cfg.BackoffMax)
 		}
 	}
 	d.log.Info("outbox delivery failed; will retry", "event_id", e.ID, "job_id", e.JobID, "attempt", e.Attempt,
 		"status_code", o.StatusCode, "reason", o.Reason, "retry_in", wait.String())
-	return d.record(d.store.RetryOp(e, d.now().Add(wait), o.StatusCode, o.Reason))
+	return d.record(d.store.RetryOp(e, d.store.Now().Add(wait), o.StatusCode, o.Reason))
 }
 
 func (d *Dispatcher) deadLetter(ctx context.Context, e *Event, o Outcome) error {

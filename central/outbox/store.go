@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vesta-cx/euterpe/central/schema"
@@ -24,9 +25,12 @@ const inOrder = `NOT EXISTS (SELECT 1 FROM job_outbox_events e
 	  AND e.sequence < job_outbox_events.sequence
 	  AND e.status IN ('` + schema.OutboxPending + `', '` + schema.OutboxDelivering + `'))`
 
-// Event is one claimed outbox event.
+// Event is one claimed outbox event. Its claim is shared by the goroutine
+// delivering it and the one renewing its lease: mu guards the claim's
+// writes (Heartbeat's lease expiry, a committed outcome's status).
 type Event struct {
 	lease.Claim
+	mu          sync.Mutex
 	JobID       string
 	RequesterID string
 	Sequence    int64
@@ -44,7 +48,8 @@ type Store struct {
 	q  *lease.Queue
 }
 
-// NewStore returns a Store on db; now is the clock (nil: time.Now).
+// NewStore returns a Store on db; now is this process's clock (nil:
+// time.Now), corrected to the database clock by the lease queue.
 func NewStore(db *sqldb.DB, now func() time.Time) *Store {
 	spec := schema.OutboxLease
 	spec.Where = inOrder
@@ -89,12 +94,13 @@ func claimDest() []any {
 	return []any{rowScanner{r}, &r.requesterID, &r.sequence, &r.url, &r.payload, &r.created, &r.redriven}
 }
 
-func (s *Store) now() time.Time {
-	if s.q.Now != nil {
-		return s.q.Now()
-	}
-	return time.Now()
-}
+// now is the time by the database's clock (lease.Queue.Time), so every
+// dispatcher judges due and leased events alike whatever its own clock says.
+func (s *Store) now() time.Time { return s.q.Time() }
+
+// Now is the time by the database's clock; the dispatcher schedules
+// retries from it.
+func (s *Store) Now() time.Time { return s.now() }
 
 // Claim takes up to n due events for worker under a lease of ttl (expired
 // delivery leases are reclaimed in the same transaction), in claim order.
@@ -120,7 +126,16 @@ func (s *Store) Claim(ctx context.Context, worker string, n int, ttl time.Durati
 
 // Heartbeat extends e's delivery lease; a *lease.StaleError means stop.
 func (s *Store) Heartbeat(ctx context.Context, e *Event, ttl time.Duration) error {
-	return s.q.Heartbeat(ctx, &e.Claim, ttl)
+	e.mu.Lock()
+	c := e.Claim
+	e.mu.Unlock()
+	if err := s.q.Heartbeat(ctx, &c, ttl); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	e.LeaseExpiresAt = c.LeaseExpiresAt
+	e.mu.Unlock()
+	return nil
 }
 
 const releaseLease = "worker_id = NULL, lease_expires_at = NULL"
@@ -167,23 +182,28 @@ func (s *Store) DeadLetterOp(e *Event, code int, reason string) Op {
 // the ops are written one by one.
 func (s *Store) Apply(ctx context.Context, ops []Op) []error {
 	var out []error
-	saved := make([]lease.Claim, len(ops))
+	claims := make([]lease.Claim, len(ops))
 	steps := make([]lease.Step, len(ops))
-	for i, op := range ops {
-		saved[i] = op.Event.Claim
-		steps[i] = lease.Step{Claim: &op.Event.Claim, To: op.To, Set: op.Set, Args: op.Args}
-	}
 	err := s.DB.Tx(ctx, func(tx *sql.Tx) error {
-		for i := range ops {
-			ops[i].Event.Claim = saved[i] // a retried transaction starts over
+		// Moves work on copies (a retried transaction starts over from the
+		// events' claims); only a committed move changes an event.
+		for i, op := range ops {
+			op.Event.mu.Lock()
+			claims[i] = op.Event.Claim
+			op.Event.mu.Unlock()
+			steps[i] = lease.Step{Claim: &claims[i], To: op.To, Set: op.Set, Args: op.Args}
 		}
 		var err error
 		out, err = s.q.MoveEach(ctx, tx, steps, s.now())
 		return err
 	})
-	if err != nil {
-		for i := range ops {
-			ops[i].Event.Claim = saved[i]
+	if err == nil {
+		for i, op := range ops {
+			if out[i] == nil {
+				op.Event.mu.Lock()
+				op.Event.Status, op.Event.Seq = claims[i].Status, claims[i].Seq
+				op.Event.mu.Unlock()
+			}
 		}
 	}
 	if err == nil || len(ops) == 1 {

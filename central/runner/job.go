@@ -45,7 +45,7 @@ func (r *Runner) Process(ctx context.Context, j *inbox.Job) {
 		err = lease.Keep(ctx, r.set.LeaseTTL,
 			func(ctx context.Context) error {
 				if wd.stalled() {
-					return nil // no renewal: the work is being cancelled
+					return lease.ErrSkipped // no renewal: the work is being cancelled
 				}
 				return r.jobs.Heartbeat(ctx, j, r.set.LeaseTTL)
 			},
@@ -145,19 +145,27 @@ func (r *Runner) execute(ctx context.Context, j *inbox.Job, dir string, log *slo
 		return err
 	}
 	wd.touch()
+	if r.beforeOutputs != nil {
+		r.beforeOutputs(j)
+	}
 	files := make([]inbox.OutputFile, len(outs))
 	sent := storage.OnProgress(func(n int) {
 		if n > 0 {
 			wd.touch()
 		}
 	})
+	bucket := storage.Bucket{Endpoint: j.Output.Endpoint, Region: j.Output.Region, Name: j.Output.Bucket}
+	stagedOuts := make([]staged, 0, len(outs))
+	// Whatever happens from here, the staged copies go (see outputs.go).
+	defer func() { r.discard(ctx, j, bucket, stagedOuts, log) }()
 	for i, o := range outs {
 		key := storage.ObjectKey(j.Output.Prefix, o.rend.FileName())
+		tmp := attemptKey(j.Output.Prefix, j.Version, o.rend.FileName())
 		err := r.withRefresh(ctx, j, wd, "upload", func(c credentials.Storage) error {
-			_, err := r.store.Upload(ctx, storage.Bucket{Endpoint: j.Output.Endpoint, Region: j.Output.Region, Name: j.Output.Bucket},
-				key, o.path, o.rend.ContentType(), s3Creds(&c.Output), sent)
+			_, err := r.store.Upload(ctx, bucket, tmp, o.path, o.rend.ContentType(), s3Creds(&c.Output), sent)
 			return err
 		})
+		stagedOuts = append(stagedOuts, staged{tmp: tmp, final: key, path: o.path, contentType: o.rend.ContentType()})
 		if err != nil {
 			return err
 		}
@@ -167,6 +175,9 @@ func (r *Runner) execute(ctx context.Context, j *inbox.Job, dir string, log *slo
 			BitrateKbps: o.rend.BitrateKbps, SampleRateHz: o.rend.SampleRate, Channels: o.rend.Channels,
 			DurationMS: o.duration.Milliseconds(), Checksum: o.checksum,
 		}
+	}
+	if err := r.promote(ctx, j, wd, bucket, stagedOuts); err != nil {
+		return err
 	}
 	return r.jobs.Succeed(ctx, j, files)
 }

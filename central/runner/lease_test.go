@@ -29,10 +29,22 @@ func TestStaleRunnerStops(t *testing.T) {
 		waitStatus(t, e, id, schema.StatusProcessing, 20*time.Second)
 		waitFor(t, 10*time.Second, "ffmpeg running in the scratch dir", func() bool { return len(processesUsing(e.tmp)) > 0 })
 
-		// Another runner whose clock is an hour ahead sees the lease as
-		// expired: it reclaims the job under a new claim_version.
-		ahead := inbox.New(e.db, e.keys, testPolicy(), inbox.WithClock(func() time.Time { return time.Now().Add(time.Hour) }))
-		jobs, err := ahead.Claim(context.Background(), "runner-b", 1, time.Minute)
+		// The lease lapses in the database (the runner's heartbeats stopped
+		// reaching it): another runner reclaims the job under a new
+		// claim_version. A heartbeat landing between the two statements
+		// renews the lease, so try again.
+		waitFor(t, 10*time.Second, "the lapsed lease reclaimed", func() bool {
+			if _, err := e.db.Exec(e.db.Rebind(`UPDATE inbox_jobs SET lease_expires_at = 1 WHERE id = ?`), id); err != nil {
+				t.Fatal(err)
+			}
+			n, err := e.inbox.Reclaim(context.Background(), 1)
+			return err == nil && n == 1
+		})
+		// Skip the requeue's backoff.
+		if _, err := e.db.Exec(e.db.Rebind(`UPDATE inbox_jobs SET next_attempt_at = 0 WHERE id = ?`), id); err != nil {
+			t.Fatal(err)
+		}
+		jobs, err := e.inbox.Claim(context.Background(), "runner-b", 1, time.Minute)
 		if err != nil || len(jobs) != 1 {
 			t.Fatalf("reclaim: %v (%d jobs)", err, len(jobs))
 		}
@@ -76,8 +88,8 @@ func TestStaleRunnerStops(t *testing.T) {
 	})
 }
 
-// reclaimedOn returns j for use with the test's normal-clock store: the
-// claim came from a store an hour ahead, so its lease is renewed first.
+// reclaimedOn returns j with its lease renewed, for the new owner to
+// process.
 func reclaimedOn(t *testing.T, e *env, j *inbox.Job) *inbox.Job {
 	t.Helper()
 	if err := e.inbox.Heartbeat(context.Background(), j, time.Minute); err != nil {
@@ -87,12 +99,14 @@ func reclaimedOn(t *testing.T, e *env, j *inbox.Job) *inbox.Job {
 }
 
 // TestHeartbeatKeepsLease: two runner loops share one database and the
-// lease is 300 ms while the job takes several lease lengths. Only the
+// lease is 600 ms while the job takes several lease lengths (a runner that
+// cannot renew within a TTL fences itself, so the lease leaves room for a
+// renewal delayed by a loaded machine). Only the
 // heartbeat keeps the other runner from reclaiming it: the job succeeds on
 // its first claim (attempt_count 1, claim_version 1, one claimed event).
 func TestHeartbeatKeepsLease(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *env) {
-		const ttl = 300 * time.Millisecond
+		const ttl = 600 * time.Millisecond
 		e.putWAV("in/long.wav", 240)
 		id := e.enqueue("in/long.wav", []inbox.Rendition{
 			{Name: "opus", Codec: "opus", BitrateKbps: 128},

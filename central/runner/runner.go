@@ -77,6 +77,8 @@ type Runner struct {
 	metrics  *Metrics
 
 	missing atomic.Bool // ffmpeg/ffprobe absent at the last check
+	// beforeOutputs, set by tests, runs before an attempt writes outputs.
+	beforeOutputs func(j *inbox.Job)
 }
 
 // New opens the runner's scratch area, sweeping what dead runners left in

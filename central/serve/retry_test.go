@@ -107,9 +107,9 @@ func TestRetryBackoffSettingsReachInbox(t *testing.T) {
 				if err != nil || len(jobs) != 1 || jobs[0].ID != id {
 					t.Fatalf("claim: %v %d", err, len(jobs))
 				}
-				before := time.Now()
+				before := d.Inbox.Now() // the store keeps the database's time
 				status, err := d.Inbox.Fail(ctx, jobs[0], inbox.JobError{Class: tc.class, Code: "storage_error", Message: "test"})
-				after := time.Now()
+				after := d.Inbox.Now()
 				if err != nil || status != "queued" {
 					t.Fatalf("%s: fail -> %s, %v", tc.class, status, err)
 				}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 
 	"github.com/vesta-cx/euterpe/central/ssrf"
@@ -70,6 +71,8 @@ type Error struct {
 	Code   string // S3 error code when the server sent one
 	Err    error
 	class  Class
+	// timeout: the request timed out while the caller's context was live.
+	timeout bool
 }
 
 func (e *Error) Error() string {
@@ -104,6 +107,8 @@ func (e *Error) ErrorCode() string {
 		return "source_not_found"
 	case e.class == Throttled:
 		return "storage_throttled"
+	case e.timeout:
+		return "storage_timeout"
 	case e.Status == 0:
 		return "storage_unreachable"
 	case e.class == Retryable:
@@ -113,14 +118,20 @@ func (e *Error) ErrorCode() string {
 }
 
 // newError classifies a failure by status; status 0 is a network error and
-// retryable unless the context itself ended or the address policy refused
-// the endpoint (central/ssrf): the same job would be refused on every try,
-// so that is final rather than a retry loop spending the job's attempts.
-func newError(op, target string, status int, code string, err error) *Error {
+// retryable unless the caller's context itself ended or the address policy
+// refused the endpoint (central/ssrf): the same job would be refused on
+// every try, so that is final rather than a retry loop spending the job's
+// attempts. A timeout of the request itself (dial, TLS handshake, response
+// headers: they all match context.DeadlineExceeded) while ctx is still
+// live is the server's or the network's fault, retryable like any other
+// network error (contract §5).
+func newError(ctx context.Context, op, target string, status int, code string, err error) *Error {
 	e := &Error{Op: op, Target: target, Status: status, Code: code, Err: err}
 	switch {
-	case status == 0 && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+	case status == 0 && ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		e.class = Final
+	case status == 0 && timedOut(err):
+		e.class, e.timeout = Retryable, true
 	case status == 0 && errors.Is(err, ErrTooLarge):
 		e.class = Final
 	case status == 0 && errors.Is(err, ssrf.ErrRefused):
@@ -135,6 +146,17 @@ func newError(op, target string, status int, code string, err error) *Error {
 		e.class = cl
 	}
 	return e
+}
+
+// timedOut reports a request that ran out of time: a context deadline
+// (net/http's response-header timeout matches it) or a net.Error timeout
+// (dial, TLS handshake, read deadline).
+func timedOut(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // ClassOf returns the class of err if it is (or wraps) an *Error.

@@ -128,19 +128,19 @@ func (c *Client) fetchURL(ctx context.Context, raw string, w io.Writer, limit in
 	target := redactURL(raw)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, raw, nil)
 	if err != nil {
-		return 0, newError("fetch", target, 0, "", errors.New("invalid source URL"))
+		return 0, newError(ctx, "fetch", target, 0, "", errors.New("invalid source URL"))
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, newError("fetch", target, 0, "", scrubURLError(err))
+		return 0, newError(ctx, "fetch", target, 0, "", scrubURLError(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-		return 0, newError("fetch", target, resp.StatusCode, "", errors.New(http.StatusText(resp.StatusCode)))
+		return 0, newError(ctx, "fetch", target, resp.StatusCode, "", errors.New(http.StatusText(resp.StatusCode)))
 	}
 	if limit > 0 && resp.ContentLength > limit {
-		return 0, newError("fetch", target, 0, "", tooLarge(resp.ContentLength, limit))
+		return 0, newError(ctx, "fetch", target, 0, "", tooLarge(resp.ContentLength, limit))
 	}
 	return copyLimited(ctx, "fetch", target, w, resp.Body, limit)
 }
@@ -149,14 +149,14 @@ func (c *Client) fetchObject(ctx context.Context, src Source, creds Credentials,
 	target := src.Bucket.Name + "/" + src.Key
 	cl, err := c.s3(src.Bucket, creds)
 	if err != nil {
-		return 0, newError("fetch", target, 0, "", err)
+		return 0, newError(ctx, "fetch", target, 0, "", err)
 	}
 	st, err := cl.StatObject(ctx, src.Bucket.Name, src.Key, minio.StatObjectOptions{})
 	if err != nil {
-		return 0, s3Error("fetch", target, err)
+		return 0, s3Error(ctx, "fetch", target, err)
 	}
 	if limit > 0 && st.Size > limit {
-		return 0, newError("fetch", target, 0, "", tooLarge(st.Size, limit))
+		return 0, newError(ctx, "fetch", target, 0, "", tooLarge(st.Size, limit))
 	}
 	opts := minio.GetObjectOptions{}
 	if st.ETag != "" {
@@ -164,7 +164,7 @@ func (c *Client) fetchObject(ctx context.Context, src Source, creds Credentials,
 	}
 	obj, err := cl.GetObject(ctx, src.Bucket.Name, src.Key, opts)
 	if err != nil {
-		return 0, s3Error("fetch", target, err)
+		return 0, s3Error(ctx, "fetch", target, err)
 	}
 	defer obj.Close()
 	return copyLimited(ctx, "fetch", target, w, obj, limit)
@@ -179,15 +179,15 @@ func copyLimited(ctx context.Context, op, target string, w io.Writer, r io.Reade
 	n, err := io.CopyBuffer(w, src, make([]byte, 256<<10))
 	if err != nil {
 		if ctx.Err() != nil {
-			return n, newError(op, target, 0, "", ctx.Err())
+			return n, newError(ctx, op, target, 0, "", ctx.Err())
 		}
 		if me, ok := err.(minio.ErrorResponse); ok && me.StatusCode != 0 {
-			return n, s3Error(op, target, me)
+			return n, s3Error(ctx, op, target, me)
 		}
-		return n, newError(op, target, 0, "", scrubURLError(err))
+		return n, newError(ctx, op, target, 0, "", scrubURLError(err))
 	}
 	if limit > 0 && n > limit {
-		return n, newError(op, target, 0, "", tooLarge(n, limit))
+		return n, newError(ctx, op, target, 0, "", tooLarge(n, limit))
 	}
 	return n, nil
 }
@@ -235,7 +235,7 @@ func (c *Client) Upload(ctx context.Context, b Bucket, key, path, contentType st
 	}
 	cl, err := c.s3(b, creds)
 	if err != nil {
-		return 0, newError("upload", target, 0, "", err)
+		return 0, newError(ctx, "upload", target, 0, "", err)
 	}
 	po := minio.PutObjectOptions{
 		ContentType: contentType,
@@ -247,9 +247,38 @@ func (c *Client) Upload(ctx context.Context, b Bucket, key, path, contentType st
 	}
 	_, err = cl.PutObject(ctx, b.Name, key, f, fi.Size(), po)
 	if err != nil {
-		return 0, s3Error("upload", target, err)
+		return 0, s3Error(ctx, "upload", target, err)
 	}
 	return fi.Size(), nil
+}
+
+// Copy copies bucket/src to bucket/dst on the server (no bytes pass through
+// this process; objects over 5 GiB are copied in parts).
+func (c *Client) Copy(ctx context.Context, b Bucket, src, dst string, creds Credentials) error {
+	target := b.Name + "/" + dst
+	cl, err := c.s3(b, creds)
+	if err != nil {
+		return newError(ctx, "copy", target, 0, "", err)
+	}
+	_, err = cl.ComposeObject(ctx, minio.CopyDestOptions{Bucket: b.Name, Object: dst},
+		minio.CopySrcOptions{Bucket: b.Name, Object: src})
+	if err != nil {
+		return s3Error(ctx, "copy", target, err)
+	}
+	return nil
+}
+
+// Remove deletes bucket/key; a key that does not exist is not an error.
+func (c *Client) Remove(ctx context.Context, b Bucket, key string, creds Credentials) error {
+	target := b.Name + "/" + key
+	cl, err := c.s3(b, creds)
+	if err != nil {
+		return newError(ctx, "remove", target, 0, "", err)
+	}
+	if err := cl.RemoveObject(ctx, b.Name, key, minio.RemoveObjectOptions{}); err != nil {
+		return s3Error(ctx, "remove", target, err)
+	}
+	return nil
 }
 
 // ObjectKey joins the output prefix and a file name with exactly one "/".
@@ -261,19 +290,19 @@ func ObjectKey(prefix, name string) string {
 	return prefix + "/" + name
 }
 
-func s3Error(op, target string, err error) *Error {
+func s3Error(ctx context.Context, op, target string, err error) *Error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return newError(op, target, 0, "", err)
+		return newError(ctx, op, target, 0, "", err)
 	}
 	resp := minio.ToErrorResponse(err)
 	if resp.StatusCode == 0 {
-		return newError(op, target, 0, "", scrubURLError(err))
+		return newError(ctx, op, target, 0, "", scrubURLError(err))
 	}
 	msg := resp.Message
 	if msg == "" {
 		msg = http.StatusText(resp.StatusCode)
 	}
-	return newError(op, target, resp.StatusCode, resp.Code, errors.New(msg))
+	return newError(ctx, op, target, resp.StatusCode, resp.Code, errors.New(msg))
 }
 
 // redactURL drops the query (signatures) and userinfo from a URL.

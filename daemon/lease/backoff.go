@@ -36,11 +36,23 @@ func (b Backoff) Ceiling(n int) time.Duration {
 
 // Delay is the jittered wait before retry n.
 func (b Backoff) Delay(n int) time.Duration {
-	r := b.Rand
-	if r == nil {
-		r = rand.Float64
+	return time.Duration(b.rand() * float64(b.Ceiling(n)))
+}
+
+// Larger is the wait of the larger bucket before retry n (a receiver's 429,
+// or a 503 without Retry-After): uniformly random in [Ceiling(n),
+// Ceiling(n+2)), so it is never below the longest wait a regular retry of
+// the same number could draw, and never above Cap.
+func (b Backoff) Larger(n int) time.Duration {
+	lo, hi := b.Ceiling(n), b.Ceiling(n+2)
+	return lo + time.Duration(b.rand()*float64(hi-lo))
+}
+
+func (b Backoff) rand() float64 {
+	if b.Rand != nil {
+		return b.Rand()
 	}
-	return time.Duration(r() * float64(b.Ceiling(n)))
+	return rand.Float64()
 }
 
 // HeartbeatInterval is how often a lease of ttl is renewed: a third of it,

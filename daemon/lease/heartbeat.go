@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -21,20 +22,42 @@ func OnRenewError(fn func(error)) KeepOption {
 	return func(o *keepOptions) { o.onRenewError = fn }
 }
 
+// ErrLeaseDeadline is the cause Keep cancels work with when it has not
+// renewed the lease for a whole TTL. errors.Is(err, ErrStale) holds: the
+// lease may have expired in the database and been reclaimed, so the work
+// must stop and write nothing more, exactly as for a stale answer.
+var ErrLeaseDeadline = fmt.Errorf("%w: not renewed within the lease TTL", ErrStale)
+
+// ErrSkipped, returned by renew, means the renewal was deliberately not
+// attempted (e.g. the work is being cancelled for another reason): it does
+// not count as a renewal and is not reported as an error.
+var ErrSkipped = errors.New("lease renewal skipped")
+
 // Keep runs work under a lease. Every HeartbeatInterval(ttl) it calls renew;
 // if renew reports ErrStale, work's context is cancelled at once (so an
 // ffmpeg child or a backend call dies with it) and Keep returns the stale
 // error. Other renew errors are retried on the next beat (and reported to
 // the OnRenewError option): a database hiccup shorter than the lease should
-// not abandon the work. When work returns nil its last fenced write
-// succeeded, so a beat that found the row finished in the meantime (a
-// terminal status is no longer leased) is not a lost lease: Keep returns
-// nil. Keep owns the heartbeat goroutine and waits for it before returning.
+// not abandon the work.
+//
+// Self-fencing: the lease in the database ends a TTL after the last renewal
+// that reached it, and a renewal is no later than when it was sent. So when
+// no renewal sent in the last TTL has succeeded (the database unreachable,
+// renewals hanging), work's context is cancelled with ErrLeaseDeadline on
+// this process's monotonic clock, before another worker can have reclaimed
+// the row; a renewal in flight is bounded by the same deadline. The
+// deadline starts when Keep is called (the claim just granted the lease).
+//
+// When work returns nil its last fenced write succeeded, so a beat that
+// found the row finished in the meantime (a terminal status is no longer
+// leased) is not a lost lease: Keep returns nil. Keep owns the heartbeat
+// goroutine and waits for it before returning.
 func Keep(ctx context.Context, ttl time.Duration, renew func(context.Context) error, work func(context.Context) error, opts ...KeepOption) error {
 	var o keepOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
+	deadline := time.Now().Add(ttl)
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	done := make(chan struct{})
@@ -43,18 +66,32 @@ func Keep(ctx context.Context, ttl time.Duration, renew func(context.Context) er
 		defer close(hbDone)
 		t := time.NewTicker(HeartbeatInterval(ttl))
 		defer t.Stop()
+		fence := time.NewTimer(time.Until(deadline))
+		defer fence.Stop()
 		for {
 			select {
 			case <-done:
 				return
 			case <-wctx.Done():
 				return
+			case <-fence.C:
+				cancel(ErrLeaseDeadline)
+				return
 			case <-t.C:
-				err := renew(wctx)
+				sent := time.Now()
+				rctx, rcancel := context.WithDeadline(wctx, deadline)
+				err := renew(rctx)
+				rcancel()
 				switch {
 				case err == nil:
+					deadline = sent.Add(ttl)
+					fence.Reset(time.Until(deadline))
 				case errors.Is(err, ErrStale):
 					cancel(err)
+					return
+				case errors.Is(err, ErrSkipped):
+				case !time.Now().Before(deadline):
+					cancel(ErrLeaseDeadline)
 					return
 				case o.onRenewError != nil && wctx.Err() == nil:
 					o.onRenewError(err)

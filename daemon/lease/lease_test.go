@@ -31,6 +31,28 @@ func TestBackoffFullJitter(t *testing.T) {
 	require.Equal(t, 2*time.Second, fixed.Delay(3))
 }
 
+// TestBackoffLargerHasAFloor: the larger bucket waits in [Ceiling(n),
+// Ceiling(n+2)), never below the longest regular wait of the same retry,
+// never above Cap, whatever the jitter draws.
+func TestBackoffLargerHasAFloor(t *testing.T) {
+	for _, tc := range []struct {
+		n      int
+		r      float64
+		lo, hi time.Duration
+	}{
+		{1, 0, time.Second, time.Second},
+		{1, 0.999, time.Second, 4 * time.Second},
+		{3, 0, 4 * time.Second, 4 * time.Second},
+		{3, 0.5, 10 * time.Second, 10 * time.Second},
+		{9, 0.999, 30 * time.Second, 30 * time.Second},
+	} {
+		b := Backoff{Base: time.Second, Cap: 30 * time.Second, Rand: func() float64 { return tc.r }}
+		d := b.Larger(tc.n)
+		require.GreaterOrEqual(t, d, tc.lo, "n=%d r=%v", tc.n, tc.r)
+		require.LessOrEqual(t, d, tc.hi, "n=%d r=%v", tc.n, tc.r)
+	}
+}
+
 var machine = Transitions{
 	Machine:  "test",
 	Terminal: []string{"done"},
@@ -74,15 +96,58 @@ func TestKeepCancelsWorkWhenStale(t *testing.T) {
 
 func TestKeepSurvivesTransientRenewErrors(t *testing.T) {
 	var beats atomic.Int32
-	err := Keep(context.Background(), 15*time.Millisecond, func(context.Context) error {
+	err := Keep(context.Background(), 90*time.Millisecond, func(context.Context) error {
 		beats.Add(1)
 		return errors.New("database busy")
 	}, func(ctx context.Context) error {
-		time.Sleep(60 * time.Millisecond)
-		return nil
+		time.Sleep(70 * time.Millisecond) // shorter than the lease
+		return ctx.Err()
 	})
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, beats.Load(), int32(2))
+}
+
+// TestKeepFencesItselfWithoutRenewal: when no renewal succeeds for a whole
+// TTL (the database unreachable, or renewals hanging), the work is
+// cancelled on the local clock with ErrLeaseDeadline (an ErrStale), not
+// left running past the lease's end in the database.
+func TestKeepFencesItselfWithoutRenewal(t *testing.T) {
+	const ttl = 300 * time.Millisecond
+	for _, tc := range []struct {
+		name  string
+		renew func(ctx context.Context) error
+	}{
+		{"renewals fail", func(context.Context) error { return errors.New("dial tcp: connection refused") }},
+		{"renewals hang", func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }},
+		{"one renewal, then failures", func() func(context.Context) error {
+			var n atomic.Int32
+			return func(context.Context) error {
+				if n.Add(1) == 1 {
+					return nil
+				}
+				return errors.New("database unreachable")
+			}
+		}()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			var stopped time.Duration
+			err := Keep(context.Background(), ttl, tc.renew, func(ctx context.Context) error {
+				select {
+				case <-ctx.Done():
+					stopped = time.Since(start)
+					return ctx.Err()
+				case <-time.After(5 * time.Second):
+					return errors.New("work ran on past its lease")
+				}
+			})
+			require.ErrorIs(t, err, ErrLeaseDeadline)
+			require.ErrorIs(t, err, ErrStale)
+			// At most a TTL after the last successful renewal (one beat in
+			// for the third case), with scheduling slack.
+			require.Less(t, stopped, ttl+HeartbeatInterval(ttl)+150*time.Millisecond)
+		})
+	}
 }
 
 // A beat that lands between the work's final commit and its return sees the

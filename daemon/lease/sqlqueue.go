@@ -80,7 +80,9 @@ type Queue struct {
 	DB      *sqldb.DB
 	Spec    Spec
 	Machine Transitions
-	// Now is the clock; nil means time.Now.
+	// Now is this process's clock; nil means time.Now. Lease times are the
+	// database's (Time): Now only carries them between measurements of the
+	// offset, so a fake Now that tests move forward moves lease time with it.
 	Now func() time.Time
 	// OnClaim runs inside the claim transaction with the rows just claimed
 	// (Status = Spec.Claimed, the transition from Spec.Ready). The inbox
@@ -96,16 +98,10 @@ type Queue struct {
 	// as for Rows.Scan); required when Returning is set.
 	Extra func() []any
 
+	clock                              dbClock
 	once                               sync.Once
 	buildErr                           error
 	claimSQL, reclaimSQL, heartbeatSQL string
-}
-
-func (q *Queue) now() time.Time {
-	if q.Now != nil {
-		return q.Now()
-	}
-	return time.Now()
 }
 
 // build prepares the queue's SQL once, on first use (set the fields
@@ -255,7 +251,7 @@ func (q *Queue) Claim(ctx context.Context, worker string, n int, ttl time.Durati
 	var out []Claim
 	err := q.DB.Tx(ctx, func(tx *sql.Tx) error {
 		var err error
-		out, err = q.ClaimTx(ctx, tx, worker, n, ttl, q.now())
+		out, err = q.ClaimTx(ctx, tx, worker, n, ttl, q.Time())
 		return err
 	})
 	if err != nil {
@@ -338,7 +334,7 @@ func (q *Queue) Reclaim(ctx context.Context, n int) (int, error) {
 	var count int
 	err := q.DB.Tx(ctx, func(tx *sql.Tx) error {
 		var err error
-		count, err = q.reclaim(ctx, tx, q.now(), n)
+		count, err = q.reclaim(ctx, tx, q.Time(), n)
 		return err
 	})
 	if err != nil {
@@ -392,7 +388,7 @@ func (q *Queue) Heartbeat(ctx context.Context, c *Claim, ttl time.Duration) erro
 	if err := q.build(); err != nil {
 		return err
 	}
-	now := q.now()
+	now := q.Time()
 	exp := now.Add(ttl)
 	err := q.DB.Tx(ctx, func(tx *sql.Tx) error {
 		res, err := q.DB.ExecTx(ctx, tx, q.heartbeatSQL, sqldb.Micros(exp), sqldb.Micros(now), c.ID, c.Version)

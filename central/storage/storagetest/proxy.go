@@ -21,6 +21,10 @@ type Proxy struct {
 	faults      []int // statuses to answer with, one per request, in order
 	stripLength bool
 	methods     map[string]int
+	// denyCopies answers every server-side copy with 403 AccessDenied:
+	// credentials that may write but not read.
+	denyCopies bool
+	copies     int
 }
 
 // New starts a proxy to upstream (e.g. testsvc.S3Bucket.Endpoint), closed
@@ -51,7 +55,18 @@ func New(t testing.TB, upstream string) *Proxy {
 		if len(p.faults) > 0 {
 			status, p.faults = p.faults[0], p.faults[1:]
 		}
+		isCopy := r.Header.Get("X-Amz-Copy-Source") != ""
+		if isCopy {
+			p.copies++
+		}
+		deny := isCopy && p.denyCopies
 		p.mu.Unlock()
+		if deny {
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>`))
+			return
+		}
 		if status != 0 {
 			if status == http.StatusTooManyRequests {
 				w.Header().Set("Retry-After", "1")
@@ -88,6 +103,22 @@ func (p *Proxy) StripLength(on bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.stripLength = on
+}
+
+// DenyCopies makes every server-side copy (a request with
+// X-Amz-Copy-Source) answer 403 AccessDenied, as for output credentials
+// that may write the prefix but not read it.
+func (p *Proxy) DenyCopies(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.denyCopies = on
+}
+
+// Copies is how many server-side copy requests reached the proxy.
+func (p *Proxy) Copies() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.copies
 }
 
 // Requests is how many requests with method reached the proxy.

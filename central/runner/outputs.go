@@ -1,0 +1,99 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/vesta-cx/euterpe/central/credentials"
+	"github.com/vesta-cx/euterpe/central/inbox"
+	"github.com/vesta-cx/euterpe/central/storage"
+)
+
+// Outputs are written in two steps so that an attempt which lost its lease
+// without knowing it (its database unreachable) can never replace the
+// objects of the attempt that recorded success:
+//
+//  1. upload to attempt keys, <prefix>/.euterpe-attempt-<claim_version>/<file>:
+//     unique per attempt (the claim version only grows), so two attempts
+//     never write the same key, and under the job's prefix, which its output
+//     credentials are scoped to;
+//  2. promote each to its final key with a server-side copy, each copy
+//     preceded by a fenced lease renewal (which fails for a stale attempt)
+//     and bounded by a lease TTL from it; then record success (fenced), then
+//     delete the attempt keys.
+//
+// A stale attempt is refused at step 2 before it writes a final key. An
+// attempt that passed the fence holds the lease for a TTL from it, its copy
+// is cancelled by then, and no other attempt can claim the job before the
+// lease ends in the database, so a copy by the owner always lands before
+// any later owner's.
+
+// attemptKey is where attempt version of a job stages the output name.
+func attemptKey(prefix string, version int64, name string) string {
+	return storage.ObjectKey(prefix, fmt.Sprintf(".euterpe-attempt-%d/%s", version, name))
+}
+
+// staged is one uploaded output waiting for promotion, with the local
+// file it came from.
+type staged struct{ tmp, final, path, contentType string }
+
+// promote copies every staged output to its final key, each copy fenced.
+func (r *Runner) promote(ctx context.Context, j *inbox.Job, wd *watchdog, b storage.Bucket, outs []staged) error {
+	progress := storage.OnProgress(func(n int) {
+		if n > 0 {
+			wd.touch()
+		}
+	})
+	for _, o := range outs {
+		sent := time.Now()
+		if err := r.jobs.Heartbeat(ctx, j, r.set.LeaseTTL); err != nil {
+			return fmt.Errorf("fence before promoting %s: %w", o.final, err)
+		}
+		err := r.withRefresh(ctx, j, wd, "upload", func(c credentials.Storage) error {
+			cr := s3Creds(&c.Output)
+			// The copy is one short request: it must land within a lease TTL
+			// of the fence.
+			cctx, cancel := context.WithDeadline(ctx, sent.Add(r.set.LeaseTTL))
+			err := r.store.Copy(cctx, b, o.tmp, o.final, cr)
+			cancel()
+			if cl, ok := storage.ClassOf(err); ok && cl == storage.Auth && ctx.Err() == nil {
+				// Output credentials may be write-only (contract §7 scopes
+				// them to writing the prefix), and a copy reads its source:
+				// send the local file again instead. A long upload stays
+				// bounded by the lease: ctx ends when renewals stop.
+				_, err = r.store.Upload(ctx, b, o.final, o.path, o.contentType, cr, progress)
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		wd.touch()
+	}
+	return nil
+}
+
+// discard deletes an attempt's staged objects, best effort: after success
+// they are copies, after a failure or a lost lease they are nobody's. It
+// runs on its own short deadline, since the attempt's context may be over.
+func (r *Runner) discard(ctx context.Context, j *inbox.Job, b storage.Bucket, outs []staged, log *slog.Logger) {
+	if len(outs) == 0 {
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	c, _, err := r.jobs.Credentials(dctx, j)
+	if err != nil {
+		log.Warn("staged outputs not removed", "err", err)
+		return
+	}
+	creds := s3Creds(&c.Output)
+	c = credentials.Storage{}
+	for _, o := range outs {
+		if err := r.store.Remove(dctx, b, o.tmp, creds); err != nil {
+			log.Warn("staged output not removed", "key", o.tmp, "err", err)
+		}
+	}
+}

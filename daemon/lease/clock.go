@@ -1,0 +1,61 @@
+package lease
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// ClockResync is how often a Queue measures the database clock again. The
+// offset between the database clock and this process's clock drifts by
+// little more than NTP corrections in that time.
+const ClockResync = time.Minute
+
+// dbClock keeps the offset from this process's clock to the database's.
+type dbClock struct {
+	mu       sync.Mutex
+	offset   time.Duration
+	synced   bool
+	syncedAt time.Time // wall time with its monotonic reading, of the last measurement
+}
+
+// Time is the current time by the database's clock: this process's clock
+// (Queue.Now, or time.Now) corrected by the offset to the database clock,
+// measured on first use and every ClockResync (once only with a fake Now). Every lease time the queue
+// writes (lease_expires_at, heartbeat_at, the ready time a claim compares)
+// and every expiry it judges come from it, so pods whose clocks disagree
+// still agree on when a lease ends: a pod whose clock runs ahead cannot
+// reclaim a live job early, and one whose clock runs behind does not keep
+// an expired one. The error of the estimate is half a round trip to the
+// database. If the database cannot be read, the last offset (none at
+// first) is kept and the measurement is retried on the next call; the
+// statement that follows fails the same way anyway.
+func (q *Queue) Time() time.Time {
+	local := q.local()
+	c := &q.clock
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// A fake Now (tests) is measured once: re-measuring would undo the time
+	// the test moved it forward.
+	if !c.synced || (q.Now == nil && time.Since(c.syncedAt) >= ClockResync) {
+		before := q.local()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		db, err := q.DB.Clock(ctx)
+		cancel()
+		after := q.local()
+		if err == nil {
+			c.offset = db.Sub(before.Add(after.Sub(before) / 2))
+			c.synced, c.syncedAt = true, time.Now()
+			local = after
+		}
+	}
+	return local.Add(c.offset)
+}
+
+// local is this process's clock: Queue.Now, or time.Now.
+func (q *Queue) local() time.Time {
+	if q.Now != nil {
+		return q.Now()
+	}
+	return time.Now()
+}

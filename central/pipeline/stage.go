@@ -27,7 +27,9 @@ type StageFunc struct {
 func (s StageFunc) Name() string { return s.StageName }
 
 // Run runs the function.
-func (s StageFunc) Run(ctx context.Context, m JobMessage, in any) (any, error) { return s.Fn(ctx, m, in) }
+func (s StageFunc) Run(ctx context.Context, m JobMessage, in any) (any, error) {
+	return s.Fn(ctx, m, in)
+}
 
 // Runner executes one job and returns its result_ref, or a *JobError.
 type Runner interface {

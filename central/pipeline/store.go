@@ -30,8 +30,8 @@ type Store struct {
 	// OnSubmit, when set, runs after a submit created a job (wakes the
 	// local worker).
 	OnSubmit func()
-	now     func() time.Time
-	q       *lease.Queue
+	now      func() time.Time
+	q        *lease.Queue
 }
 
 // NewStore returns a store on db; now is the clock (nil: time.Now).
@@ -44,7 +44,9 @@ func NewStore(db *sqldb.DB, now func() time.Time) *Store {
 	spec := Lease
 	spec.Returning = []string{"idempotency_key", "job_type", "symbol", "asof", "requested_by", "created_at", "max_attempts"}
 	s.q = &lease.Queue{DB: db, Spec: spec, Machine: Transitions, Now: now, OnClaim: s.onClaim, OnExpire: s.onExpire,
-		Extra: func() []any { return []any{new(string), new(string), new(string), new(string), new(string), new(int64), new(int)} }}
+		Extra: func() []any {
+			return []any{new(string), new(string), new(string), new(string), new(string), new(int64), new(int)}
+		}}
 	return s
 }
 

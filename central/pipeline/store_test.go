@@ -68,7 +68,7 @@ func TestMessageValidate(t *testing.T) {
 func TestIdempotentTripleSubmit(t *testing.T) {
 	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
 		f := newFixture(t, db, nil)
-				f.store.Metrics = NewMetrics(prometheus.NewRegistry(), f.store)
+		f.store.Metrics = NewMetrics(prometheus.NewRegistry(), f.store)
 		first := f.submit(t, "noop", "AAPL", "2026-01-02")
 		if !first.Created || first.Status != StatusQueued {
 			t.Fatalf("first: %+v", first)
@@ -192,7 +192,7 @@ func TestNoRegression(t *testing.T) {
 	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
 		ctx := context.Background()
 		f := newFixture(t, db, nil)
-				c := f.submit(t, "noop", "AAPL", "2026-01-02")
+		c := f.submit(t, "noop", "AAPL", "2026-01-02")
 		jobs, err := f.store.Claim(ctx, "w1", 1, time.Minute)
 		if err != nil || len(jobs) != 1 {
 			t.Fatalf("claim: %v %d", err, len(jobs))
@@ -344,7 +344,9 @@ func TestVisibilityTimeoutReappears(t *testing.T) {
 	})
 }
 
-func contains(s, sub string) bool { return len(sub) == 0 || (len(s) >= len(sub) && indexOf(s, sub) >= 0) }
+func contains(s, sub string) bool {
+	return len(sub) == 0 || (len(s) >= len(sub) && indexOf(s, sub) >= 0)
+}
 
 func indexOf(s, sub string) int {
 	for i := 0; i+len(sub) <= len(s); i++ {

@@ -109,22 +109,26 @@ func (x Exec) Run(ctx context.Context, m JobMessage) (string, error) {
 }
 
 // limitedBuffer keeps the first max bytes and notes that more came.
+// (Not an embedded bytes.Buffer: its ReadFrom would bypass the limit.)
 type limitedBuffer struct {
-	bytes.Buffer
+	buf  bytes.Buffer
 	max  int
 	over bool
 }
 
 func (b *limitedBuffer) Write(p []byte) (int, error) {
-	if room := b.max - b.Len(); room < len(p) {
+	if room := b.max - b.buf.Len(); room < len(p) {
 		b.over = true
 		if room > 0 {
-			b.Buffer.Write(p[:room])
+			b.buf.Write(p[:room])
 		}
 		return len(p), nil
 	}
-	return b.Buffer.Write(p)
+	return b.buf.Write(p)
 }
+
+func (b *limitedBuffer) Bytes() []byte  { return b.buf.Bytes() }
+func (b *limitedBuffer) String() string { return b.buf.String() }
 
 // HTTP is a job type served by an HTTP endpoint: the JobMessage POSTed as
 // JSON, the answer in the response body.

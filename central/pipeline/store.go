@@ -98,16 +98,28 @@ func (s *Store) Submit(ctx context.Context, r Request) (Created, error) {
 	var out Created
 	err = s.DB.Tx(ctx, func(tx *sql.Tx) error {
 		var err error
-		out, err = s.createQueued(ctx, tx, m)
-		if err != nil || !out.Created {
-			return err
-		}
-		_, err = s.enqueue(ctx, tx, m)
+		out, err = s.submitTx(ctx, tx, m)
 		return err
 	})
 	if err != nil {
 		return Created{}, unavailable(CodeQueueUnavailable, fmt.Errorf("pipeline submit: %w", err))
 	}
+	s.submitted(m, out)
+	return out, nil
+}
+
+// submitTx is create_queued then, for a new job, enqueue, in tx.
+func (s *Store) submitTx(ctx context.Context, tx *sql.Tx, m JobMessage) (Created, error) {
+	out, err := s.createQueued(ctx, tx, m)
+	if err != nil || !out.Created {
+		return out, err
+	}
+	_, err = s.enqueue(ctx, tx, m)
+	return out, err
+}
+
+// submitted counts and logs a committed submit.
+func (s *Store) submitted(m JobMessage, out Created) {
 	if out.Created {
 		s.Metrics.enqueued(m.JobType)
 		s.logJob(m, StatusQueued, nil).Info("pipeline job enqueued", "requested_by", m.RequestedBy)
@@ -119,7 +131,6 @@ func (s *Store) Submit(ctx context.Context, r Request) (Created, error) {
 		s.logJob(JobMessage{JobID: out.JobID, IdempotencyKey: m.IdempotencyKey, Symbol: m.Symbol, Asof: m.Asof}, out.Status, nil).
 			Info("pipeline job exists for the key", "error_code", CodeIdempotencyConflict)
 	}
-	return out, nil
 }
 
 func alertAttr(err error) []any {

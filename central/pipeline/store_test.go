@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/vesta-cx/euterpe/central/credentials"
 	"github.com/vesta-cx/euterpe/daemon/lease"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 )
@@ -367,4 +369,35 @@ func counterValue(t testing.TB, c prometheus.Metric) float64 {
 		return m.Counter.GetValue()
 	}
 	return m.Gauge.GetValue()
+}
+
+func TestSecretsSealed(t *testing.T) {
+	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
+		ctx := context.Background()
+		keys, err := credentials.ParseKeyring("k1:"+credentials.NewKey(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := OpenSecret(ctx, db, keys, StorageSecret); !errors.Is(err, ErrNoSecret) {
+			t.Fatalf("unset: %v", err)
+		}
+		for _, v := range []string{"first-secret", "second-secret"} {
+			if err := SaveSecret(ctx, db, keys, StorageSecret, "AKID", v); err != nil {
+				t.Fatal(err)
+			}
+			pub, sec, err := OpenSecret(ctx, db, keys, StorageSecret)
+			if err != nil || pub != "AKID" || sec != v {
+				t.Fatalf("%s %s %v", pub, sec, err)
+			}
+		}
+		var raw []byte
+		_ = db.QueryRowContext(ctx, "SELECT secret_encrypted FROM pipeline_secrets").Scan(&raw)
+		if strings.Contains(string(raw), "second-secret") {
+			t.Fatal("secret stored in the clear")
+		}
+		other, _ := credentials.ParseKeyring("k2:"+credentials.NewKey(), "")
+		if _, _, err := OpenSecret(ctx, db, other, StorageSecret); err == nil {
+			t.Fatal("opened with another keyring")
+		}
+	})
 }

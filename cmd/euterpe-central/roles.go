@@ -3,8 +3,11 @@ package main
 import (
 	"github.com/vesta-cx/euterpe/central/credentials"
 	"github.com/vesta-cx/euterpe/central/outbox"
+	"github.com/vesta-cx/euterpe/central/pipeline"
+	"github.com/vesta-cx/euterpe/central/pipeline/pipelinerole"
 	"github.com/vesta-cx/euterpe/central/runner"
 	"github.com/vesta-cx/euterpe/central/serve"
+	"github.com/vesta-cx/euterpe/sync/ingest"
 )
 
 // register adds the roles and migration sets of the program. A role
@@ -14,6 +17,10 @@ func register(app *serve.App) {
 	app.AddMigrations(outbox.Migrations())
 	app.Register(runner.Definition())
 	app.Register(outbox.Definition())
+	// edge_daily reads the sync tables (edges, edge_events).
+	app.AddMigrations(ingest.Migrations())
+	app.AddMigrations(pipeline.Migrations())
+	app.Register(pipelinerole.Definition())
 }
 
 func credentialsNewKey() string { return credentials.NewKey() }

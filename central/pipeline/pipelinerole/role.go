@@ -1,0 +1,136 @@
+package pipelinerole
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+	"github.com/vesta-cx/euterpe/central/credentials"
+	"github.com/vesta-cx/euterpe/central/pipeline"
+	"github.com/vesta-cx/euterpe/central/pipeline/edgedaily"
+	"github.com/vesta-cx/euterpe/central/pipeline/objstore"
+	"github.com/vesta-cx/euterpe/central/serve"
+	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/daemon/lease"
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
+	"golang.org/x/sync/errgroup"
+)
+
+// RoleName is the role's name in EUTERPE_CENTRAL_ROLES.
+const RoleName = "pipeline"
+
+// Role is the pipeline in one pod.
+type Role struct {
+	Store     *pipeline.Store
+	Worker    *pipeline.Worker
+	Scheduler *pipeline.Scheduler
+	API       *pipeline.API
+	auth      echo.MiddlewareFunc
+}
+
+// Name is RoleName.
+func (*Role) Name() string { return RoleName }
+
+// Run runs the worker and the scheduler.
+func (r *Role) Run(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return r.Worker.Run(gctx) })
+	g.Go(func() error { return r.Scheduler.Run(gctx) })
+	return g.Wait()
+}
+
+// MountRoutes adds the operator API.
+func (r *Role) MountRoutes(e *echo.Echo) { r.API.Mount(e, r.auth) }
+
+// OpenAPI is the API's fragment.
+func (*Role) OpenAPI() []byte { return pipeline.OpenAPI() }
+
+// ReadyChecks are §6's: the queue (a write transaction can be taken) and
+// the repo (the jobs table answers).
+func (r *Role) ReadyChecks() []daemon.Check {
+	return []daemon.Check{{Name: "queue", Probe: r.Store.Ping}, {Name: "repo", Probe: r.Store.RepoPing}}
+}
+
+// Definition registers the role: on by default.
+func Definition() serve.Definition {
+	cfg := Defaults()
+	return serve.Definition{
+		Name:      RoleName,
+		DefaultOn: true,
+		Settings:  cfg.Bind,
+		New: func(d *serve.Deps) (serve.Role, error) {
+			return New(context.Background(), cfg, d)
+		},
+	}
+}
+
+// OpenStorage opens the report store a setting names; S3 credentials are
+// the keyring-sealed ones `euterpe-central pipeline storage set` saved.
+func OpenStorage(ctx context.Context, spec, stateDir string, db *sqldb.DB, keys *credentials.Keyring) (objstore.Store, error) {
+	switch {
+	case spec == "":
+		return objstore.Dir{Path: StorageDir(stateDir)}, nil
+	case strings.HasPrefix(spec, "s3://"):
+		ak, sk, err := pipeline.OpenSecret(ctx, db, keys, pipeline.StorageSecret)
+		if err != nil {
+			return nil, fmt.Errorf("EUTERPE_PIPELINE_STORAGE is an S3 URL but its credentials cannot be read (set them with `euterpe-central pipeline storage set --access-key-id ID` and the secret on stdin): %w", err)
+		}
+		return objstore.NewS3(spec, objstore.Credentials{AccessKeyID: ak, SecretAccessKey: sk})
+	}
+	return objstore.Dir{Path: spec}, nil
+}
+
+// New builds the role from the shared dependencies.
+func New(ctx context.Context, cfg Config, d *serve.Deps) (*Role, error) {
+	log := d.Log.With("role", RoleName)
+	store := pipeline.NewStore(d.DB, nil)
+	store.MaxAttempts = cfg.MaxAttempts
+	store.Backoff = lease.Backoff{Base: cfg.BackoffBase, Cap: cfg.BackoffMax}
+	store.Log = log
+	if err := store.LeaseQueue().Validate(); err != nil {
+		return nil, err
+	}
+	if d.Metrics != nil {
+		store.Metrics = pipeline.NewMetrics(d.Metrics, store)
+	} else {
+		store.Metrics = pipeline.NewMetrics(nil, nil)
+	}
+	objs, err := OpenStorage(ctx, cfg.Storage, d.StateDir, d.DB, d.Keys)
+	if err != nil {
+		return nil, err
+	}
+	types := pipeline.NewRegistry()
+	if err := types.Register(edgedaily.Type(d.DB, objs)); err != nil {
+		return nil, err
+	}
+	ext, err := pipeline.ParseTypes(cfg.Types, cfg.TypeTimeout, nil)
+	if err != nil {
+		return nil, &daemon.SettingError{Setting: "EUTERPE_PIPELINE_TYPES", Value: cfg.Types, Reason: err.Error()}
+	}
+	for _, t := range ext {
+		if err := types.Register(t); err != nil {
+			return nil, &daemon.SettingError{Setting: "EUTERPE_PIPELINE_TYPES", Value: cfg.Types, Reason: err.Error()}
+		}
+	}
+	store.Types = types
+	w := pipeline.NewWorker(store, types, pipeline.WorkerConfig{ID: d.WorkerID, Visibility: cfg.Visibility, Concurrency: cfg.Concurrency, Poll: cfg.Poll})
+	store.OnSubmit = w.Wake
+	at, _ := pipeline.ParseSchedule(cfg.Schedule)
+	syms, _ := pipeline.ParseSymbols(cfg.Symbols)
+	entries := []pipeline.ScheduleEntry{{JobType: edgedaily.Name, Symbols: pipeline.EdgeSymbols(d.DB)}}
+	for _, name := range types.Names() {
+		if list := syms[name]; len(list) > 0 {
+			entries = append(entries, pipeline.ScheduleEntry{JobType: name, Symbols: pipeline.FixedSymbols(list)})
+		}
+	}
+	for name := range syms {
+		if _, ok := types.Get(name); !ok {
+			return nil, &daemon.SettingError{Setting: "EUTERPE_PIPELINE_SYMBOLS", Value: cfg.Symbols, Reason: "job type " + name + " is not registered"}
+		}
+	}
+	sched := &pipeline.Scheduler{Store: store, At: at, CatchupDays: cfg.CatchupDays, Entries: entries, Log: log}
+	api := &pipeline.API{Store: store, Log: log, Attempts: 4, Budget: cfg.EnqueueTimeout,
+		Backoff: lease.Backoff{Base: cfg.EnqueueTimeout / 16, Cap: cfg.EnqueueTimeout / 4}}
+	return &Role{Store: store, Worker: w, Scheduler: sched, API: api, auth: d.OperatorAuth}, nil
+}

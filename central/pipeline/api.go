@@ -64,12 +64,46 @@ var Routes = [][2]string{
 
 // Mount adds the routes behind auth (the operator-token middleware).
 func (a *API) Mount(e *echo.Echo, auth echo.MiddlewareFunc) {
-	g := e.Group("/v1/pipeline", auth)
+	g := e.Group("/v1/pipeline", a.authUnavailable(auth))
 	g.POST("/jobs", a.submit)
 	g.GET("/jobs", a.list)
 	g.GET("/jobs/:id", a.get)
 	g.POST("/jobs/:id/redrive", a.redrive)
 	g.GET("/dlq", a.dlq)
+}
+
+// authUnavailable wraps the operator-token middleware: the token is looked
+// up in the same database as the queue, so when that lookup cannot reach it
+// the answer is the contract's — QUEUE_UNAVAILABLE on a submit,
+// REPO_UNAVAILABLE elsewhere, 503 with Retry-After — after the same
+// in-request retries a submit gets.
+func (a *API) authUnavailable(auth echo.MiddlewareFunc) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		h := auth(next)
+		return func(c echo.Context) error {
+			code := CodeRepoUnavailable
+			if c.Request().Method == http.MethodPost && c.Path() == "/v1/pipeline/jobs" {
+				code = CodeQueueUnavailable
+			}
+			deadline := time.Now().Add(a.Budget)
+			for attempt := 1; ; attempt++ {
+				err := h(c)
+				var ae *daemon.APIError
+				if !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable || ae.Code != "unavailable" {
+					return err
+				}
+				d := a.Backoff.Delay(attempt)
+				if attempt >= a.Attempts || time.Now().Add(d).After(deadline) || c.Request().Context().Err() != nil {
+					a.Log.Error("pipeline: database unreachable", "error_code", code, "stage", "operator lookup", "attempts", attempt)
+					e := daemon.Errorf(http.StatusServiceUnavailable, code, "the pipeline queue database cannot be reached; retry later")
+					e.RetryAfter = 5
+					return e
+				}
+				a.Log.Warn("pipeline: database unreachable; retrying", "error_code", code, "stage", "operator lookup", "attempt", attempt, "retry_in", d.String())
+				time.Sleep(d)
+			}
+		}
+	}
 }
 
 func requestedBy(c echo.Context) string {

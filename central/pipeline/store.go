@@ -32,6 +32,7 @@ type Store struct {
 	OnSubmit func()
 	now      func() time.Time
 	q        *lease.Queue
+	locked   lockGuard
 }
 
 // NewStore returns a store on db; now is the clock (nil: time.Now).
@@ -96,10 +97,12 @@ func (s *Store) Submit(ctx context.Context, r Request) (Created, error) {
 		return Created{}, err
 	}
 	var out Created
-	err = s.DB.Tx(ctx, func(tx *sql.Tx) error {
-		var err error
-		out, err = s.submitTx(ctx, tx, m)
-		return err
+	err = s.locked.run(ctx, s.DB, func() error {
+		return s.DB.Tx(ctx, func(tx *sql.Tx) error {
+			var err error
+			out, err = s.submitTx(ctx, tx, m)
+			return err
+		})
 	})
 	if err != nil {
 		return Created{}, unavailable(CodeQueueUnavailable, fmt.Errorf("pipeline submit: %w", err))
@@ -212,7 +215,7 @@ func (s *Store) enqueue(ctx context.Context, tx *sql.Tx, m JobMessage) (EnqueueR
 // asked for with a busy timeout of its own, so a file another process holds
 // locked reports error(database_locked) instead of stalling /ready.
 func (s *Store) Ping(ctx context.Context) error {
-	err := s.pingWrite(ctx)
+	err := pingWrite(ctx, s.DB, 1000)
 	if err == nil {
 		return nil
 	}
@@ -220,28 +223,6 @@ func (s *Store) Ping(ctx context.Context) error {
 		return u
 	}
 	return &UnavailableError{Code: CodeQueueUnavailable, Reason: "error", Err: err}
-}
-
-func (s *Store) pingWrite(ctx context.Context) error {
-	conn, err := s.DB.DB.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	if s.DB.Engine == sqldb.SQLite {
-		if _, err := conn.ExecContext(ctx, "PRAGMA busy_timeout = 1000"); err != nil {
-			return err
-		}
-		defer conn.ExecContext(context.Background(), "PRAGMA busy_timeout = 15000") //nolint:errcheck
-	}
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	var one int
-	err = tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM (SELECT 1 FROM pipeline_jobs LIMIT 1) t").Scan(&one)
-	_ = tx.Rollback()
-	return err
 }
 
 // RepoPing is the repo's ping (/ready "repo"): the jobs table answers a read.

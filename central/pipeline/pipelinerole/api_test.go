@@ -228,4 +228,4 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 	}
 }
 
-var _ = testsvc.PostgresURL
+func testsvcPostgresURL() string { return testsvc.PostgresURL() }

@@ -35,7 +35,7 @@ func (*Role) Name() string { return RoleName }
 // Run runs the worker and the scheduler.
 func (r *Role) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return r.Worker.Run(gctx) })
+	g.Go(func() error { defer r.Store.Wait(); return r.Worker.Run(gctx) })
 	g.Go(func() error { return r.Scheduler.Run(gctx) })
 	return g.Wait()
 }

@@ -126,7 +126,9 @@ func TestServeUntilGraceful(t *testing.T) {
 
 type reasoned struct{ r string }
 
-func (e reasoned) Error() string       { return "dial tcp: lookup db.invalid: no such host (password=hunter2)" }
+func (e reasoned) Error() string {
+	return "dial tcp: lookup db.invalid: no such host (password=hunter2)"
+}
 func (e reasoned) ReadyReason() string { return e.r }
 
 // An error that classifies itself reports its reason, not its text.

@@ -55,7 +55,7 @@ func (cfg *Config) Bind(c *daemon.Config) {
 	c.Duration(&cfg.TypeTimeout, "pipeline-type-timeout", "EUTERPE_PIPELINE_TYPE_TIMEOUT", d.TypeTimeout, time.Second, 24*time.Hour,
 		"time an exec or http pipeline job type has to answer")
 	c.String(&cfg.Storage, "pipeline-storage", "EUTERPE_PIPELINE_STORAGE", "",
-		"where pipeline reports go: an absolute directory or s3://bucket[/prefix]?endpoint=…&region=… (credentials: `euterpe-central pipeline storage set`); empty: <state-dir>/pipeline", checkStorage)
+		"where pipeline reports go: an absolute directory or s3://bucket[/prefix]?endpoint=…&region=… (credentials: `euterpe-central pipeline storage-credentials`); empty: <state-dir>/pipeline", checkStorage)
 	c.String(&cfg.Schedule, "pipeline-schedule", "EUTERPE_PIPELINE_SCHEDULE", d.Schedule, "daily pipeline slot, HH:MM UTC; asof = the day before",
 		func(v string) error { _, err := pipeline.ParseSchedule(v); return err })
 	c.Int(&cfg.CatchupDays, "pipeline-catchup-days", "EUTERPE_PIPELINE_CATCHUP_DAYS", d.CatchupDays, 1, 366, "missed daily slots a starting pod enqueues")

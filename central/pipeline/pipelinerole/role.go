@@ -52,21 +52,51 @@ func (r *Role) ReadyChecks() []daemon.Check {
 	return []daemon.Check{{Name: "queue", Probe: r.Store.Ping}, {Name: "repo", Probe: r.Store.RepoPing}}
 }
 
+// bound holds the settings Definition declared, for the
+// `euterpe-central pipeline …` commands that share them.
+var bound = Defaults()
+
+// Settings returns the pipeline settings as parsed (after the process
+// configuration's Parse).
+func Settings() Config { return bound }
+
 // Definition registers the role: on by default.
 func Definition() serve.Definition {
-	cfg := Defaults()
 	return serve.Definition{
 		Name:      RoleName,
 		DefaultOn: true,
-		Settings:  cfg.Bind,
+		Settings:  bound.Bind,
 		New: func(d *serve.Deps) (serve.Role, error) {
-			return New(context.Background(), cfg, d)
+			return New(context.Background(), bound, d)
 		},
 	}
 }
 
+// Types builds the job type registry of cfg: edge_daily and the
+// configured external types.
+func Types(ctx context.Context, cfg Config, d *serve.Deps) (*pipeline.Registry, error) {
+	objs, err := OpenStorage(ctx, cfg.Storage, d.StateDir, d.DB, d.Keys)
+	if err != nil {
+		return nil, err
+	}
+	types := pipeline.NewRegistry()
+	if err := types.Register(edgedaily.Type(d.DB, objs)); err != nil {
+		return nil, err
+	}
+	ext, err := pipeline.ParseTypes(cfg.Types, cfg.TypeTimeout, nil)
+	if err != nil {
+		return nil, &daemon.SettingError{Setting: "EUTERPE_PIPELINE_TYPES", Value: cfg.Types, Reason: err.Error()}
+	}
+	for _, t := range ext {
+		if err := types.Register(t); err != nil {
+			return nil, &daemon.SettingError{Setting: "EUTERPE_PIPELINE_TYPES", Value: cfg.Types, Reason: err.Error()}
+		}
+	}
+	return types, nil
+}
+
 // OpenStorage opens the report store a setting names; S3 credentials are
-// the keyring-sealed ones `euterpe-central pipeline storage set` saved.
+// the keyring-sealed ones `euterpe-central pipeline storage-credentials` saved.
 func OpenStorage(ctx context.Context, spec, stateDir string, db *sqldb.DB, keys *credentials.Keyring) (objstore.Store, error) {
 	switch {
 	case spec == "":
@@ -74,7 +104,7 @@ func OpenStorage(ctx context.Context, spec, stateDir string, db *sqldb.DB, keys 
 	case strings.HasPrefix(spec, "s3://"):
 		ak, sk, err := pipeline.OpenSecret(ctx, db, keys, pipeline.StorageSecret)
 		if err != nil {
-			return nil, fmt.Errorf("EUTERPE_PIPELINE_STORAGE is an S3 URL but its credentials cannot be read (set them with `euterpe-central pipeline storage set --access-key-id ID` and the secret on stdin): %w", err)
+			return nil, fmt.Errorf("EUTERPE_PIPELINE_STORAGE is an S3 URL but its credentials cannot be read (set them with `euterpe-central pipeline storage-credentials --access-key-id ID` with the secret on stdin): %w", err)
 		}
 		return objstore.NewS3(spec, objstore.Credentials{AccessKeyID: ak, SecretAccessKey: sk})
 	}
@@ -96,22 +126,9 @@ func New(ctx context.Context, cfg Config, d *serve.Deps) (*Role, error) {
 	} else {
 		store.Metrics = pipeline.NewMetrics(nil, nil)
 	}
-	objs, err := OpenStorage(ctx, cfg.Storage, d.StateDir, d.DB, d.Keys)
+	types, err := Types(ctx, cfg, d)
 	if err != nil {
 		return nil, err
-	}
-	types := pipeline.NewRegistry()
-	if err := types.Register(edgedaily.Type(d.DB, objs)); err != nil {
-		return nil, err
-	}
-	ext, err := pipeline.ParseTypes(cfg.Types, cfg.TypeTimeout, nil)
-	if err != nil {
-		return nil, &daemon.SettingError{Setting: "EUTERPE_PIPELINE_TYPES", Value: cfg.Types, Reason: err.Error()}
-	}
-	for _, t := range ext {
-		if err := types.Register(t); err != nil {
-			return nil, &daemon.SettingError{Setting: "EUTERPE_PIPELINE_TYPES", Value: cfg.Types, Reason: err.Error()}
-		}
 	}
 	store.Types = types
 	w := pipeline.NewWorker(store, types, pipeline.WorkerConfig{ID: d.WorkerID, Visibility: cfg.Visibility, Concurrency: cfg.Concurrency, Poll: cfg.Poll})

@@ -4,7 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-		"io"
+	"io"
 	"log/slog"
 	"os"
 	"strings"

@@ -210,4 +210,3 @@ func pipelineList(path string) func(ctx context.Context, env Env, args []string)
 		}
 	}
 }
-

@@ -199,3 +199,48 @@ func nullString(s string) any {
 	}
 	return s
 }
+
+// SucceedMany records the success of many jobs in one transaction (one
+// statement per engine batch, lease.Queue.MoveEach), each fenced on its own
+// claim; it returns an error per job (a *lease.StaleError for a lost one,
+// which leaves the others alone). If the transaction fails as a whole the
+// jobs are written one by one.
+func (s *Store) SucceedMany(ctx context.Context, jobs []*Job, refs []string) []error {
+	now := s.now()
+	saved := make([]lease.Claim, len(jobs))
+	steps := make([]lease.Step, len(jobs))
+	for i, j := range jobs {
+		saved[i] = j.Claim
+		steps[i] = lease.Step{Claim: &j.Claim, To: StatusSucceeded, Set: "finished_at = ?, result_ref = ?, " + release,
+			Args: []any{sqldb.Micros(now), nullString(refs[i])}}
+	}
+	var out []error
+	err := s.DB.Tx(ctx, func(tx *sql.Tx) error {
+		for i, j := range jobs {
+			j.Claim = saved[i]
+		}
+		var err error
+		out, err = s.q.MoveEach(ctx, tx, steps, now)
+		return err
+	})
+	if err != nil {
+		for i, j := range jobs {
+			j.Claim = saved[i]
+		}
+		out = make([]error, len(jobs))
+		if len(jobs) == 1 {
+			out[0] = unavailable(CodeRepoUnavailable, err)
+			return out
+		}
+		for i := range jobs {
+			out[i] = s.SucceedMany(ctx, jobs[i:i+1], refs[i:i+1])[0]
+		}
+		return out
+	}
+	for i, j := range jobs {
+		if out[i] == nil {
+			s.Metrics.finished(j.Msg, StatusSucceeded, "", now)
+		}
+	}
+	return out
+}

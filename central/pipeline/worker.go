@@ -24,11 +24,20 @@ type Worker struct {
 	Types *Registry
 	Cfg   WorkerConfig
 	wake  chan struct{}
+	fin   chan finished
+}
+
+// finished is a job's success, handed to the finisher, which writes many
+// in one transaction and answers on res.
+type finished struct {
+	job *Job
+	ref string
+	res chan error
 }
 
 // NewWorker returns a worker.
 func NewWorker(s *Store, types *Registry, cfg WorkerConfig) *Worker {
-	return &Worker{Store: s, Types: types, Cfg: cfg, wake: make(chan struct{}, 1)}
+	return &Worker{Store: s, Types: types, Cfg: cfg, wake: make(chan struct{}, 1), fin: make(chan finished, cfg.Concurrency)}
 }
 
 // Wake makes an idle worker poll at once (after a submit in this process).
@@ -45,7 +54,11 @@ func (w *Worker) Wake() {
 func (w *Worker) Run(ctx context.Context) error {
 	sem := make(chan struct{}, w.Cfg.Concurrency)
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	// The finisher outlives the jobs: it stops once they all returned.
+	finCtx, stopFin := context.WithCancel(context.WithoutCancel(ctx))
+	finDone := make(chan struct{})
+	go func() { defer close(finDone); w.finisher(finCtx) }()
+	defer func() { wg.Wait(); stopFin(); <-finDone }()
 	for ctx.Err() == nil {
 		free := cap(sem) - len(sem)
 		var jobs []*Job
@@ -91,7 +104,7 @@ func (w *Worker) RunJob(ctx context.Context, j *Job) {
 			return ctx.Err()
 		}
 		if jerr == nil {
-			return s.SetSucceeded(ctx, j, s.now(), ref)
+			return w.succeed(ctx, j, ref)
 		}
 		var je *JobError
 		if !errors.As(jerr, &je) {
@@ -121,4 +134,55 @@ func (w *Worker) execute(ctx context.Context, j *Job) (string, error) {
 	}
 	t, _ := w.Types.Get(j.Msg.JobType)
 	return t.Runner.Run(ctx, j.Msg)
+}
+
+// succeed hands j's success to the finisher and waits for the write (the
+// lease is kept meanwhile).
+func (w *Worker) succeed(ctx context.Context, j *Job, ref string) error {
+	res := make(chan error, 1)
+	select {
+	case w.fin <- finished{job: j, ref: ref, res: res}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-res:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// finisher writes successes in batches: whatever accumulated while the
+// previous batch was written goes in the next transaction, so a busy
+// worker pays one commit for many jobs and an idle one waits for none.
+func (w *Worker) finisher(ctx context.Context) {
+	const maxBatch = 500
+	for {
+		var first finished
+		select {
+		case <-ctx.Done():
+			return
+		case first = <-w.fin:
+		}
+		batch := []finished{first}
+	fill:
+		for len(batch) < maxBatch {
+			select {
+			case f := <-w.fin:
+				batch = append(batch, f)
+			default:
+				break fill
+			}
+		}
+		jobs := make([]*Job, len(batch))
+		refs := make([]string, len(batch))
+		for i, f := range batch {
+			jobs[i], refs[i] = f.job, f.ref
+		}
+		errs := w.Store.SucceedMany(ctx, jobs, refs)
+		for i, f := range batch {
+			f.res <- errs[i]
+		}
+	}
 }

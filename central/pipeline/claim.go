@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/vesta-cx/euterpe/daemon/lease"
@@ -33,13 +32,12 @@ func (s *Store) Claim(ctx context.Context, worker string, n int, ttl time.Durati
 }
 
 func (s *Store) onClaim(ctx context.Context, tx *sql.Tx, claims []lease.Claim, now time.Time) error {
-	ids := make([]any, 0, len(claims)+1)
-	ids = append(ids, sqldb.Micros(now))
-	for _, c := range claims {
-		ids = append(ids, c.ID)
-	}
-	q := "UPDATE pipeline_jobs SET started_at = ? WHERE job_id IN (" + strings.TrimSuffix(strings.Repeat("?,", len(claims)), ",") + ")"
-	_, err := tx.ExecContext(ctx, s.DB.Rebind(q), ids...)
+	// The rows just claimed are exactly those running under this worker
+	// with this lease expiry (the lease index finds them): two parameters
+	// whatever the batch size.
+	c := claims[0]
+	_, err := s.DB.ExecTx(ctx, tx, "UPDATE pipeline_jobs SET started_at = ? WHERE status = ? AND lease_expires_at = ? AND worker_id = ?",
+		sqldb.Micros(now), StatusRunning, sqldb.Micros(c.LeaseExpiresAt), c.Worker)
 	return err
 }
 

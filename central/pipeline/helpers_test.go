@@ -137,3 +137,5 @@ func dbURL(t testing.TB, db *sqldb.DB) string {
 	u.Path = "/" + name
 	return u.String()
 }
+
+func discardLog() *slog.Logger { return slog.New(slog.DiscardHandler) }

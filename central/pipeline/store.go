@@ -97,13 +97,18 @@ func (s *Store) Submit(ctx context.Context, r Request) (Created, error) {
 		return Created{}, err
 	}
 	var out Created
-	err = s.locked.run(ctx, s.DB, func() error {
-		return s.DB.Tx(ctx, func(tx *sql.Tx) error {
-			var err error
-			out, err = s.submitTx(ctx, tx, m)
-			return err
+	if s.DB.Engine == sqldb.Postgres {
+		// One statement is one transaction: no BEGIN/COMMIT round trips.
+		out, err = s.insertQueued(ctx, s.DB.DB, m, true)
+	} else {
+		err = s.locked.run(ctx, s.DB, func() error {
+			return s.DB.Tx(ctx, func(tx *sql.Tx) error {
+				var err error
+				out, err = s.submitTx(ctx, tx, m)
+				return err
+			})
 		})
-	})
+	}
 	if err != nil {
 		return Created{}, unavailable(CodeQueueUnavailable, fmt.Errorf("pipeline submit: %w", err))
 	}
@@ -111,14 +116,10 @@ func (s *Store) Submit(ctx context.Context, r Request) (Created, error) {
 	return out, nil
 }
 
-// submitTx is create_queued then, for a new job, enqueue, in tx.
+// submitTx is create_queued and enqueue in tx: the queued row is inserted
+// visible (the row is the message), or the key's active job is returned.
 func (s *Store) submitTx(ctx context.Context, tx *sql.Tx, m JobMessage) (Created, error) {
-	out, err := s.createQueued(ctx, tx, m)
-	if err != nil || !out.Created {
-		return out, err
-	}
-	_, err = s.enqueue(ctx, tx, m)
-	return out, err
+	return s.insertQueued(ctx, tx, m, true)
 }
 
 // submitted counts and logs a committed submit.
@@ -162,12 +163,35 @@ func (s *Store) CreateQueued(ctx context.Context, m JobMessage) (Created, error)
 }
 
 func (s *Store) createQueued(ctx context.Context, tx *sql.Tx, m JobMessage) (Created, error) {
+	return s.insertQueued(ctx, tx, m, false)
+}
+
+// insertQueued inserts m's queued row — visible now when enqueue is set
+// (create_queued and enqueue in one statement), invisible until Enqueue
+// otherwise — unless the key has its active job, which it returns.
+func (s *Store) insertQueued(ctx context.Context, ex sqldb.Execer, m JobMessage, enqueue bool) (Created, error) {
 	now := sqldb.Micros(m.CreatedAt)
+	var visible any
+	if enqueue {
+		visible = sqldb.Micros(s.now())
+	}
+	for try := 0; ; try++ {
+		out, err := s.insertOnce(ctx, ex, m, visible, now)
+		// The active job of the key may have failed between the insert
+		// that found it and the select that read it: insert again.
+		if errors.Is(err, sql.ErrNoRows) && try < 3 {
+			continue
+		}
+		return out, err
+	}
+}
+
+func (s *Store) insertOnce(ctx context.Context, ex sqldb.Execer, m JobMessage, visible any, now int64) (Created, error) {
 	var id string
-	err := s.DB.QueryRowTx(ctx, tx, `INSERT INTO pipeline_jobs (job_id, idempotency_key, job_type, symbol, asof, requested_by,
-		status, max_attempts, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	err := s.DB.QueryRowTx(ctx, ex, `INSERT INTO pipeline_jobs (job_id, idempotency_key, job_type, symbol, asof, requested_by,
+		status, max_attempts, visible_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (idempotency_key) WHERE status IN (`+activeList+`) DO NOTHING RETURNING job_id`,
-		m.JobID, m.IdempotencyKey, m.JobType, m.Symbol, m.Asof, m.RequestedBy, StatusQueued, s.MaxAttempts, now, now).Scan(&id)
+		m.JobID, m.IdempotencyKey, m.JobType, m.Symbol, m.Asof, m.RequestedBy, StatusQueued, s.MaxAttempts, visible, now, now).Scan(&id)
 	if err == nil {
 		return Created{JobID: id, Created: true, Status: StatusQueued}, nil
 	}
@@ -177,7 +201,7 @@ func (s *Store) createQueued(ctx context.Context, tx *sql.Tx, m JobMessage) (Cre
 	// The key has its active job (committed: on Postgres the insert waited
 	// for a concurrent inserter to finish before it did nothing).
 	var out Created
-	err = s.DB.QueryRowTx(ctx, tx, `SELECT job_id, status FROM pipeline_jobs WHERE idempotency_key = ? AND status IN (`+activeList+`)`,
+	err = s.DB.QueryRowTx(ctx, ex, `SELECT job_id, status FROM pipeline_jobs WHERE idempotency_key = ? AND status IN (`+activeList+`)`,
 		m.IdempotencyKey).Scan(&out.JobID, &out.Status)
 	return out, err
 }

@@ -118,6 +118,7 @@ func (a *API) submit(c echo.Context) error {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
+			a.Log.Error("pipeline message refused", "error_code", CodeMessageTooLarge, "requested_by", requestedBy(c), "alert", true)
 			return daemon.Errorf(http.StatusRequestEntityTooLarge, CodeMessageTooLarge, "request body exceeds %d bytes", MaxBodyBytes)
 		}
 		return daemon.Errorf(http.StatusBadRequest, CodeInvalidMessage, "could not read the request body")
@@ -126,6 +127,8 @@ func (a *API) submit(c echo.Context) error {
 	dec.DisallowUnknownFields()
 	var r SubmitRequest
 	if err := dec.Decode(&r); err != nil || dec.More() {
+		a.Log.Error("pipeline message refused", "error_code", CodeInvalidMessage, "error_message", "body is not one JSON object {job_type, symbol, asof}",
+			"requested_by", requestedBy(c), "alert", true)
 		return daemon.Errorf(http.StatusBadRequest, CodeInvalidMessage, "body must be one JSON object {job_type, symbol, asof}")
 	}
 	req := Request{JobType: r.JobType, Symbol: r.Symbol, Asof: r.Asof, RequestedBy: requestedBy(c)}

@@ -3,6 +3,8 @@ package pipelinerole
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -13,6 +15,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/vesta-cx/euterpe/central/pipeline"
+	"github.com/vesta-cx/euterpe/central/serve"
+	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 	"github.com/vesta-cx/euterpe/daemon/sqldb/sqltest"
 	"github.com/vesta-cx/euterpe/daemon/testsvc"
@@ -229,3 +233,16 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 }
 
 func testsvcPostgresURL() string { return testsvc.PostgresURL() }
+
+// A configured exec job type must exist and be executable at start.
+func TestExecTypeMustExist(t *testing.T) {
+	db := sqltest.Open(t, sqldb.SQLite, sets...)
+	cfg := testConfig()
+	cfg.Types = "prices=exec:/nonexistent/prices-pipeline"
+	d := &serve.Deps{DB: db, Log: slog.New(slog.DiscardHandler), StateDir: t.TempDir(), WorkerID: "w"}
+	_, err := New(context.Background(), cfg, d)
+	var se *daemon.SettingError
+	if !errors.As(err, &se) || se.Setting != "EUTERPE_PIPELINE_TYPES" {
+		t.Fatalf("%v", err)
+	}
+}

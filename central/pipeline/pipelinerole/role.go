@@ -3,6 +3,7 @@ package pipelinerole
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -88,6 +89,13 @@ func Types(ctx context.Context, cfg Config, d *serve.Deps) (*pipeline.Registry, 
 		return nil, &daemon.SettingError{Setting: "EUTERPE_PIPELINE_TYPES", Value: cfg.Types, Reason: err.Error()}
 	}
 	for _, t := range ext {
+		if x, ok := t.Runner.(pipeline.Exec); ok {
+			// A missing program would only show as STAGE_UNAVAILABLE
+			// retries ending in the DLQ: refuse it at start instead.
+			if st, err := os.Stat(x.Path); err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
+				return nil, &daemon.SettingError{Setting: "EUTERPE_PIPELINE_TYPES", Value: cfg.Types, Reason: "job type " + t.Name + ": " + x.Path + " is not an executable file"}
+			}
+		}
 		if err := types.Register(t); err != nil {
 			return nil, &daemon.SettingError{Setting: "EUTERPE_PIPELINE_TYPES", Value: cfg.Types, Reason: err.Error()}
 		}

@@ -11,8 +11,8 @@ import (
 )
 
 // Claim takes up to n visible jobs for worker under the visibility timeout
-// ttl (a lease; the claim counts an attempt and stamps started_at, the
-// contract's set_running). Expired leases are recovered first, in the same
+// ttl (a lease; the claim counts an attempt and is the contract's
+// set_running: its time, updated_at, is the attempt's started_at). Expired leases are recovered first, in the same
 // transaction, by onExpire.
 func (s *Store) Claim(ctx context.Context, worker string, n int, ttl time.Duration) ([]*Job, error) {
 	claims, err := s.q.Claim(ctx, worker, n, ttl)
@@ -29,16 +29,6 @@ func (s *Store) Claim(ctx context.Context, worker string, n int, ttl time.Durati
 		out = append(out, j)
 	}
 	return out, nil
-}
-
-func (s *Store) onClaim(ctx context.Context, tx *sql.Tx, claims []lease.Claim, now time.Time) error {
-	// The rows just claimed are exactly those running under this worker
-	// with this lease expiry (the lease index finds them): two parameters
-	// whatever the batch size.
-	c := claims[0]
-	_, err := s.DB.ExecTx(ctx, tx, "UPDATE pipeline_jobs SET started_at = ? WHERE status = ? AND lease_expires_at = ? AND worker_id = ?",
-		sqldb.Micros(now), StatusRunning, sqldb.Micros(c.LeaseExpiresAt), c.Worker)
-	return err
 }
 
 // onExpire handles jobs whose worker stopped heartbeating: the failure is
@@ -77,23 +67,29 @@ func (s *Store) Keep(ctx context.Context, j *Job, ttl time.Duration, work func(c
 		}))
 }
 
-// SetRunning stamps started_at on j's row (fenced). The claim itself moves
-// queued → running and stamps it; this is for a caller that starts later.
+// SetRunning restamps the attempt's start on j's row (fenced; the final
+// write copies it to started_at). The claim itself moves queued → running
+// and stamps it; this is for a caller that starts the work later.
 func (s *Store) SetRunning(ctx context.Context, j *Job, startedAt time.Time) error {
 	if j.Status != StatusRunning {
 		return Transitions.Check(j.Status, StatusRunning)
 	}
 	return s.DB.Tx(ctx, func(tx *sql.Tx) error {
-		return s.q.Exec(ctx, tx, &j.Claim, "started_at = ?", sqldb.Micros(startedAt))
+		return s.q.Exec(ctx, tx, &j.Claim, "updated_at = ?", sqldb.Micros(startedAt))
 	})
 }
 
 const release = "worker_id = NULL, lease_expires_at = NULL"
 
+// startedAt records the attempt's start in its final write: the claim
+// stamped updated_at (heartbeats do not touch it), and a SET reads the
+// row's old values. One row version fewer per job than a write at claim.
+const startedAt = "started_at = updated_at, "
+
 // SetSucceeded records success with the result reference (fenced).
 func (s *Store) SetSucceeded(ctx context.Context, j *Job, finishedAt time.Time, resultRef string) error {
 	err := s.DB.Tx(ctx, func(tx *sql.Tx) error {
-		return s.q.Move(ctx, tx, &j.Claim, StatusSucceeded, finishedAt, "finished_at = ?, result_ref = ?, "+release,
+		return s.q.Move(ctx, tx, &j.Claim, StatusSucceeded, finishedAt, "finished_at = ?, result_ref = ?, "+startedAt+release,
 			sqldb.Micros(finishedAt), nullString(resultRef))
 	})
 	if err != nil {
@@ -109,7 +105,7 @@ func (s *Store) SetFailed(ctx context.Context, j *Job, finishedAt time.Time, f *
 }
 
 func (s *Store) setFailed(ctx context.Context, tx lease.Execer, j *Job, at time.Time, f *JobError, attempt int) error {
-	return s.q.Move(ctx, tx, &j.Claim, StatusFailed, at, "finished_at = ?, error_code = ?, error_message = ?, error_attempt = ?, "+release,
+	return s.q.Move(ctx, tx, &j.Claim, StatusFailed, at, "finished_at = ?, error_code = ?, error_message = ?, error_attempt = ?, "+startedAt+release,
 		sqldb.Micros(at), f.Code, Redact(f.Message), attempt)
 }
 

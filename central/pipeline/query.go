@@ -32,6 +32,9 @@ func scanRecord(r scanner) (JobRecord, error) {
 	if j.Status != StatusQueued {
 		j.VisibleAt = nil
 	}
+	if j.Status == StatusRunning {
+		j.StartedAt = &j.UpdatedAt // the claim's time, until the attempt ends
+	}
 	if code != nil {
 		j.LastError = &LastError{ErrorCode: *code, ErrorMessage: deref(msg), Attempt: derefInt(errAttempt)}
 	}

@@ -44,7 +44,7 @@ func NewStore(db *sqldb.DB, now func() time.Time) *Store {
 		Log: slog.New(slog.DiscardHandler), now: now}
 	spec := Lease
 	spec.Returning = []string{"idempotency_key", "job_type", "symbol", "asof", "requested_by", "created_at", "max_attempts"}
-	s.q = &lease.Queue{DB: db, Spec: spec, Machine: Transitions, Now: now, OnClaim: s.onClaim, OnExpire: s.onExpire,
+	s.q = &lease.Queue{DB: db, Spec: spec, Machine: Transitions, Now: now, OnExpire: s.onExpire,
 		Extra: func() []any {
 			return []any{new(string), new(string), new(string), new(string), new(string), new(int64), new(int)}
 		}}

@@ -200,6 +200,9 @@ func TestNoRegression(t *testing.T) {
 			t.Fatalf("claim: %v %d", err, len(jobs))
 		}
 		j := jobs[0]
+		if r := f.get(t, c.JobID); r.Status != StatusRunning || r.StartedAt == nil {
+			t.Fatalf("running record %+v", r)
+		}
 		if err := f.store.SetSucceeded(ctx, j, time.Now(), "ref"); err != nil {
 			t.Fatal(err)
 		}
@@ -219,7 +222,8 @@ func TestNoRegression(t *testing.T) {
 		if again, _ := f.store.Claim(ctx, "w2", 1, time.Minute); len(again) != 0 {
 			t.Fatalf("succeeded job claimed again")
 		}
-		if r := f.get(t, c.JobID); r.Status != StatusSucceeded || r.ResultRef != "ref" || r.LastError != nil {
+		if r := f.get(t, c.JobID); r.Status != StatusSucceeded || r.ResultRef != "ref" || r.LastError != nil ||
+			r.StartedAt == nil || r.FinishedAt == nil || r.StartedAt.After(*r.FinishedAt) || r.Attempts != 1 {
 			t.Fatalf("record %+v", r)
 		}
 		if _, err := f.store.Redrive(ctx, c.JobID); !errors.Is(err, lease.ErrInvalidTransition) {

@@ -33,7 +33,6 @@ CREATE UNIQUE INDEX pipeline_jobs_active_key ON pipeline_jobs (idempotency_key)
     WHERE status IN ('queued', 'running', 'succeeded');
 CREATE INDEX pipeline_jobs_claim ON pipeline_jobs (visible_at) WHERE status = 'queued';
 CREATE INDEX pipeline_jobs_lease ON pipeline_jobs (lease_expires_at) WHERE status = 'running';
-CREATE INDEX pipeline_jobs_key ON pipeline_jobs (idempotency_key);
 CREATE INDEX pipeline_jobs_status ON pipeline_jobs (status, job_id);
 
 -- What the scheduler has enqueued: one row per (type, symbol, day), so two

@@ -278,3 +278,52 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// §7 "Repeat job" through the queue: a worker stores the report and dies
+// before recording success; the message reappears (at-least-once), the job
+// runs again and succeeds at attempt 2, and storage is written once.
+func TestRepeatAfterCrashWritesNothingNew(t *testing.T) {
+	sqltest.Each(t, sets, func(t *testing.T, db *sqldb.DB) {
+		ctx := context.Background()
+		addEdge(t, db, "edge-1")
+		addEvents(t, db, "edge-1", sample())
+		var mu sync.Mutex
+		now := time.Now()
+		clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+		cs := &countingStore{Store: objstore.Dir{Path: t.TempDir()}}
+		types := pipeline.NewRegistry()
+		typ := Type(db, cs)
+		_ = types.Register(typ)
+		s := pipeline.NewStore(db, clock)
+		s.Types = types
+		c, err := s.Submit(ctx, pipeline.Request{JobType: Name, Symbol: "edge-1", Asof: "2026-01-02", RequestedBy: "t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs, err := s.Claim(ctx, "doomed", 1, 30*time.Second)
+		if err != nil || len(jobs) != 1 {
+			t.Fatalf("claim %v %d", err, len(jobs))
+		}
+		if _, err := typ.Runner.Run(ctx, jobs[0].Msg); err != nil { // stored…
+			t.Fatal(err)
+		}
+		// …and died: no success recorded, no heartbeat. 31 s later:
+		mu.Lock()
+		now = now.Add(31 * time.Second)
+		mu.Unlock()
+		w := pipeline.NewWorker(s, types, pipeline.WorkerConfig{ID: "survivor", Visibility: 30 * time.Second, Concurrency: 1, Poll: 20 * time.Millisecond})
+		wctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); _ = w.Run(wctx) }()
+		waitFor(t, func() bool { r, _ := s.GetByID(ctx, c.JobID); return r.Status == pipeline.StatusSucceeded })
+		cancel()
+		<-done
+		r, _ := s.GetByID(ctx, c.JobID)
+		if r.Attempts != 2 || r.LastError == nil || r.LastError.ErrorCode != pipeline.CodeVisibilityTimeout {
+			t.Fatalf("%+v %+v", r, r.LastError)
+		}
+		if p, w := cs.counts(); p != 4 || w != 2 {
+			t.Fatalf("%d puts, %d writes; want the second run to write nothing", p, w)
+		}
+	})
+}

@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"regexp"
+
 	"github.com/vesta-cx/euterpe/daemon"
 )
 
@@ -67,9 +69,27 @@ func Fail(code, message string) *JobError {
 	return &JobError{Code: code, Message: Redact(message)}
 }
 
-// Redact caps a message at 512 characters after removing URL passwords and
-// query strings (tokens travel there).
-func Redact(s string) string { return daemon.CapMessage(daemon.RedactURL(s)) }
+// secretish matches what must not survive into a stored or logged message:
+// bearer credentials, operator tokens, and key=value pairs whose key names
+// a secret (as in URL queries, DSNs and program output).
+var secretish = regexp.MustCompile(`(?i)(bearer\s+)\S+|eop_[A-Za-z0-9_-]+|((?:secret|password|passwd|pwd|token|signature|x-amz-credential|x-amz-signature|access_key|secret_key|api_key)[A-Za-z_-]*"?\s*[=:]\s*"?)[^\s&"',;]+`)
+
+// Redact removes URL passwords and secret-looking values, then caps the
+// message at 512 characters.
+func Redact(s string) string {
+	s = daemon.RedactURL(s)
+	s = secretish.ReplaceAllStringFunc(s, func(m string) string {
+		sub := secretish.FindStringSubmatch(m)
+		switch {
+		case sub[1] != "":
+			return sub[1] + "[REDACTED]"
+		case sub[2] != "":
+			return sub[2] + "[REDACTED]"
+		}
+		return "[REDACTED]"
+	})
+	return daemon.CapMessage(s)
+}
 
 func isStageCode(c string) bool {
 	for _, x := range StageCodes {

@@ -405,3 +405,25 @@ func TestSecretsSealed(t *testing.T) {
 		}
 	})
 }
+
+func TestRedact(t *testing.T) {
+	cases := map[string]string{
+		"GET https://s3/x?X-Amz-Signature=abcdef&part=1 failed": "GET https://s3/x?X-Amz-Signature=[REDACTED]&part=1 failed",
+		"Authorization: Bearer eop_abc123 refused":              "Authorization: Bearer [REDACTED] refused",
+		"token eop_zzz leaked":                                  "token [REDACTED] leaked",
+		`{"secret_key":"s3cr3t"}`:                               `{"secret_key":"[REDACTED]"}`,
+		"password=abc port=5432":                                "password=[REDACTED] port=5432",
+		"plain message":                                         "plain message",
+	}
+	for in, want := range cases {
+		if got := Redact(in); got != want {
+			t.Errorf("%q: %q, want %q", in, got, want)
+		}
+	}
+	if got := Redact("dsn postgres://u:hunter2@db/x down"); strings.Contains(got, "hunter2") {
+		t.Errorf("password kept: %q", got)
+	}
+	if n := len(Redact(strings.Repeat("é", 600))); n > 512 {
+		t.Errorf("capped to %d bytes", n)
+	}
+}

@@ -12,14 +12,36 @@ import (
 	"github.com/vesta-cx/euterpe/daemon/sqldb/sqltest"
 )
 
-// `pipeline backfill` enqueues one job per day of the range; run again,
-// every day answers the existing job (created false).
+// childRun runs the program as a real process (the test binary acting as
+// euterpe-central) with c's environment and stdin.
+func childRun(t *testing.T, c *cli, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	for k, v := range c.env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, out.String(), errb.String()
+}
+
+// `pipeline backfill` (a real process) enqueues one job per day of the
+// range; run again, every day answers the existing job (created false).
 func TestPipelineBackfill(t *testing.T) {
 	for _, e := range sqltest.Engines {
 		t.Run(string(e), func(t *testing.T) {
 			c := newCLI(t, e)
 			args := []string{"pipeline", "backfill", "--type", "edge_daily", "--symbol", "edge-1", "--from", "2026-01-30", "--to", "2026-02-02"}
-			code, out, errOut := c.run(args...)
+			code, out, errOut := childRun(t, c, "", args...)
 			if code != 0 {
 				t.Fatalf("exit %d\n%s", code, errOut)
 			}
@@ -44,7 +66,7 @@ func TestPipelineBackfill(t *testing.T) {
 			if len(first) != 4 || first[0].Asof != "2026-01-30" || first[3].Asof != "2026-02-02" || !first[0].Created || first[0].Status != "queued" {
 				t.Fatalf("%+v", first)
 			}
-			_, out, _ = c.run(args...)
+			_, out, _ = childRun(t, c, "", args...)
 			for i, l := range parse(out) {
 				if l.Created || l.JobID != first[i].JobID {
 					t.Fatalf("rerun %d: %+v", i, l)
@@ -61,7 +83,7 @@ func TestPipelineBackfill(t *testing.T) {
 				{"pipeline", "backfill", "--type", "edge_daily", "--symbol", "x", "--from", "2026-01-02", "--to", "2026-01-01"},
 				{"pipeline", "backfill", "--type", "edge_daily", "--symbol", "x", "--from", "2020-01-01", "--to", "2026-01-01"},
 			} {
-				if code, _, _ := c.run(bad...); code != 2 {
+				if code, _, _ := childRun(t, c, "", bad...); code != 2 {
 					t.Errorf("%v: exit %d, want 2", bad, code)
 				}
 			}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -121,6 +122,23 @@ func TestPipelineCommands(t *testing.T) {
 				"EUTERPE_PIPELINE_BACKOFF_BASE=1ms", "EUTERPE_PIPELINE_BACKOFF_MAX=1ms", "EUTERPE_PIPELINE_POLL=20ms", "EUTERPE_LOG_LEVEL=info")
 			url, token := startCentral(t, env)
 			cenv := map[string]string{"EUTERPE_CENTRAL_URL": url, "EUTERPE_OPERATOR_TOKEN": token}
+
+			// The composed process: /ready has §6's keys next to its own,
+			// /openapi.json the pipeline routes.
+			for path, want := range map[string][]string{
+				"/ready":        {`"queue":"ok"`, `"repo":"ok"`, `"database":"ok"`, `"timestamp":`, `"status":"ready"`},
+				"/openapi.json": {`"/v1/pipeline/jobs"`, `"/v1/pipeline/dlq"`, `"PipelineJob"`, `"/transcode"`},
+			} {
+				resp, err := http.Get(url + path)
+				require.NoError(t, err)
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				require.Equal(t, 200, resp.StatusCode, path)
+				compact := strings.ReplaceAll(strings.ReplaceAll(string(b), " ", ""), "\n", "")
+				for _, w := range want {
+					require.Contains(t, compact, w, path)
+				}
+			}
 
 			var first, sl struct {
 				JobID   string `json:"job_id"`

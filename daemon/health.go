@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync"
 	"time"
@@ -51,9 +52,17 @@ func Probe(ctx context.Context, timeout time.Duration, checks ...Check) ReadyRep
 	return rep
 }
 
+// ReadyReasoner is an error that names its /ready reason itself (e.g.
+// "auth_failed", "dns_error"), so a dependency can classify its failures.
+type ReadyReasoner interface{ ReadyReason() string }
+
 func reason(ctx context.Context, err error) string {
 	if ctx.Err() != nil {
 		return "timeout"
+	}
+	var rr ReadyReasoner
+	if errors.As(err, &rr) {
+		return rr.ReadyReason()
 	}
 	return CapMessage(RedactURL(err.Error()))
 }

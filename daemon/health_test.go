@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -121,4 +122,19 @@ func TestServeUntilGraceful(t *testing.T) {
 	cancel()
 	require.Equal(t, http.StatusNoContent, <-respc, "in-flight request finishes during grace")
 	require.NoError(t, <-errc)
+}
+
+type reasoned struct{ r string }
+
+func (e reasoned) Error() string {
+	return "dial tcp: lookup db.invalid: no such host (password=hunter2)"
+}
+func (e reasoned) ReadyReason() string { return e.r }
+
+// An error that classifies itself reports its reason, not its text.
+func TestReadyReasonFromError(t *testing.T) {
+	rep := Probe(context.Background(), time.Second,
+		Check{Name: "queue", Probe: func(context.Context) error { return fmt.Errorf("wrapped: %w", reasoned{"dns_error"}) }})
+	require.False(t, rep.Ready)
+	require.Equal(t, "error(dns_error)", rep.Checks["queue"])
 }

@@ -23,6 +23,9 @@ plan=(
   "./central/outbox          .                          1x"
   "./central/runner          .                          1x"
   "./sync/ingest             Ingest                     1x"
+  "./central/pipeline        BurnDown                   1x"
+  "./central/pipeline/edgedaily .                        1x"
+  "./central/pipeline/pipelinerole SubmitHTTP           20000x"
 )
 listed=$(printf '%s\n' "${plan[@]}" | awk '{print $1}' | sort -u)
 found=$(grep -rl --include='*_test.go' '^func Benchmark' . | xargs -n1 dirname | sort -u)

@@ -3,6 +3,8 @@ package main
 import (
 	"github.com/vesta-cx/euterpe/central/credentials"
 	"github.com/vesta-cx/euterpe/central/outbox"
+	"github.com/vesta-cx/euterpe/central/pipeline"
+	"github.com/vesta-cx/euterpe/central/pipeline/pipelinerole"
 	"github.com/vesta-cx/euterpe/central/runner"
 	"github.com/vesta-cx/euterpe/central/serve"
 	"github.com/vesta-cx/euterpe/sync/ingest"
@@ -17,6 +19,9 @@ func register(app *serve.App) {
 	app.Register(runner.Definition())
 	app.Register(outbox.Definition())
 	app.Register(ingest.Definition())
+	// edge_daily reads the sync tables (edges, edge_events) added above.
+	app.AddMigrations(pipeline.Migrations())
+	app.Register(pipelinerole.Definition())
 }
 
 func credentialsNewKey() string { return credentials.NewKey() }

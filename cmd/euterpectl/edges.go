@@ -23,58 +23,6 @@ func init() {
 	register(&Command{Path: "edges tail", Usage: "[--edge EDGE_ID] [--last-event-id SEQ] [--count N]", Summary: "follow every edge's events live", Run: edgesTail})
 }
 
-// centralClient calls the operator API with an operator token, which it
-// only ever sends in the Authorization header.
-type centralClient struct {
-	base, token string
-	http        *http.Client
-}
-
-func centralFlags(name string, env Env) (*flag.FlagSet, func() *centralClient) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	def := env.Getenv("EUTERPE_CENTRAL_URL")
-	if def == "" {
-		def = "http://127.0.0.1:8090"
-	}
-	server := fs.String("server", def, "euterpe-central base URL (env EUTERPE_CENTRAL_URL)")
-	token := fs.String("token", "", "operator token (default: env EUTERPE_OPERATOR_TOKEN)")
-	return fs, func() *centralClient {
-		t := *token
-		if t == "" {
-			t = env.Getenv("EUTERPE_OPERATOR_TOKEN")
-		}
-		return &centralClient{base: strings.TrimRight(*server, "/"), token: t, http: &http.Client{}}
-	}
-}
-
-func (c *centralClient) request(ctx context.Context, path string) (*http.Request, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
-	if err != nil {
-		return nil, err
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	return req, nil
-}
-
-func (c *centralClient) get(ctx context.Context, path string, out any) error {
-	req, err := c.request(ctx, path)
-	if err != nil {
-		return err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return apiErr(resp)
-	}
-	return json.NewDecoder(resp.Body).Decode(out)
-}
-
 // positional parses flags and wants exactly n positional arguments.
 func positional(fs *flag.FlagSet, env Env, args []string, n int, usage string) ([]string, bool) {
 	pos, err := parseArgs(fs, args)
@@ -88,10 +36,6 @@ func positional(fs *flag.FlagSet, env Env, args []string, n int, usage string) (
 	return pos, true
 }
 
-func fail(env Env, err error) int {
-	fmt.Fprintln(env.Stderr, "euterpectl:", err)
-	return 1
-}
 
 func printLines(env Env, items []json.RawMessage) {
 	for _, it := range items {
@@ -104,8 +48,12 @@ func edgesList(ctx context.Context, env Env, args []string) int {
 	if _, ok := positional(fs, env, args, 0, "edges list"); !ok {
 		return 2
 	}
+	c, code := openCentral(env, client)
+	if c == nil {
+		return code
+	}
 	var out struct{ Edges []json.RawMessage }
-	if err := client().get(ctx, "/v1/edges", &out); err != nil {
+	if err := c.get(ctx, "/v1/edges", &out); err != nil {
 		return fail(env, err)
 	}
 	printLines(env, out.Edges)
@@ -118,8 +66,12 @@ func edgesGet(ctx context.Context, env Env, args []string) int {
 	if !ok {
 		return 2
 	}
+	c, code := openCentral(env, client)
+	if c == nil {
+		return code
+	}
 	var out json.RawMessage
-	if err := client().get(ctx, "/v1/edges/"+url.PathEscape(pos[0]), &out); err != nil {
+	if err := c.get(ctx, "/v1/edges/"+url.PathEscape(pos[0]), &out); err != nil {
 		return fail(env, err)
 	}
 	fmt.Fprintln(env.Stdout, string(out))
@@ -134,7 +86,10 @@ func edgesJobs(ctx context.Context, env Env, args []string) int {
 	if !ok {
 		return 2
 	}
-	c := client()
+	c, code := openCentral(env, client)
+	if c == nil {
+		return code
+	}
 	cursor, printed := "", 0
 	for {
 		q := url.Values{"limit": {"200"}}
@@ -172,7 +127,10 @@ func edgesEvents(ctx context.Context, env Env, args []string) int {
 	if !ok {
 		return 2
 	}
-	c := client()
+	c, code := openCentral(env, client)
+	if c == nil {
+		return code
+	}
 	path := "/v1/edges/" + url.PathEscape(pos[0]) + "/jobs/" + url.PathEscape(pos[1]) + "/events"
 	after := ""
 	gaps := map[string]bool{}
@@ -236,7 +194,10 @@ func edgesTail(ctx context.Context, env Env, args []string) int {
 	if _, ok := positional(fs, env, args, 0, "edges tail [--edge EDGE_ID] [--last-event-id SEQ] [--count N]"); !ok {
 		return 2
 	}
-	c := client()
+	c, code := openCentral(env, client)
+	if c == nil {
+		return code
+	}
 	q := url.Values{}
 	if *edge != "" {
 		q.Set("edge_id", *edge)
@@ -245,7 +206,7 @@ func edgesTail(ctx context.Context, env Env, args []string) int {
 	// A dropped connection is resumed from the last event printed, so
 	// nothing is printed twice or skipped.
 	for ctx.Err() == nil {
-		req, err := c.request(ctx, "/v1/edges/events?"+q.Encode())
+		req, err := c.request(ctx, http.MethodGet, "/v1/edges/events?"+q.Encode(), nil)
 		if err != nil {
 			return fail(env, err)
 		}

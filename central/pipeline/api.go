@@ -1,0 +1,253 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/vesta-cx/euterpe/central/operators"
+	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/daemon/lease"
+)
+
+//go:embed openapi.json
+var openAPI []byte
+
+// OpenAPI is the fragment of /openapi.json for the routes Mount adds.
+func OpenAPI() []byte { return openAPI }
+
+// SubmitRequest is the body of POST /v1/pipeline/jobs.
+type SubmitRequest struct {
+	JobType string `json:"job_type"`
+	Symbol  string `json:"symbol"`
+	Asof    string `json:"asof"`
+}
+
+// Redriven is the answer of POST /v1/pipeline/jobs/{id}/redrive.
+type Redriven struct {
+	JobID  string `json:"job_id"`
+	Status string `json:"status"`
+}
+
+// API is the operator API of the pipeline queue.
+type API struct {
+	Store *Store
+	Log   *slog.Logger
+	// Retry is the in-request retry of an enqueue that found the database
+	// unreachable (§3.3: exponential back-off): attempts and backoff, all
+	// within Budget; then 503 QUEUE_UNAVAILABLE with Retry-After.
+	Attempts int
+	Backoff  lease.Backoff
+	Budget   time.Duration
+}
+
+// MaxBodyBytes bounds a submit body.
+const MaxBodyBytes = 16 << 10
+
+// Routes lists what Mount adds (method and echo path), for the OpenAPI test.
+var Routes = [][2]string{
+	{http.MethodPost, "/v1/pipeline/jobs"},
+	{http.MethodGet, "/v1/pipeline/jobs"},
+	{http.MethodGet, "/v1/pipeline/jobs/:id"},
+	{http.MethodPost, "/v1/pipeline/jobs/:id/redrive"},
+	{http.MethodGet, "/v1/pipeline/dlq"},
+}
+
+// Mount adds the routes behind auth (the operator-token middleware).
+func (a *API) Mount(e *echo.Echo, auth echo.MiddlewareFunc) {
+	g := e.Group("/v1/pipeline", a.authUnavailable(auth))
+	g.POST("/jobs", a.submit)
+	g.GET("/jobs", a.list)
+	g.GET("/jobs/:id", a.get)
+	g.POST("/jobs/:id/redrive", a.redrive)
+	g.GET("/dlq", a.dlq)
+}
+
+// authUnavailable wraps the operator-token middleware: the token is looked
+// up in the same database as the queue, so when that lookup cannot reach it
+// the answer is the contract's — QUEUE_UNAVAILABLE on a submit,
+// REPO_UNAVAILABLE elsewhere, 503 with Retry-After — after the same
+// in-request retries a submit gets.
+func (a *API) authUnavailable(auth echo.MiddlewareFunc) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		h := auth(next)
+		return func(c echo.Context) error {
+			code := CodeRepoUnavailable
+			if c.Request().Method == http.MethodPost && c.Path() == "/v1/pipeline/jobs" {
+				code = CodeQueueUnavailable
+			}
+			deadline := time.Now().Add(a.Budget)
+			for attempt := 1; ; attempt++ {
+				err := h(c)
+				var ae *daemon.APIError
+				if !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable || ae.Code != "unavailable" {
+					return err
+				}
+				d := a.Backoff.Delay(attempt)
+				if attempt >= a.Attempts || time.Now().Add(d).After(deadline) || c.Request().Context().Err() != nil {
+					a.Log.Error("pipeline: database unreachable", "error_code", code, "stage", "operator lookup", "attempts", attempt)
+					e := daemon.Errorf(http.StatusServiceUnavailable, code, "the pipeline queue database cannot be reached; retry later")
+					e.RetryAfter = 5
+					return e
+				}
+				a.Log.Warn("pipeline: database unreachable; retrying", "error_code", code, "stage", "operator lookup", "attempt", attempt, "retry_in", d.String())
+				time.Sleep(d)
+			}
+		}
+	}
+}
+
+func requestedBy(c echo.Context) string {
+	if op, ok := operators.FromContext(c); ok {
+		return "operator:" + op.ID
+	}
+	return "operator"
+}
+
+func (a *API) submit(c echo.Context) error {
+	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			a.Log.Error("pipeline message refused", "error_code", CodeMessageTooLarge, "requested_by", requestedBy(c), "alert", true)
+			return daemon.Errorf(http.StatusRequestEntityTooLarge, CodeMessageTooLarge, "request body exceeds %d bytes", MaxBodyBytes)
+		}
+		return daemon.Errorf(http.StatusBadRequest, CodeInvalidMessage, "could not read the request body")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	var r SubmitRequest
+	if err := dec.Decode(&r); err != nil || dec.More() {
+		a.Log.Error("pipeline message refused", "error_code", CodeInvalidMessage, "error_message", "body is not one JSON object {job_type, symbol, asof}",
+			"requested_by", requestedBy(c), "alert", true)
+		return daemon.Errorf(http.StatusBadRequest, CodeInvalidMessage, "body must be one JSON object {job_type, symbol, asof}")
+	}
+	req := Request{JobType: r.JobType, Symbol: r.Symbol, Asof: r.Asof, RequestedBy: requestedBy(c)}
+	ctx := c.Request().Context()
+	bctx, cancel := context.WithTimeout(ctx, a.Budget)
+	defer cancel()
+	var out Created
+	for attempt := 1; ; attempt++ {
+		actx, acancel := context.WithTimeout(bctx, a.Budget/time.Duration(max(a.Attempts, 1)))
+		out, err = a.Store.Submit(actx, req)
+		acancel()
+		var ue *UnavailableError
+		if !errors.As(err, &ue) || attempt >= a.Attempts || bctx.Err() != nil {
+			break
+		}
+		d := a.Backoff.Delay(attempt)
+		a.Log.Warn("pipeline enqueue: queue unavailable; retrying", "error_code", CodeQueueUnavailable, "reason", ue.Reason,
+			"attempt", attempt, "retry_in", d.String(), "job_type", r.JobType, "symbol", r.Symbol, "asof", r.Asof)
+		select {
+		case <-bctx.Done():
+		case <-time.After(d):
+		}
+	}
+	if err != nil {
+		return a.error(err)
+	}
+	return c.JSON(http.StatusAccepted, out)
+}
+
+// error maps store errors to the API's: contract codes for the contract's
+// failures, 503 with Retry-After (never 500) for an unreachable database.
+func (a *API) error(err error) error {
+	var ue *UnavailableError
+	var te *lease.TransitionError
+	switch code := ErrorCode(err); {
+	case errors.As(err, &ue):
+		a.Log.Error("pipeline: database unreachable", "error_code", ue.Code, "reason", ue.Reason, "err", Redact(err.Error()))
+		e := daemon.Errorf(http.StatusServiceUnavailable, ue.Code, "the pipeline queue database cannot be reached (%s); retry later", ue.Reason)
+		e.RetryAfter = 5
+		return e
+	case code == CodeMessageTooLarge || code == CodeInvalidMessage:
+		var je *JobError
+		errors.As(err, &je)
+		status := http.StatusBadRequest
+		if code == CodeMessageTooLarge {
+			status = http.StatusRequestEntityTooLarge
+		}
+		return daemon.Errorf(status, code, "%s", je.Message)
+	case errors.Is(err, ErrNotFound):
+		return daemon.Errorf(http.StatusNotFound, "not_found", "no such pipeline job")
+	case errors.Is(err, ErrConflict):
+		return daemon.Errorf(http.StatusConflict, CodeIdempotencyConflict, "another job of the same idempotency key is active")
+	case errors.As(err, &te):
+		return daemon.Errorf(http.StatusConflict, "invalid_transition", "job is %s; only a dead_letter job can be redriven", te.From)
+	case errors.Is(err, ErrBadCursor):
+		return daemon.Errorf(http.StatusBadRequest, "invalid_request", "invalid cursor")
+	}
+	return err
+}
+
+func (a *API) get(c echo.Context) error {
+	j, err := a.Store.GetByID(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return a.error(err)
+	}
+	return c.JSON(http.StatusOK, j)
+}
+
+var listStatuses = []string{StatusQueued, StatusRunning, StatusSucceeded, StatusFailed, StatusDeadLetter}
+
+func (a *API) filter(c echo.Context) (Filter, error) {
+	f := Filter{Status: c.QueryParam("status"), JobType: c.QueryParam("job_type"), Symbol: c.QueryParam("symbol"), Cursor: c.QueryParam("cursor")}
+	if f.Status != "" && !slices.Contains(listStatuses, f.Status) {
+		return f, daemon.Errorf(http.StatusBadRequest, "invalid_request", "status must be one of %v", listStatuses)
+	}
+	if l := c.QueryParam("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 500 {
+			return f, daemon.Errorf(http.StatusBadRequest, "invalid_request", "limit must be 1-500")
+		}
+		f.Limit = n
+	}
+	return f, nil
+}
+
+func (a *API) list(c echo.Context) error {
+	f, err := a.filter(c)
+	if err != nil {
+		return err
+	}
+	p, err := a.Store.List(c.Request().Context(), f)
+	if err != nil {
+		return a.error(err)
+	}
+	return c.JSON(http.StatusOK, p)
+}
+
+func (a *API) dlq(c echo.Context) error {
+	f, err := a.filter(c)
+	if err != nil {
+		return err
+	}
+	if f.Status != "" && f.Status != StatusDeadLetter {
+		return daemon.Errorf(http.StatusBadRequest, "invalid_request", "the DLQ holds dead_letter jobs only")
+	}
+	f.Status = StatusDeadLetter
+	p, err := a.Store.List(c.Request().Context(), f)
+	if err != nil {
+		return a.error(err)
+	}
+	return c.JSON(http.StatusOK, p)
+}
+
+func (a *API) redrive(c echo.Context) error {
+	j, err := a.Store.Redrive(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return a.error(err)
+	}
+	a.Log.Info("pipeline job redriven", "job_id", j.JobID, "idempotency_key", j.IdempotencyKey, "symbol", j.Symbol, "asof", j.Asof,
+		"status", j.Status, "requested_by", requestedBy(c))
+	return c.JSON(http.StatusAccepted, Redriven{JobID: j.JobID, Status: j.Status})
+}

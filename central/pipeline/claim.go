@@ -1,0 +1,240 @@
+package pipeline
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/vesta-cx/euterpe/daemon/lease"
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
+)
+
+// Claim takes up to n visible jobs for worker under the visibility timeout
+// ttl (a lease; the claim counts an attempt and is the contract's
+// set_running: its time, updated_at, is the attempt's started_at). Expired leases are recovered first, in the same
+// transaction, by onExpire.
+func (s *Store) Claim(ctx context.Context, worker string, n int, ttl time.Duration) ([]*Job, error) {
+	claims, err := s.q.Claim(ctx, worker, n, ttl)
+	if err != nil {
+		return nil, unavailable(CodeRepoUnavailable, err)
+	}
+	out := make([]*Job, 0, len(claims))
+	for _, c := range claims {
+		x := c.Extra
+		c.Extra = nil
+		j := &Job{Claim: c, Msg: JobMessage{JobID: c.ID, IdempotencyKey: *x[0].(*string), JobType: *x[1].(*string),
+			Symbol: *x[2].(*string), Asof: *x[3].(*string), RequestedBy: *x[4].(*string),
+			CreatedAt: sqldb.FromMicros(*x[5].(*int64)), Attempt: c.Attempt}}
+		out = append(out, j)
+	}
+	return out, nil
+}
+
+// onExpire handles jobs whose worker stopped heartbeating: the failure is
+// recorded (VISIBILITY_TIMEOUT at the attempt that was lost) and the
+// message is visible again at once, or dead-lettered after max_attempts.
+func (s *Store) onExpire(ctx context.Context, tx *sql.Tx, expired []lease.Claim, now time.Time) error {
+	for i := range expired {
+		c := expired[i]
+		j := &Job{Claim: c}
+		var maxAttempts int
+		err := tx.QueryRowContext(ctx, s.DB.Rebind(`SELECT idempotency_key, job_type, symbol, asof, max_attempts FROM pipeline_jobs WHERE job_id = ?`), c.ID).
+			Scan(&j.Msg.IdempotencyKey, &j.Msg.JobType, &j.Msg.Symbol, &j.Msg.Asof, &maxAttempts)
+		if err != nil {
+			return err
+		}
+		j.Msg.JobID, j.Msg.Attempt = c.ID, c.Attempt
+		f := Fail(CodeVisibilityTimeout, fmt.Sprintf("no heartbeat within the visibility timeout (attempt %d): the worker stopped", c.Attempt))
+		if _, err := s.failTx(ctx, tx, j, now, f, maxAttempts, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Heartbeat extends j's visibility timeout; a *lease.StaleError means the
+// message reappeared and another worker owns it now.
+func (s *Store) Heartbeat(ctx context.Context, j *Job, ttl time.Duration) error {
+	return s.q.Heartbeat(ctx, &j.Claim, ttl)
+}
+
+// Keep runs work under j's lease with heartbeats (lease.Keep).
+func (s *Store) Keep(ctx context.Context, j *Job, ttl time.Duration, work func(ctx context.Context) error) error {
+	return lease.Keep(ctx, ttl, func(ctx context.Context) error { return s.Heartbeat(ctx, j, ttl) }, work,
+		lease.OnRenewError(func(err error) {
+			s.logJob(j.Msg, j.Status, nil).Warn("pipeline heartbeat failed; retrying on the next beat", "err", Redact(err.Error()))
+		}))
+}
+
+// SetRunning restamps the attempt's start on j's row (fenced; the final
+// write copies it to started_at). The claim itself moves queued → running
+// and stamps it; this is for a caller that starts the work later.
+func (s *Store) SetRunning(ctx context.Context, j *Job, startedAt time.Time) error {
+	if j.Status != StatusRunning {
+		return Transitions.Check(j.Status, StatusRunning)
+	}
+	return s.DB.Tx(ctx, func(tx *sql.Tx) error {
+		return s.q.Exec(ctx, tx, &j.Claim, "updated_at = ?", sqldb.Micros(startedAt))
+	})
+}
+
+const release = "worker_id = NULL, lease_expires_at = NULL"
+
+// startedAt records the attempt's start in its final write: the claim
+// stamped updated_at (heartbeats do not touch it), and a SET reads the
+// row's old values. One row version fewer per job than a write at claim.
+const startedAt = "started_at = updated_at, "
+
+// SetSucceeded records success with the result reference (fenced).
+func (s *Store) SetSucceeded(ctx context.Context, j *Job, finishedAt time.Time, resultRef string) error {
+	err := s.DB.Tx(ctx, func(tx *sql.Tx) error {
+		return s.q.Move(ctx, tx, &j.Claim, StatusSucceeded, finishedAt, "finished_at = ?, result_ref = ?, "+startedAt+release,
+			sqldb.Micros(finishedAt), nullString(resultRef))
+	})
+	if err != nil {
+		return unavailable(CodeRepoUnavailable, err)
+	}
+	s.Metrics.finished(j.Msg, StatusSucceeded, "", finishedAt)
+	return nil
+}
+
+// SetFailed records a failure: error_code, capped message and attempt.
+func (s *Store) SetFailed(ctx context.Context, j *Job, finishedAt time.Time, f *JobError, attempt int) error {
+	return s.DB.Tx(ctx, func(tx *sql.Tx) error { return s.setFailed(ctx, tx, j, finishedAt, f, attempt) })
+}
+
+func (s *Store) setFailed(ctx context.Context, tx lease.Execer, j *Job, at time.Time, f *JobError, attempt int) error {
+	return s.q.Move(ctx, tx, &j.Claim, StatusFailed, at, "finished_at = ?, error_code = ?, error_message = ?, error_attempt = ?, "+startedAt+release,
+		sqldb.Micros(at), f.Code, Redact(f.Message), attempt)
+}
+
+// SetDeadLetter moves a failed job to the DLQ with its last failure.
+func (s *Store) SetDeadLetter(ctx context.Context, j *Job, finishedAt time.Time, f *JobError, attempt int) error {
+	return s.DB.Tx(ctx, func(tx *sql.Tx) error { return s.setDeadLetter(ctx, tx, j, finishedAt, f, attempt) })
+}
+
+func (s *Store) setDeadLetter(ctx context.Context, tx lease.Execer, j *Job, at time.Time, f *JobError, attempt int) error {
+	return s.q.Move(ctx, tx, &j.Claim, StatusDeadLetter, at, "finished_at = ?, error_code = ?, error_message = ?, error_attempt = ?",
+		sqldb.Micros(at), f.Code, Redact(f.Message), attempt)
+}
+
+// Outcome is where a failure left its job.
+type Outcome string
+
+const (
+	OutcomeFailed     Outcome = "failed"      // final
+	OutcomeRetry      Outcome = "retry"       // visible again
+	OutcomeDeadLetter Outcome = "dead_letter" // attempts exhausted
+)
+
+// Fail is §5.2's failure path in one transaction: set_failed with the code
+// and attempt; a retryable code goes back to the queue after a backoff
+// until max_attempts, then to the DLQ (set_dead_letter); a final code
+// stays failed.
+func (s *Store) Fail(ctx context.Context, j *Job, f *JobError) (Outcome, error) {
+	saved := j.Claim
+	var out Outcome
+	now := s.now()
+	err := s.DB.Tx(ctx, func(tx *sql.Tx) error {
+		j.Claim = saved
+		var maxAttempts int
+		if err := tx.QueryRowContext(ctx, s.DB.Rebind("SELECT max_attempts FROM pipeline_jobs WHERE job_id = ?"), j.ID).Scan(&maxAttempts); err != nil {
+			return err
+		}
+		var err error
+		out, err = s.failTx(ctx, tx, j, now, f, maxAttempts, s.Backoff.Delay(j.Attempt))
+		return err
+	})
+	if err != nil {
+		j.Claim = saved
+		return "", unavailable(CodeRepoUnavailable, err)
+	}
+	return out, nil
+}
+
+func (s *Store) failTx(ctx context.Context, tx *sql.Tx, j *Job, now time.Time, f *JobError, maxAttempts int, delay time.Duration) (Outcome, error) {
+	f = &JobError{Code: f.Code, Message: Redact(f.Message)}
+	if err := s.setFailed(ctx, tx, j, now, f, j.Attempt); err != nil {
+		return "", err
+	}
+	out := OutcomeFailed
+	switch {
+	case Retry[f.Code] && j.Attempt < maxAttempts:
+		out = OutcomeRetry
+		if err := s.q.Move(ctx, tx, &j.Claim, StatusQueued, now, "visible_at = ?, finished_at = NULL", sqldb.Micros(now.Add(delay))); err != nil {
+			return "", err
+		}
+	case Retry[f.Code]:
+		out = OutcomeDeadLetter
+		if err := s.setDeadLetter(ctx, tx, j, now, f, j.Attempt); err != nil {
+			return "", err
+		}
+	}
+	st := j.Status
+	s.Metrics.failed(j.Msg, f.Code, st, now)
+	lg := s.logJob(j.Msg, st, f)
+	switch {
+	case out == OutcomeDeadLetter:
+		lg.Error("pipeline job dead-lettered", "alert", true)
+	case Alert[f.Code]:
+		lg.Error("pipeline job failed", "alert", true)
+	case out == OutcomeRetry:
+		lg.Warn("pipeline job failed; retrying", "visible_in", delay.String())
+	default:
+		lg.Warn("pipeline job failed")
+	}
+	return out, nil
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// SucceedMany records the success of many jobs in one transaction (one
+// statement per engine batch, lease.Queue.MoveEach), each fenced on its own
+// claim; it returns an error per job (a *lease.StaleError for a lost one,
+// which leaves the others alone). If the transaction fails as a whole the
+// jobs are written one by one.
+func (s *Store) SucceedMany(ctx context.Context, jobs []*Job, refs []string) []error {
+	now := s.now()
+	saved := make([]lease.Claim, len(jobs))
+	steps := make([]lease.Step, len(jobs))
+	for i, j := range jobs {
+		saved[i] = j.Claim
+		steps[i] = lease.Step{Claim: &j.Claim, To: StatusSucceeded, Set: "finished_at = ?, result_ref = ?, " + release,
+			Args: []any{sqldb.Micros(now), nullString(refs[i])}}
+	}
+	var out []error
+	err := s.DB.Tx(ctx, func(tx *sql.Tx) error {
+		for i, j := range jobs {
+			j.Claim = saved[i]
+		}
+		var err error
+		out, err = s.q.MoveEach(ctx, tx, steps, now)
+		return err
+	})
+	if err != nil {
+		for i, j := range jobs {
+			j.Claim = saved[i]
+		}
+		out = make([]error, len(jobs))
+		if len(jobs) == 1 {
+			out[0] = unavailable(CodeRepoUnavailable, err)
+			return out
+		}
+		for i := range jobs {
+			out[i] = s.SucceedMany(ctx, jobs[i:i+1], refs[i:i+1])[0]
+		}
+		return out
+	}
+	for i, j := range jobs {
+		if out[i] == nil {
+			s.Metrics.finished(j.Msg, StatusSucceeded, "", now)
+		}
+	}
+	return out
+}

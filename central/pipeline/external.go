@@ -1,0 +1,217 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// MaxAnswerBytes bounds what an exec program or HTTP endpoint may answer.
+const MaxAnswerBytes = 64 << 10
+
+// answer is the contract answer of an external job type: exactly one of
+// {"result_ref": …} or {"error_code": …, "error_message": …}.
+type answer struct {
+	ResultRef    *string `json:"result_ref"`
+	ErrorCode    *string `json:"error_code"`
+	ErrorMessage *string `json:"error_message"`
+}
+
+// parseAnswer reads an answer strictly. Anything else — not JSON, unknown
+// fields, both or neither, a code outside §4.3 — is refused as
+// INVALID_ANSWER, with what was wrong in the message (never the raw answer,
+// which may hold anything).
+func parseAnswer(b []byte) (string, error) {
+	dec := json.NewDecoder(bytes.NewReader(bytes.TrimSpace(b)))
+	dec.DisallowUnknownFields()
+	var a answer
+	if err := dec.Decode(&a); err != nil {
+		return "", Fail(CodeInvalidAnswer, "refused answer: not a JSON object of result_ref or error_code/error_message")
+	}
+	if dec.More() {
+		return "", Fail(CodeInvalidAnswer, "refused answer: trailing data after the JSON object")
+	}
+	switch {
+	case a.ResultRef != nil && a.ErrorCode == nil && a.ErrorMessage == nil:
+		if *a.ResultRef == "" || len(*a.ResultRef) > 2048 {
+			return "", Fail(CodeInvalidAnswer, "refused answer: result_ref must be 1-2048 characters")
+		}
+		return *a.ResultRef, nil
+	case a.ErrorCode != nil && a.ResultRef == nil:
+		if !isStageCode(*a.ErrorCode) {
+			return "", Fail(CodeInvalidAnswer, fmt.Sprintf("refused answer: error_code %q is not one of %v", truncate(*a.ErrorCode, 64), StageCodes))
+		}
+		msg := ""
+		if a.ErrorMessage != nil {
+			msg = *a.ErrorMessage
+		}
+		return "", Fail(*a.ErrorCode, msg)
+	}
+	return "", Fail(CodeInvalidAnswer, "refused answer: want exactly one of result_ref or error_code")
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// Exec is a job type run by an external program: the JobMessage as JSON on
+// stdin, the answer on stdout. The program runs in its own process group,
+// killed whole on timeout or when the job's lease is lost.
+type Exec struct {
+	Path    string
+	Timeout time.Duration
+}
+
+// Run runs the program once.
+func (x Exec) Run(ctx context.Context, m JobMessage) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, x.Timeout)
+	defer cancel()
+	in, _ := json.Marshal(m)
+	cmd := exec.CommandContext(ctx, x.Path)
+	cmd.Stdin = bytes.NewReader(in)
+	var out, errb limitedBuffer
+	out.max, errb.max = MaxAnswerBytes, 2048
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 2 * time.Second
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && context.Cause(ctx) == context.DeadlineExceeded {
+			return "", Fail(CodeStageUnavailable, fmt.Sprintf("exec %s: no answer within %s", x.Path, x.Timeout))
+		}
+		return "", ctx.Err()
+	}
+	if out.over {
+		return "", Fail(CodeInvalidAnswer, fmt.Sprintf("refused answer: more than %d bytes on stdout", MaxAnswerBytes))
+	}
+	ref, perr := parseAnswer(out.Bytes())
+	if err != nil {
+		// A contract answer on stdout stands whatever the exit status; a
+		// crash without one is an unavailable stage (retried).
+		if perr == nil || ErrorCode(perr) != CodeInvalidAnswer {
+			return ref, perr
+		}
+		return "", Fail(CodeStageUnavailable, fmt.Sprintf("exec %s: %v: %s", x.Path, err, strings.TrimSpace(errb.String())))
+	}
+	return ref, perr
+}
+
+// limitedBuffer keeps the first max bytes and notes that more came.
+// (Not an embedded bytes.Buffer: its ReadFrom would bypass the limit.)
+type limitedBuffer struct {
+	buf  bytes.Buffer
+	max  int
+	over bool
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	if room := b.max - b.buf.Len(); room < len(p) {
+		b.over = true
+		if room > 0 {
+			b.buf.Write(p[:room])
+		}
+		return len(p), nil
+	}
+	return b.buf.Write(p)
+}
+
+func (b *limitedBuffer) Bytes() []byte  { return b.buf.Bytes() }
+func (b *limitedBuffer) String() string { return b.buf.String() }
+
+// HTTP is a job type served by an HTTP endpoint: the JobMessage POSTed as
+// JSON, the answer in the response body.
+type HTTP struct {
+	URL     string
+	Timeout time.Duration
+	Client  *http.Client
+}
+
+// Run posts the message once.
+func (h HTTP) Run(ctx context.Context, m JobMessage) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, h.Timeout)
+	defer cancel()
+	in, _ := json.Marshal(m)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(in))
+	if err != nil {
+		return "", Fail(CodeStageUnavailable, err.Error())
+	}
+	req.Header.Set("Content-Type", "application/json")
+	c := h.Client
+	if c == nil {
+		c = http.DefaultClient
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		if ctx.Err() != nil && context.Cause(ctx) != context.DeadlineExceeded {
+			return "", ctx.Err()
+		}
+		return "", Fail(CodeStageUnavailable, fmt.Sprintf("http %s: %v", h.URL, err))
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxAnswerBytes+1))
+	if err != nil {
+		return "", Fail(CodeStageUnavailable, fmt.Sprintf("http %s: reading the answer: %v", h.URL, err))
+	}
+	if len(body) > MaxAnswerBytes {
+		return "", Fail(CodeInvalidAnswer, fmt.Sprintf("refused answer: more than %d bytes", MaxAnswerBytes))
+	}
+	ref, perr := parseAnswer(body)
+	if resp.StatusCode >= 500 && (perr == nil || ErrorCode(perr) == CodeInvalidAnswer) && ref == "" {
+		return "", Fail(CodeStageUnavailable, fmt.Sprintf("http %s: status %d", h.URL, resp.StatusCode))
+	}
+	if resp.StatusCode >= 300 && perr == nil {
+		return "", Fail(CodeInvalidAnswer, fmt.Sprintf("refused answer: result_ref with HTTP status %d", resp.StatusCode))
+	}
+	return ref, perr
+}
+
+// ParseTypes reads EUTERPE_PIPELINE_TYPES: comma-separated
+// name=exec:/path/to/program or name=http:https://host/path entries.
+func ParseTypes(v string, timeout time.Duration, client *http.Client) ([]JobType, error) {
+	var out []JobType
+	seen := map[string]bool{}
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, spec, ok := strings.Cut(part, "=")
+		name = strings.TrimSpace(name)
+		if !ok || !jobTypeRe.MatchString(name) {
+			return nil, fmt.Errorf("entry %q: want name=exec:/path or name=http:URL, name matching %s", part, jobTypeRe)
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("job type %q listed twice", name)
+		}
+		seen[name] = true
+		switch {
+		case strings.HasPrefix(spec, "exec:"):
+			p := strings.TrimPrefix(spec, "exec:")
+			if !strings.HasPrefix(p, "/") {
+				return nil, fmt.Errorf("job type %s: exec path must be absolute", name)
+			}
+			out = append(out, JobType{Name: name, Runner: Exec{Path: p, Timeout: timeout}})
+		case strings.HasPrefix(spec, "http:"):
+			u := strings.TrimPrefix(spec, "http:")
+			if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+				return nil, fmt.Errorf("job type %s: want http:http://… or http:https://…", name)
+			}
+			out = append(out, JobType{Name: name, Runner: HTTP{URL: u, Timeout: timeout, Client: client}})
+		default:
+			return nil, fmt.Errorf("job type %s: want exec:/path or http:URL", name)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,162 @@
+package pipelinerole
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vesta-cx/euterpe/central/pipeline"
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
+	"github.com/vesta-cx/euterpe/daemon/sqldb/sqltest"
+)
+
+type ready struct {
+	status int
+	body   map[string]string
+}
+
+func getReady(t *testing.T, s *server) ready {
+	t.Helper()
+	resp, err := http.Get(s.url + "/ready")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b map[string]string
+	_ = json.NewDecoder(resp.Body).Decode(&b)
+	return ready{resp.StatusCode, b}
+}
+
+func submitStatus(t *testing.T, s *server, asof string) (int, string, string) {
+	t.Helper()
+	var e apiErr
+	resp := s.do(t, "POST", "/v1/pipeline/jobs", map[string]string{"job_type": "edge_daily", "symbol": "edge-1", "asof": asof}, &e)
+	return resp.StatusCode, e.Error.Code, resp.Header.Get("Retry-After")
+}
+
+// §7 "Queue down" and "/ready" on Postgres: the real server behind a TCP
+// proxy the test cuts. Enqueue answers 503 QUEUE_UNAVAILABLE with
+// Retry-After (after retrying within its budget, logged), never 500;
+// /ready is 503 with the §6 body; restored, both recover.
+func TestDatabaseDownPostgres(t *testing.T) {
+	ctx := context.Background()
+	direct := sqltest.Open(t, sqldb.Postgres, sets...)
+	var name string
+	_ = direct.QueryRowContext(ctx, "SELECT current_database()").Scan(&name)
+	u, _ := url.Parse(testsvcPostgresURL())
+	p := newProxy(t, u.Host)
+	u.Host, u.Path = p.addr, "/"+name
+	q := u.Query()
+	q.Set("connect_timeout", "1")
+	u.RawQuery = q.Encode()
+	db, err := sqldb.Open(ctx, u.String(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	s := newServer(t, db, testConfig())
+	if r := getReady(t, s); r.status != 200 || r.body["queue"] != "ok" || r.body["repo"] != "ok" || r.body["timestamp"] == "" || r.body["database"] != "ok" {
+		t.Fatalf("up: %+v", r)
+	}
+	if st, _, _ := submitStatus(t, s, "2026-01-01"); st != 202 {
+		t.Fatalf("up: submit %d", st)
+	}
+
+	p.cut()
+	start := time.Now()
+	st, code, ra := submitStatus(t, s, "2026-01-02")
+	if st != 503 || code != pipeline.CodeQueueUnavailable || ra == "" {
+		t.Fatalf("down: %d %s Retry-After %q", st, code, ra)
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Fatalf("down: answered after %v", time.Since(start))
+	}
+	if n := strings.Count(s.logs.String(), "unreachable; retrying"); n < 1 {
+		t.Fatalf("no retry logged:\n%s", s.logs.String())
+	}
+	// The queue itself (past the operator lookup) says the same.
+	_, err = s.role.Store.Submit(ctx, pipeline.Request{JobType: "edge_daily", Symbol: "edge-1", Asof: "2026-01-03", RequestedBy: "t"})
+	var ue *pipeline.UnavailableError
+	if !errors.As(err, &ue) || ue.Code != pipeline.CodeQueueUnavailable {
+		t.Fatalf("down: submit %v", err)
+	}
+	r := getReady(t, s)
+	if r.status != 503 || !strings.HasPrefix(r.body["queue"], "error(") || !strings.HasPrefix(r.body["repo"], "error(") || r.body["timestamp"] == "" {
+		t.Fatalf("down: /ready %+v", r)
+	}
+	for _, k := range []string{"queue", "repo"} {
+		if reason := strings.TrimSuffix(strings.TrimPrefix(r.body[k], "error("), ")"); !oneOf(reason, pipeline.ReasonConnRefused, pipeline.ReasonConnLost, pipeline.ReasonTimeout) {
+			t.Fatalf("down: %s reason %q", k, reason)
+		}
+	}
+	if _, err := time.Parse(time.RFC3339Nano, r.body["timestamp"]); err != nil {
+		t.Fatalf("timestamp %q", r.body["timestamp"])
+	}
+
+	p.restore(t)
+	waitFor(t, "/ready 200", func() bool { return getReady(t, s).status == 200 })
+	if st, _, _ := submitStatus(t, s, "2026-01-02"); st != 202 {
+		t.Fatalf("restored: submit %d", st)
+	}
+}
+
+// The same on SQLite, where "unreachable" is the embedded file locked by
+// another process (a backup, a stuck writer): a separate connection holds
+// the write lock. Enqueue answers 503 QUEUE_UNAVAILABLE within its budget;
+// /ready reports the queue error(database_locked) (reads still work, so
+// repo stays ok) and is 503; released, both recover.
+func TestDatabaseDownSQLite(t *testing.T) {
+	ctx := context.Background()
+	db := sqltest.Open(t, sqldb.SQLite, sets...)
+	s := newServer(t, db, testConfig())
+	if r := getReady(t, s); r.status != 200 {
+		t.Fatalf("up: %+v", r)
+	}
+	other, err := sql.Open("sqlite", sqldb.SQLiteDSN(db.Path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	conn, err := other.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	st, code, ra := submitStatus(t, s, "2026-01-02")
+	if st != 503 || code != pipeline.CodeQueueUnavailable || ra == "" {
+		t.Fatalf("locked: %d %s %q", st, code, ra)
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Fatalf("locked: answered after %v", time.Since(start))
+	}
+	r := getReady(t, s)
+	if r.status != 503 || !oneOf(r.body["queue"], "error("+pipeline.ReasonLocked+")", "error("+pipeline.ReasonTimeout+")") || r.body["repo"] != "ok" {
+		t.Fatalf("locked: /ready %+v", r)
+	}
+	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.Close()
+	waitFor(t, "/ready 200", func() bool { return getReady(t, s).status == 200 })
+	if st, _, _ := submitStatus(t, s, "2026-01-02"); st != 202 {
+		t.Fatalf("released: submit %d", st)
+	}
+}
+
+func oneOf(v string, set ...string) bool {
+	for _, s := range set {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,179 @@
+package pipeline
+
+import (
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"errors"
+	"strings"
+
+	"github.com/vesta-cx/euterpe/daemon/lease"
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
+)
+
+const recordCols = `job_id, idempotency_key, job_type, symbol, asof, requested_by, status, attempt_count, max_attempts,
+	created_at, updated_at, visible_at, started_at, finished_at, error_code, error_message, error_attempt, result_ref`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanRecord(r scanner) (JobRecord, error) {
+	var j JobRecord
+	var created, updated int64
+	var visible, started, finished *int64
+	var code, msg, ref *string
+	var errAttempt *int
+	err := r.Scan(&j.JobID, &j.IdempotencyKey, &j.JobType, &j.Symbol, &j.Asof, &j.RequestedBy, &j.Status, &j.Attempts, &j.MaxAttempts,
+		&created, &updated, &visible, &started, &finished, &code, &msg, &errAttempt, &ref)
+	if err != nil {
+		return j, err
+	}
+	j.CreatedAt, j.UpdatedAt = sqldb.FromMicros(created), sqldb.FromMicros(updated)
+	j.VisibleAt, j.StartedAt, j.FinishedAt = timePtr(visible), timePtr(started), timePtr(finished)
+	if j.Status != StatusQueued {
+		j.VisibleAt = nil
+	}
+	if j.Status == StatusRunning {
+		j.StartedAt = &j.UpdatedAt // the claim's time, until the attempt ends
+	}
+	if code != nil {
+		j.LastError = &LastError{ErrorCode: *code, ErrorMessage: deref(msg), Attempt: derefInt(errAttempt)}
+	}
+	j.ResultRef = deref(ref)
+	return j, nil
+}
+
+// GetByID is get_by_id.
+func (s *Store) GetByID(ctx context.Context, id string) (JobRecord, error) {
+	j, err := scanRecord(s.DB.QueryRowContext(ctx, s.DB.Rebind("SELECT "+recordCols+" FROM pipeline_jobs WHERE job_id = ?"), id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return j, ErrNotFound
+	}
+	return j, unavailable(CodeRepoUnavailable, err)
+}
+
+// GetByIdempotency is get_by_idempotency: the key's active job (queued,
+// running or succeeded), if any.
+func (s *Store) GetByIdempotency(ctx context.Context, key string) (string, bool, error) {
+	var id string
+	err := s.DB.QueryRowContext(ctx, s.DB.Rebind("SELECT job_id FROM pipeline_jobs WHERE idempotency_key = ? AND status IN ("+activeList+")"), key).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, unavailable(CodeRepoUnavailable, err)
+	}
+	return id, true, nil
+}
+
+// Filter selects a page of jobs; empty fields match everything.
+type Filter struct {
+	Status, JobType, Symbol string
+	Cursor                  string // opaque, from Page.NextCursor
+	Limit                   int
+}
+
+// Page is one keyset page, newest first.
+type Page struct {
+	Jobs       []JobRecord `json:"jobs"`
+	NextCursor string      `json:"next_cursor,omitempty"`
+}
+
+// ErrBadCursor is returned for a cursor List did not make.
+var ErrBadCursor = errors.New("pipeline: invalid cursor")
+
+// List returns jobs matching f, newest first (job ids are UUIDv7), a page
+// at a time: the cursor is the last id of the previous page.
+func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
+	if f.Limit <= 0 || f.Limit > 500 {
+		f.Limit = 100
+	}
+	var where []string
+	var args []any
+	for _, c := range []struct{ col, v string }{{"status", f.Status}, {"job_type", f.JobType}, {"symbol", f.Symbol}} {
+		if c.v != "" {
+			where = append(where, c.col+" = ?")
+			args = append(args, c.v)
+		}
+	}
+	if f.Cursor != "" {
+		b, err := base64.RawURLEncoding.DecodeString(f.Cursor)
+		if err != nil || len(b) == 0 || len(b) > 64 {
+			return Page{}, ErrBadCursor
+		}
+		where = append(where, "job_id < ?")
+		args = append(args, string(b))
+	}
+	q := "SELECT " + recordCols + " FROM pipeline_jobs"
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY job_id DESC LIMIT ?"
+	args = append(args, f.Limit+1)
+	rows, err := s.DB.QueryContext(ctx, s.DB.Rebind(q), args...)
+	if err != nil {
+		return Page{}, unavailable(CodeRepoUnavailable, err)
+	}
+	defer rows.Close()
+	p := Page{Jobs: []JobRecord{}}
+	for rows.Next() {
+		j, err := scanRecord(rows)
+		if err != nil {
+			return Page{}, err
+		}
+		p.Jobs = append(p.Jobs, j)
+	}
+	if err := rows.Err(); err != nil {
+		return Page{}, unavailable(CodeRepoUnavailable, err)
+	}
+	if len(p.Jobs) > f.Limit {
+		p.Jobs = p.Jobs[:f.Limit]
+		p.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(p.Jobs[f.Limit-1].JobID))
+	}
+	return p, nil
+}
+
+// Redrive takes a dead-lettered job back to the queue, visible now, with a
+// fresh attempt budget; a new claim_version fences out anything that still
+// held it. ErrConflict when another job of its key became active meanwhile
+// (the unique index says so); a *lease.TransitionError for a job that is
+// not dead-lettered.
+func (s *Store) Redrive(ctx context.Context, id string) (JobRecord, error) {
+	now := sqldb.Micros(s.now())
+	err := s.DB.Tx(ctx, func(tx *sql.Tx) error {
+		var st string
+		if err := s.DB.QueryRowTx(ctx, tx, "SELECT status FROM pipeline_jobs WHERE job_id = ?", id).Scan(&st); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return ErrNotFound
+			}
+			return err
+		}
+		if st != StatusDeadLetter {
+			return &lease.TransitionError{Machine: Transitions.Machine, From: st, To: StatusQueued, Reason: "only a dead-lettered job is redriven"}
+		}
+		if err := Transitions.Check(st, StatusQueued); err != nil {
+			return err
+		}
+		_, err := s.DB.ExecTx(ctx, tx, `UPDATE pipeline_jobs SET status = ?, visible_at = ?, updated_at = ?, redriven_at = ?,
+			attempt_count = 0, finished_at = NULL, claim_version = claim_version + 1, worker_id = NULL, lease_expires_at = NULL
+			WHERE job_id = ? AND status = ?`, StatusQueued, now, now, now, id, StatusDeadLetter)
+		return err
+	})
+	switch {
+	case sqldb.IsUniqueViolation(err):
+		return JobRecord{}, ErrConflict
+	case err != nil:
+		if errors.Is(err, ErrNotFound) {
+			return JobRecord{}, err
+		}
+		return JobRecord{}, unavailable(CodeRepoUnavailable, err)
+	}
+	return s.GetByID(ctx, id)
+}
+
+// Counts are the gauges of /metrics: queued (backlog) and dead-lettered.
+func (s *Store) Counts(ctx context.Context) (backlog, dlq int64, err error) {
+	err = s.DB.QueryRowContext(ctx, s.DB.Rebind(`SELECT
+		(SELECT COUNT(*) FROM pipeline_jobs WHERE status = ?),
+		(SELECT COUNT(*) FROM pipeline_jobs WHERE status = ?)`), StatusQueued, StatusDeadLetter).Scan(&backlog, &dlq)
+	return backlog, dlq, err
+}

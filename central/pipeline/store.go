@@ -1,0 +1,298 @@
+package pipeline
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/vesta-cx/euterpe/daemon/lease"
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
+)
+
+// Store is the SQL queue and job repo on one table, for both engines.
+type Store struct {
+	DB *sqldb.DB
+	// MaxAttempts is max_attempts of new jobs (contract: 5).
+	MaxAttempts int
+	// Backoff delays a retried failure (the expired lease of a dead worker
+	// is visible again at once: the visibility timeout was its delay).
+	Backoff lease.Backoff
+	Metrics *Metrics
+	Log     *slog.Logger
+	// Types, when set, refuses a submit of an unregistered job type or one
+	// its type's Validate refuses (INVALID_MESSAGE).
+	Types *Registry
+	// OnSubmit, when set, runs after a submit created a job (wakes the
+	// local worker).
+	OnSubmit func()
+	now      func() time.Time
+	q        *lease.Queue
+	locked   lockGuard
+}
+
+// NewStore returns a store on db; now is the clock (nil: time.Now).
+func NewStore(db *sqldb.DB, now func() time.Time) *Store {
+	if now == nil {
+		now = time.Now
+	}
+	s := &Store{DB: db, MaxAttempts: 5, Backoff: lease.Backoff{Base: 5 * time.Second, Cap: 5 * time.Minute},
+		Log: slog.New(slog.DiscardHandler), now: now}
+	spec := Lease
+	spec.Returning = []string{"idempotency_key", "job_type", "symbol", "asof", "requested_by", "created_at", "max_attempts"}
+	s.q = &lease.Queue{DB: db, Spec: spec, Machine: Transitions, Now: now, OnExpire: s.onExpire,
+		Extra: func() []any {
+			return []any{new(string), new(string), new(string), new(string), new(string), new(int64), new(int)}
+		}}
+	return s
+}
+
+// LeaseQueue is the store's lease.Queue (for Validate at start).
+func (s *Store) LeaseQueue() *lease.Queue { return s.q }
+
+// Now is the store's clock.
+func (s *Store) Now() time.Time { return s.now() }
+
+// ErrNotFound is returned for an unknown job id.
+var ErrNotFound = errors.New("pipeline: job not found")
+
+// ErrConflict is returned by Redrive when another job of the key is active.
+var ErrConflict = errors.New("pipeline: another job of the same idempotency key is active")
+
+// NewJobID returns a time-ordered job id (UUIDv7), so keyset pages by id
+// are pages by creation time.
+func NewJobID() string { return uuid.Must(uuid.NewV7()).String() }
+
+// Request is what a producer submits.
+type Request struct {
+	JobType     string
+	Symbol      string
+	Asof        string
+	RequestedBy string
+}
+
+// Message builds the JobMessage of a new job for r.
+func (s *Store) Message(r Request) JobMessage {
+	return JobMessage{JobID: NewJobID(), IdempotencyKey: MakeIdempotencyKey(r.JobType, r.Symbol, r.Asof),
+		JobType: r.JobType, Symbol: r.Symbol, Asof: r.Asof, RequestedBy: r.RequestedBy, CreatedAt: s.now().UTC(), Attempt: 0}
+}
+
+// Submit is §5.1 in one transaction: create_queued and, for a new job,
+// enqueue commit together, so a job is never created without its message.
+// The same key while queued, running or succeeded returns that job
+// (created: false, counted as an idempotency conflict). A database that
+// cannot be reached is a *UnavailableError (QUEUE_UNAVAILABLE).
+func (s *Store) Submit(ctx context.Context, r Request) (Created, error) {
+	m := s.Message(r)
+	err := m.Validate()
+	if err == nil && s.Types != nil {
+		err = s.Types.Check(m)
+	}
+	if err != nil {
+		s.logJob(m, "", err).Error("pipeline message refused", alertAttr(err)...)
+		return Created{}, err
+	}
+	var out Created
+	if s.DB.Engine == sqldb.Postgres {
+		// One statement is one transaction: no BEGIN/COMMIT round trips.
+		out, err = s.insertQueued(ctx, s.DB.DB, m, true)
+	} else {
+		err = s.locked.run(ctx, s.DB, func() error {
+			return s.DB.Tx(ctx, func(tx *sql.Tx) error {
+				var err error
+				out, err = s.submitTx(ctx, tx, m)
+				return err
+			})
+		})
+	}
+	if err != nil {
+		return Created{}, unavailable(CodeQueueUnavailable, fmt.Errorf("pipeline submit: %w", err))
+	}
+	s.submitted(m, out)
+	return out, nil
+}
+
+// submitTx is create_queued and enqueue in tx: the queued row is inserted
+// visible (the row is the message), or the key's active job is returned.
+func (s *Store) submitTx(ctx context.Context, tx *sql.Tx, m JobMessage) (Created, error) {
+	return s.insertQueued(ctx, tx, m, true)
+}
+
+// submitted counts and logs a committed submit.
+func (s *Store) submitted(m JobMessage, out Created) {
+	if out.Created {
+		s.Metrics.enqueued(m.JobType)
+		s.logJob(m, StatusQueued, nil).Info("pipeline job enqueued", "requested_by", m.RequestedBy)
+		if s.OnSubmit != nil {
+			s.OnSubmit()
+		}
+	} else {
+		s.Metrics.conflict(m.JobType)
+		s.logJob(JobMessage{JobID: out.JobID, IdempotencyKey: m.IdempotencyKey, Symbol: m.Symbol, Asof: m.Asof}, out.Status, nil).
+			Info("pipeline job exists for the key", "error_code", CodeIdempotencyConflict)
+	}
+}
+
+func alertAttr(err error) []any {
+	if Alert[ErrorCode(err)] {
+		return []any{"alert", true}
+	}
+	return nil
+}
+
+var activeList = "'" + strings.Join(ActiveStatuses, "', '") + "'"
+
+// CreateQueued is create_queued alone, in its own transaction: the row is
+// created queued but not yet visible (Enqueue makes it so). Producers use
+// Submit, which does both in one commit.
+func (s *Store) CreateQueued(ctx context.Context, m JobMessage) (Created, error) {
+	if err := m.Validate(); err != nil {
+		return Created{}, err
+	}
+	var out Created
+	err := s.DB.Tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = s.createQueued(ctx, tx, m)
+		return err
+	})
+	return out, unavailable(CodeRepoUnavailable, err)
+}
+
+func (s *Store) createQueued(ctx context.Context, tx *sql.Tx, m JobMessage) (Created, error) {
+	return s.insertQueued(ctx, tx, m, false)
+}
+
+// insertQueued inserts m's queued row — visible now when enqueue is set
+// (create_queued and enqueue in one statement), invisible until Enqueue
+// otherwise — unless the key has its active job, which it returns.
+func (s *Store) insertQueued(ctx context.Context, ex sqldb.Execer, m JobMessage, enqueue bool) (Created, error) {
+	now := sqldb.Micros(m.CreatedAt)
+	var visible any
+	if enqueue {
+		visible = sqldb.Micros(s.now())
+	}
+	for try := 0; ; try++ {
+		out, err := s.insertOnce(ctx, ex, m, visible, now)
+		// The active job of the key may have failed between the insert
+		// that found it and the select that read it: insert again.
+		if errors.Is(err, sql.ErrNoRows) && try < 3 {
+			continue
+		}
+		return out, err
+	}
+}
+
+func (s *Store) insertOnce(ctx context.Context, ex sqldb.Execer, m JobMessage, visible any, now int64) (Created, error) {
+	var id string
+	err := s.DB.QueryRowTx(ctx, ex, `INSERT INTO pipeline_jobs (job_id, idempotency_key, job_type, symbol, asof, requested_by,
+		status, max_attempts, visible_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (idempotency_key) WHERE status IN (`+activeList+`) DO NOTHING RETURNING job_id`,
+		m.JobID, m.IdempotencyKey, m.JobType, m.Symbol, m.Asof, m.RequestedBy, StatusQueued, s.MaxAttempts, visible, now, now).Scan(&id)
+	if err == nil {
+		return Created{JobID: id, Created: true, Status: StatusQueued}, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return Created{}, err
+	}
+	// The key has its active job (committed: on Postgres the insert waited
+	// for a concurrent inserter to finish before it did nothing).
+	var out Created
+	err = s.DB.QueryRowTx(ctx, ex, `SELECT job_id, status FROM pipeline_jobs WHERE idempotency_key = ? AND status IN (`+activeList+`)`,
+		m.IdempotencyKey).Scan(&out.JobID, &out.Status)
+	return out, err
+}
+
+// Enqueue makes the message of a created job visible now (message_id is
+// the job id). Its own transaction; Submit calls it inside its own.
+func (s *Store) Enqueue(ctx context.Context, m JobMessage) (EnqueueResult, error) {
+	if err := m.Validate(); err != nil {
+		return EnqueueResult{}, err
+	}
+	var out EnqueueResult
+	err := s.DB.Tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = s.enqueue(ctx, tx, m)
+		return err
+	})
+	return out, unavailable(CodeQueueUnavailable, err)
+}
+
+func (s *Store) enqueue(ctx context.Context, tx *sql.Tx, m JobMessage) (EnqueueResult, error) {
+	now := s.now()
+	res, err := s.DB.ExecTx(ctx, tx, `UPDATE pipeline_jobs SET visible_at = ?, updated_at = ? WHERE job_id = ? AND status = ? AND visible_at IS NULL`,
+		sqldb.Micros(now), sqldb.Micros(now), m.JobID, StatusQueued)
+	if err != nil {
+		return EnqueueResult{}, err
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return EnqueueResult{}, invalid("job %s is not a created, unenqueued job", m.JobID)
+	}
+	return EnqueueResult{MessageID: m.JobID, VisibleAt: now.UTC()}, nil
+}
+
+// Ping is the queue's ping (/ready "queue"): a write transaction can be
+// taken within ctx, since enqueue needs one. On SQLite the write lock is
+// asked for with a busy timeout of its own, so a file another process holds
+// locked reports error(database_locked) instead of stalling /ready.
+func (s *Store) Ping(ctx context.Context) error {
+	err := pingWrite(ctx, s.DB, 1000)
+	if err == nil {
+		return nil
+	}
+	if u := unavailable(CodeQueueUnavailable, err); u != err {
+		return u
+	}
+	return &UnavailableError{Code: CodeQueueUnavailable, Reason: "error", Err: err}
+}
+
+// RepoPing is the repo's ping (/ready "repo"): the jobs table answers a read.
+func (s *Store) RepoPing(ctx context.Context) error {
+	var one int
+	err := s.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM (SELECT 1 FROM pipeline_jobs LIMIT 1) t").Scan(&one)
+	if err == nil {
+		return nil
+	}
+	if u := unavailable(CodeRepoUnavailable, err); u != err {
+		return u
+	}
+	return &UnavailableError{Code: CodeRepoUnavailable, Reason: "error", Err: err}
+}
+
+// RepoView adapts the store to the Repo interface (whose Ping is the
+// repo's).
+type RepoView struct{ *Store }
+
+// Ping is RepoPing.
+func (r RepoView) Ping(ctx context.Context) error { return r.RepoPing(ctx) }
+
+var (
+	_ Queue = (*Store)(nil)
+	_ Repo  = RepoView{}
+)
+
+// logJob is the logger of one job's lines: every one carries the §8
+// fields (job_id, idempotency_key, symbol, asof, status, and error_code and
+// attempt when set).
+func (s *Store) logJob(m JobMessage, status string, err error) *slog.Logger {
+	attrs := []any{"job_id", m.JobID, "idempotency_key", m.IdempotencyKey, "symbol", m.Symbol, "asof", m.Asof}
+	if m.JobType != "" {
+		attrs = append(attrs, "job_type", m.JobType)
+	}
+	if status != "" {
+		attrs = append(attrs, "status", status)
+	}
+	if m.Attempt > 0 {
+		attrs = append(attrs, "attempt", m.Attempt)
+	}
+	if err != nil {
+		if c := ErrorCode(err); c != "" {
+			attrs = append(attrs, "error_code", c)
+		}
+		attrs = append(attrs, "error_message", Redact(err.Error()))
+	}
+	return s.Log.With(attrs...)
+}

@@ -1,0 +1,188 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/vesta-cx/euterpe/daemon/lease"
+)
+
+// WorkerConfig tunes a worker.
+type WorkerConfig struct {
+	ID          string
+	Visibility  time.Duration // the lease; heartbeats at a third
+	Concurrency int
+	Poll        time.Duration // idle poll interval (jittered ±50%)
+}
+
+// Worker claims pipeline jobs and runs their type (§5.2).
+type Worker struct {
+	Store *Store
+	Types *Registry
+	Cfg   WorkerConfig
+	wake  chan struct{}
+	fin   chan finished
+}
+
+// finished is a job's success, handed to the finisher, which writes many
+// in one transaction and answers on res.
+type finished struct {
+	job *Job
+	ref string
+	res chan error
+}
+
+// NewWorker returns a worker.
+func NewWorker(s *Store, types *Registry, cfg WorkerConfig) *Worker {
+	return &Worker{Store: s, Types: types, Cfg: cfg, wake: make(chan struct{}, 1), fin: make(chan finished, cfg.Concurrency)}
+}
+
+// Wake makes an idle worker poll at once (after a submit in this process).
+func (w *Worker) Wake() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run claims and runs jobs until ctx is done, then waits for the jobs it
+// started (cancelled with ctx: their messages reappear after the
+// visibility timeout, as for any worker that stops).
+func (w *Worker) Run(ctx context.Context) error {
+	sem := make(chan struct{}, w.Cfg.Concurrency)
+	var wg sync.WaitGroup
+	// The finisher outlives the jobs: it stops once they all returned.
+	finCtx, stopFin := context.WithCancel(context.WithoutCancel(ctx))
+	finDone := make(chan struct{})
+	go func() { defer close(finDone); w.finisher(finCtx) }()
+	defer func() { wg.Wait(); stopFin(); <-finDone }()
+	for ctx.Err() == nil {
+		free := cap(sem) - len(sem)
+		var jobs []*Job
+		if free > 0 {
+			var err error
+			jobs, err = w.Store.Claim(ctx, w.Cfg.ID, free, w.Cfg.Visibility)
+			if err != nil && ctx.Err() == nil {
+				w.Store.Log.Warn("pipeline claim failed", "err", Redact(err.Error()))
+			}
+		}
+		for _, j := range jobs {
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				w.RunJob(ctx, j)
+			}()
+		}
+		if len(jobs) > 0 && len(jobs) == free {
+			continue
+		}
+		d := time.Duration(float64(w.Cfg.Poll) * (0.5 + rand.Float64()))
+		select {
+		case <-ctx.Done():
+		case <-w.wake:
+		case <-time.After(d):
+		}
+	}
+	return nil
+}
+
+// RunJob runs one claimed job under its lease and records the outcome.
+func (w *Worker) RunJob(ctx context.Context, j *Job) {
+	s := w.Store
+	lg := s.logJob(j.Msg, StatusRunning, nil)
+	lg.Info("pipeline job running", "worker_id", w.Cfg.ID)
+	var ref string
+	var jerr error
+	err := s.Keep(ctx, j, w.Cfg.Visibility, func(ctx context.Context) error {
+		ref, jerr = w.execute(ctx, j)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if jerr == nil {
+			return w.succeed(ctx, j, ref)
+		}
+		var je *JobError
+		if !errors.As(jerr, &je) {
+			je = Fail(CodeStageUnavailable, jerr.Error())
+		}
+		_, err := s.Fail(ctx, j, je)
+		return err
+	})
+	switch {
+	case err == nil && jerr == nil:
+		s.logJob(j.Msg, StatusSucceeded, nil).Info("pipeline job succeeded", "result_ref", ref)
+	case errors.Is(err, lease.ErrStale):
+		lg.Warn("pipeline job lease lost: the message reappeared for another worker; this run stops")
+	case err != nil && ctx.Err() != nil:
+		lg.Info("pipeline job interrupted by shutdown; its message reappears after the visibility timeout")
+	case err != nil:
+		lg.Error("pipeline job outcome not recorded; its message reappears after the visibility timeout", "err", Redact(err.Error()))
+	}
+}
+
+func (w *Worker) execute(ctx context.Context, j *Job) (string, error) {
+	if err := j.Msg.Validate(); err != nil {
+		return "", err
+	}
+	if err := w.Types.Check(j.Msg); err != nil {
+		return "", err
+	}
+	t, _ := w.Types.Get(j.Msg.JobType)
+	return t.Runner.Run(ctx, j.Msg)
+}
+
+// succeed hands j's success to the finisher and waits for the write (the
+// lease is kept meanwhile).
+func (w *Worker) succeed(ctx context.Context, j *Job, ref string) error {
+	res := make(chan error, 1)
+	select {
+	case w.fin <- finished{job: j, ref: ref, res: res}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-res:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// finisher writes successes in batches: whatever accumulated while the
+// previous batch was written goes in the next transaction, so a busy
+// worker pays one commit for many jobs and an idle one waits for none.
+func (w *Worker) finisher(ctx context.Context) {
+	const maxBatch = 500
+	for {
+		var first finished
+		select {
+		case <-ctx.Done():
+			return
+		case first = <-w.fin:
+		}
+		batch := []finished{first}
+	fill:
+		for len(batch) < maxBatch {
+			select {
+			case f := <-w.fin:
+				batch = append(batch, f)
+			default:
+				break fill
+			}
+		}
+		jobs := make([]*Job, len(batch))
+		refs := make([]string, len(batch))
+		for i, f := range batch {
+			jobs[i], refs[i] = f.job, f.ref
+		}
+		errs := w.Store.SucceedMany(ctx, jobs, refs)
+		for i, f := range batch {
+			f.res <- errs[i]
+		}
+	}
+}

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/vesta-cx/euterpe/central/credentials"
+	"github.com/vesta-cx/euterpe/daemon/sqldb/sqltest"
+)
+
+var (
+	centralOnce sync.Once
+	centralBin  string
+	centralErr  error
+)
+
+// centralBinary builds euterpe-central once per test run.
+func centralBinary(t *testing.T) string {
+	centralOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "euterpectl-central-")
+		if err != nil {
+			centralErr = err
+			return
+		}
+		centralBin = filepath.Join(dir, "euterpe-central")
+		out, err := exec.Command("go", "build", "-o", centralBin, "github.com/vesta-cx/euterpe/cmd/euterpe-central").CombinedOutput()
+		if err != nil {
+			centralErr = err
+			centralBin = string(out)
+		}
+	})
+	if centralErr != nil {
+		t.Fatalf("build euterpe-central: %v\n%s", centralErr, centralBin)
+	}
+	return centralBin
+}
+
+
+// startCentralProcess runs a real euterpe-central process and returns its URL
+// and an operator token.
+func startCentralProcess(t *testing.T, env []string) (string, string) {
+	bin := centralBinary(t)
+	cmd := exec.Command(bin, "operator", "create", "--name", "ctl-test")
+	cmd.Env = env
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	var created struct{ Token string }
+	require.NoError(t, json.Unmarshal(out, &created))
+
+	cmd = exec.Command(bin, "serve")
+	cmd.Env = append(env, "EUTERPE_CENTRAL_ADDR=127.0.0.1:0", "EUTERPE_CENTRAL_ROLES=api,sweeper,pipeline")
+	pr, pw := io.Pipe()
+	cmd.Stderr = pw
+	require.NoError(t, cmd.Start())
+	addr := make(chan string, 1)
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			mu.Lock()
+			logs.WriteString(sc.Text() + "\n")
+			mu.Unlock()
+			if m := listeningRe.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case addr <- m[1]:
+				default:
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		_ = pw.Close()
+		if t.Failed() {
+			mu.Lock()
+			t.Logf("euterpe-central logs:\n%s", logs.String())
+			mu.Unlock()
+		}
+	})
+	select {
+	case a := <-addr:
+		return "http://" + a, created.Token
+	case <-time.After(60 * time.Second):
+		t.Fatal("euterpe-central did not start")
+	}
+	return "", ""
+}
+
+func ctl(env map[string]string, args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := dispatch(context.Background(), Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }}, args)
+	return code, out.String(), errb.String()
+}
+
+// euterpectl pipeline … against a real euterpe-central process, on both
+// engines.
+func TestPipelineCommands(t *testing.T) {
+	for _, e := range sqltest.Engines {
+		t.Run(string(e), func(t *testing.T) {
+			flaky := filepath.Join(t.TempDir(), "flaky.sh")
+			require.NoError(t, os.WriteFile(flaky, []byte("#!/bin/sh\nexit 1\n"), 0o755))
+			slow := filepath.Join(t.TempDir(), "slow.sh")
+			require.NoError(t, os.WriteFile(slow, []byte("#!/bin/sh\nsleep 1\necho '{\"result_ref\":\"mem://done\"}'\n"), 0o755))
+			env := append(os.Environ(), "EUTERPE_DATABASE_URL="+sqltest.URL(t, e), "EUTERPE_KEYRING=k1:"+credentials.NewKey(),
+				"EUTERPE_STATE_DIR="+t.TempDir(), "EUTERPE_PIPELINE_TYPES=flaky=exec:"+flaky+",slow=exec:"+slow,
+				"EUTERPE_PIPELINE_BACKOFF_BASE=1ms", "EUTERPE_PIPELINE_BACKOFF_MAX=1ms", "EUTERPE_PIPELINE_POLL=20ms", "EUTERPE_LOG_LEVEL=info")
+			url, token := startCentralProcess(t, env)
+			cenv := map[string]string{"EUTERPE_CENTRAL_URL": url, "EUTERPE_OPERATOR_TOKEN": token}
+
+			// The composed process: /ready has §6's keys next to its own,
+			// /openapi.json the pipeline routes.
+			for path, want := range map[string][]string{
+				"/ready":        {`"queue":"ok"`, `"repo":"ok"`, `"database":"ok"`, `"timestamp":`, `"status":"ready"`},
+				"/openapi.json": {`"/v1/pipeline/jobs"`, `"/v1/pipeline/dlq"`, `"PipelineJob"`, `"/transcode"`},
+			} {
+				resp, err := http.Get(url + path)
+				require.NoError(t, err)
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				require.Equal(t, 200, resp.StatusCode, path)
+				compact := strings.ReplaceAll(strings.ReplaceAll(string(b), " ", ""), "\n", "")
+				for _, w := range want {
+					require.Contains(t, compact, w, path)
+				}
+			}
+
+			var first, sl struct {
+				JobID   string `json:"job_id"`
+				Created bool   `json:"created"`
+				Status  string `json:"status"`
+			}
+			// The same key while queued, running or succeeded: the same job.
+			code, out, errOut := ctl(cenv, "pipeline", "enqueue", "--type", "slow", "--symbol", "S", "--asof", "2026-01-02")
+			require.Equal(t, 0, code, errOut)
+			require.NoError(t, json.Unmarshal([]byte(out), &sl))
+			require.True(t, sl.Created)
+			_, out, _ = ctl(cenv, "pipeline", "enqueue", "--type", "slow", "--symbol", "S", "--asof", "2026-01-02")
+			require.Contains(t, out, `"created":false`)
+			require.Contains(t, out, sl.JobID)
+			require.Eventually(t, func() bool {
+				_, out, _ := ctl(cenv, "pipeline", "get", sl.JobID)
+				return strings.Contains(out, `"status":"succeeded"`) && strings.Contains(out, `"result_ref":"mem://done"`)
+			}, 30*time.Second, 50*time.Millisecond)
+			_, out, _ = ctl(cenv, "pipeline", "enqueue", "--type", "slow", "--symbol", "S", "--asof", "2026-01-02")
+			require.Contains(t, out, `"created":false`)
+
+			code, out, errOut = ctl(cenv, "pipeline", "enqueue", "--type", "edge_daily", "--symbol", "edge-1", "--asof", "2026-01-02")
+			require.Equal(t, 0, code, errOut)
+			require.NoError(t, json.Unmarshal([]byte(out), &first))
+			require.True(t, first.Created)
+
+			// No events synced for edge-1: the worker fails it UPSTREAM_EMPTY.
+			require.Eventually(t, func() bool {
+				_, out, _ := ctl(cenv, "pipeline", "get", first.JobID)
+				return strings.Contains(out, `"status":"failed"`) && strings.Contains(out, `"error_code":"UPSTREAM_EMPTY"`)
+			}, 30*time.Second, 50*time.Millisecond)
+
+			code, out, _ = ctl(cenv, "pipeline", "enqueue", "--type", "flaky", "--symbol", "X", "--asof", "2026-01-02")
+			require.Equal(t, 0, code)
+			var fl struct {
+				JobID string `json:"job_id"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(out), &fl))
+			require.Eventually(t, func() bool {
+				_, out, _ := ctl(cenv, "pipeline", "dlq")
+				return strings.Contains(out, fl.JobID)
+			}, 30*time.Second, 50*time.Millisecond)
+			code, out, _ = ctl(cenv, "pipeline", "list", "--status", "failed", "--type", "edge_daily")
+			require.Equal(t, 0, code)
+			require.Equal(t, 1, strings.Count(out, "\n"))
+			code, out, errOut = ctl(cenv, "pipeline", "redrive", fl.JobID)
+			require.Equal(t, 0, code, errOut)
+			require.Contains(t, out, `"status":"queued"`)
+			code, _, errOut = ctl(cenv, "pipeline", "redrive", first.JobID)
+			require.Equal(t, 1, code)
+			require.Contains(t, errOut, "invalid_transition")
+
+			// Paging with a small limit, and --all.
+			for _, d := range []string{"2026-01-03", "2026-01-04", "2026-01-05"} {
+				ctl(cenv, "pipeline", "enqueue", "--type", "edge_daily", "--symbol", "edge-2", "--asof", d)
+			}
+			_, out, errOut = ctl(cenv, "pipeline", "list", "--symbol", "edge-2", "--limit", "2")
+			require.Equal(t, 2, strings.Count(out, "\n"))
+			require.Contains(t, errOut, "next_cursor:")
+			_, out, _ = ctl(cenv, "pipeline", "list", "--symbol", "edge-2", "--limit", "2", "--all")
+			require.Equal(t, 3, strings.Count(out, "\n"))
+
+			code, _, errOut = ctl(map[string]string{"EUTERPE_CENTRAL_URL": url, "EUTERPE_OPERATOR_TOKEN": "eop_wrong"}, "pipeline", "get", first.JobID)
+			require.Equal(t, 1, code)
+			require.Contains(t, errOut, "unauthorized")
+			code, _, _ = ctl(map[string]string{"EUTERPE_CENTRAL_URL": url}, "pipeline", "get", first.JobID)
+			require.Equal(t, 2, code)
+			code, _, _ = ctl(cenv, "pipeline", "enqueue", "--type", "edge_daily")
+			require.Equal(t, 2, code)
+		})
+	}
+}

@@ -36,7 +36,6 @@ func positional(fs *flag.FlagSet, env Env, args []string, n int, usage string) (
 	return pos, true
 }
 
-
 func printLines(env Env, items []json.RawMessage) {
 	for _, it := range items {
 		fmt.Fprintln(env.Stdout, string(it))

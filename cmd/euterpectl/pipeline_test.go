@@ -47,7 +47,6 @@ func centralBinary(t *testing.T) string {
 	return centralBin
 }
 
-
 // startCentralProcess runs a real euterpe-central process and returns its URL
 // and an operator token.
 func startCentralProcess(t *testing.T, env []string) (string, string) {

@@ -135,6 +135,20 @@ done
 printf '%s\n' "$jobs"
 case $jobs in *done*) ;; *) echo "the demo job did not reach central; see $RUN/edge.log and $RUN/central.log" >&2; exit 1 ;; esac
 
+step "today's edge_daily report of the demo edge (euterpectl pipeline enqueue)"
+# The pipeline queue's built-in job type: the edge's synced events of one UTC
+# day, as per-task counts and durations, stored as JSON and CSV.
+sub=$(bin/euterpectl pipeline enqueue --type edge_daily --symbol "$EDGE_ID" --asof "$(date -u +%F)")
+printf '%s\n' "$sub"
+pjob=$(printf '%s' "$sub" | json_field job_id)
+for _ in $(seq 1 100); do
+  pj=$(bin/euterpectl pipeline get "$pjob")
+  case $pj in *'"status":"succeeded"'*|*'"status":"failed"'*|*'"status":"dead_letter"'*) break ;; esac
+  sleep 0.2
+done
+printf '%s\n' "$pj"
+case $pj in *'"status":"succeeded"'*) ;; *) echo "the edge_daily job did not succeed; see $RUN/central.log" >&2; exit 1 ;; esac
+
 step "stack is up"
 cat <<TXT
   edge     $EDGE   (POST /v1/jobs, GET /v1/jobs/{id}/events, /api/v1/...)
@@ -144,6 +158,7 @@ cat <<TXT
   state    $RUN
   try:     EUTERPE_EDGE_URL=$EDGE bin/euterpectl jobs submit --task tool --payload '{"n":1}' --follow
            EUTERPE_CENTRAL_URL=$CENTRAL EUTERPE_OPERATOR_TOKEN=\$(cat $RUN/operator.token) bin/euterpectl edges jobs $EDGE_ID
+           (same variables) bin/euterpectl pipeline list
 TXT
 if [ "${EUTERPE_RUN_ONCE:-}" = 1 ]; then exit 0; fi
 echo "  press Ctrl-C to stop"

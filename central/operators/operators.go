@@ -11,7 +11,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"strings"
 	"time"
@@ -27,9 +26,7 @@ var migrationFiles embed.FS
 
 // Migrations add the operators table to the central schema.
 func Migrations() sqldb.Migrations {
-	pg, _ := fs.Sub(migrationFiles, "migrations/postgres")
-	lite, _ := fs.Sub(migrationFiles, "migrations/sqlite")
-	return sqldb.Migrations{Postgres: pg, SQLite: lite}
+	return sqldb.Embedded(migrationFiles)
 }
 
 // TokenPrefix starts every operator token, so a token pasted in the wrong

@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"embed"
-	"io/fs"
 
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 )
@@ -14,9 +13,7 @@ var migrationFiles embed.FS
 // redrive timestamp, the dead-letter index, and on Postgres the insert
 // trigger that feeds LISTEN/NOTIFY). Apply them after schema.Migrations().
 func Migrations() sqldb.Migrations {
-	pg, _ := fs.Sub(migrationFiles, "migrations/postgres")
-	lite, _ := fs.Sub(migrationFiles, "migrations/sqlite")
-	return sqldb.Migrations{Postgres: pg, SQLite: lite}
+	return sqldb.Embedded(migrationFiles)
 }
 
 // NotifyChannel is the Postgres channel new events are announced on.

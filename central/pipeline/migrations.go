@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"embed"
-	"io/fs"
 
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 )
@@ -14,7 +13,5 @@ var migrationFiles embed.FS
 // the sealed storage credentials) to the central schema; versions
 // 00400-00499 are this package's.
 func Migrations() sqldb.Migrations {
-	pg, _ := fs.Sub(migrationFiles, "migrations/postgres")
-	lite, _ := fs.Sub(migrationFiles, "migrations/sqlite")
-	return sqldb.Migrations{Postgres: pg, SQLite: lite}
+	return sqldb.Embedded(migrationFiles)
 }

@@ -2,7 +2,6 @@ package schema
 
 import (
 	"embed"
-	"io/fs"
 
 	"github.com/vesta-cx/euterpe/daemon/lease"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
@@ -13,9 +12,7 @@ var files embed.FS
 
 // Migrations is the central schema for sqldb.Migrate.
 func Migrations() sqldb.Migrations {
-	pg, _ := fs.Sub(files, "migrations/postgres")
-	lite, _ := fs.Sub(files, "migrations/sqlite")
-	return sqldb.Migrations{Postgres: pg, SQLite: lite}
+	return sqldb.Embedded(files)
 }
 
 // Inbox job statuses (contract §3).

@@ -21,6 +21,15 @@ type Migrations struct {
 	SQLite   fs.FS
 }
 
+// Embedded is the Migrations of a package that embeds its files as
+// migrations/postgres/*.sql and migrations/sqlite/*.sql (the layout every
+// migration set in this module uses).
+func Embedded(files fs.FS) Migrations {
+	pg, _ := fs.Sub(files, "migrations/postgres")
+	lite, _ := fs.Sub(files, "migrations/sqlite")
+	return Migrations{Postgres: pg, SQLite: lite}
+}
+
 // VersionTable is the table goose records applied versions in.
 const VersionTable = "euterpe_schema_versions"
 

@@ -161,12 +161,19 @@ func (r *Receiver) inflate(c echo.Context, edgeID string, body []byte) ([]byte, 
 	}
 }
 
-func (r *Receiver) batch(c echo.Context) error {
+// receive authenticates a sync request and inflates its body: the
+// prelude every sync route shares.
+func (r *Receiver) receive(c echo.Context) (edgeID string, raw []byte, err error) {
 	edgeID, body, err := r.authenticate(c)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
-	raw, err := r.inflate(c, edgeID, body)
+	raw, err = r.inflate(c, edgeID, body)
+	return edgeID, raw, err
+}
+
+func (r *Receiver) batch(c echo.Context) error {
+	edgeID, raw, err := r.receive(c)
 	if err != nil {
 		return err
 	}
@@ -193,11 +200,7 @@ func (r *Receiver) batch(c echo.Context) error {
 }
 
 func (r *Receiver) heartbeat(c echo.Context) error {
-	edgeID, body, err := r.authenticate(c)
-	if err != nil {
-		return err
-	}
-	raw, err := r.inflate(c, edgeID, body)
+	edgeID, raw, err := r.receive(c)
 	if err != nil {
 		return err
 	}

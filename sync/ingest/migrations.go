@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"embed"
-	"io/fs"
 
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 )
@@ -14,7 +13,5 @@ var migrationFiles embed.FS
 // edge_gaps) to the central schema; versions 00300-00399 are this
 // package's.
 func Migrations() sqldb.Migrations {
-	pg, _ := fs.Sub(migrationFiles, "migrations/postgres")
-	lite, _ := fs.Sub(migrationFiles, "migrations/sqlite")
-	return sqldb.Migrations{Postgres: pg, SQLite: lite}
+	return sqldb.Embedded(migrationFiles)
 }

@@ -27,6 +27,9 @@ type syncSettings struct {
 	SpoolMaxMB int
 	BackoffMax time.Duration
 	Heartbeat  time.Duration
+	// YieldPace and YieldCeiling keep the shipper out of the workers' way.
+	YieldPace    time.Duration
+	YieldCeiling int
 
 	secret []byte // read by validate
 }
@@ -49,6 +52,10 @@ func (s *syncSettings) register(c *daemon.Config) {
 		"longest wait between attempts to reach central (exponential backoff with jitter); also the retry period after central refuses the edge's credentials")
 	c.Duration(&s.Heartbeat, "sync-heartbeat", "EUTERPE_SYNC_HEARTBEAT", 30*time.Second, time.Second, time.Hour,
 		"how often the edge reports its status to central")
+	c.Duration(&s.YieldPace, "sync-yield-pace", "EUTERPE_SYNC_YIELD_PACE", ship.DefaultYieldPace, 0, time.Minute,
+		"while jobs are queued or running, the sync mover and sender each take one batch (≤ 500 events) per this period and catch up at full speed when the edge is idle; 0 never yields")
+	c.Int(&s.YieldCeiling, "sync-yield-ceiling", "EUTERPE_SYNC_YIELD_CEILING", ship.DefaultYieldCeiling, 1000, 10_000_000,
+		"captured events waiting in Redis (sync:events) past which the sync mover moves at full speed even while jobs run, bounding Redis memory")
 }
 
 func checkSyncURL(v string) error {
@@ -110,6 +117,7 @@ func buildSync(ctx context.Context, d Deps, s *syncSettings) (Component, error) 
 	log := d.Log.With("component", "sync")
 	sh, err := ship.New(log, d.Redis, sp, ship.Config{
 		URL: s.URL, EdgeID: s.EdgeID, Secret: s.secret, BackoffMax: s.BackoffMax, Heartbeat: s.Heartbeat,
+		YieldPace: yieldPace(s.YieldPace), YieldCeiling: int64(s.YieldCeiling),
 		Status: func(ctx context.Context) wire.Status { return edgeStatus(ctx, d.Redis, d.Jobs, d.Parts) },
 	})
 	if err != nil {
@@ -127,6 +135,14 @@ func buildSync(ctx context.Context, d Deps, s *syncSettings) (Component, error) 
 	d.Jobs.Capture = jobs.CaptureStream
 	log.Info("sync to central on", "url", s.URL, "edge_id", s.EdgeID, "spool", sp.Path(), "spool_max_mb", s.SpoolMaxMB)
 	return &syncComponent{sh: sh, sp: sp}, nil
+}
+
+// yieldPace maps the setting's 0 (never yield) to the shipper's negative.
+func yieldPace(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // syncComponent runs the shipper; it adds no route and no /ready check:

@@ -4,7 +4,10 @@
 // from Redis only after the spool commits; the sender posts the spool's
 // oldest events, in capture order, as signed gzip batches of the sync/wire
 // format to central, and deletes them once central accepted them; the
-// heartbeat posts the edge's status every interval.
+// heartbeat posts the edge's status every interval. While the edge's
+// workers have work (Config.Busy) the mover and the sender yield: one batch
+// each per YieldPace, the mover at full speed past YieldCeiling captured
+// entries, both at full speed once the edge is idle.
 //
 // Central's answers are acted on from a table (outcomes): 2xx deletes the
 // batch, 400/413 quarantine it, 429/503 wait for Retry-After, a 401

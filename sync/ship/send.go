@@ -27,9 +27,11 @@ type Result struct {
 	Err    error         // transport or spool error
 }
 
-// sendLoop ships the spool until ctx ends.
+// sendLoop ships the spool until ctx ends: at full speed while the edge
+// is idle, one batch per YieldPace while its workers are busy.
 func (s *Shipper) sendLoop(ctx context.Context) {
-	for ctx.Err() == nil {
+	y := &yielder{s: s}
+	for y.wait(ctx, nil) {
 		r := s.sendOnce(ctx, &s.state)
 		if r.Idle {
 			select {

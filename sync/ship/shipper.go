@@ -46,6 +46,17 @@ type Config struct {
 	Status func(ctx context.Context) wire.Status
 	// Rand, when set, replaces the backoff's jitter source (tests).
 	Rand func() float64
+	// Busy reports whether the edge's workers have work; nil reads the
+	// backlog of jobs:stream (undelivered or running entries).
+	Busy func(ctx context.Context) (bool, error)
+	// YieldPace is how often the mover and the sender each take one batch
+	// while Busy says the workers have work; they go at full speed when
+	// the edge is idle. 0 is DefaultYieldPace; negative never yields.
+	YieldPace time.Duration
+	// YieldCeiling is the length of the capture stream past which the
+	// mover moves at full speed even while the workers are busy, so Redis
+	// memory stays bounded. 0 is DefaultYieldCeiling.
+	YieldCeiling int64
 }
 
 func (c *Config) defaults() {
@@ -67,6 +78,12 @@ func (c *Config) defaults() {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.YieldPace == 0 {
+		c.YieldPace = DefaultYieldPace
+	}
+	if c.YieldCeiling <= 0 {
+		c.YieldCeiling = DefaultYieldCeiling
+	}
 	c.URL = strings.TrimRight(c.URL, "/")
 }
 
@@ -84,6 +101,7 @@ type Shipper struct {
 	quarantined atomic.Int64 // batches quarantined since start
 	gapsSent    atomic.Int64
 	started     time.Time
+	yielding    atomic.Bool // the edge was busy at the last check
 
 	// wake nudges the sender after the mover spooled something.
 	wake  chan struct{}
@@ -103,6 +121,9 @@ func New(log *slog.Logger, rdb redis.UniversalClient, sp *spool.Spool, cfg Confi
 		log = slog.Default()
 	}
 	cfg.defaults()
+	if cfg.Busy == nil {
+		cfg.Busy = busyBacklog(jobs.NewStore(rdb))
+	}
 	switch {
 	case cfg.URL == "":
 		return nil, errors.New("sync: no central URL")
@@ -183,10 +204,13 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// moveLoop drains the capture stream into the spool.
+// moveLoop drains the capture stream into the spool: at full speed while
+// the edge is idle, one batch per YieldPace while its workers are busy
+// (unless the stream is past YieldCeiling).
 func (s *Shipper) moveLoop(ctx context.Context) {
 	failures := 0
-	for ctx.Err() == nil {
+	y := &yielder{s: s}
+	for y.wait(ctx, s.overCeiling) {
 		n, err := s.MoveOnce(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil:

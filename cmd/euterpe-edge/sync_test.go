@@ -59,6 +59,9 @@ func TestSyncSettingsRefused(t *testing.T) {
 		{"not a url", base(map[string]string{"EUTERPE_SYNC_URL": "central.example"}), "EUTERPE_SYNC_URL", "base URL"},
 		{"zero spool", base(map[string]string{"EUTERPE_SYNC_SPOOL_MAX_MB": "0"}), "EUTERPE_SYNC_SPOOL_MAX_MB", ""},
 		{"heartbeat", base(map[string]string{"EUTERPE_SYNC_HEARTBEAT": "10ms"}), "EUTERPE_SYNC_HEARTBEAT", ""},
+		{"negative yield pace", base(map[string]string{"EUTERPE_SYNC_YIELD_PACE": "-1s"}), "EUTERPE_SYNC_YIELD_PACE", ""},
+		{"yield pace over a minute", base(map[string]string{"EUTERPE_SYNC_YIELD_PACE": "2m"}), "EUTERPE_SYNC_YIELD_PACE", ""},
+		{"tiny yield ceiling", base(map[string]string{"EUTERPE_SYNC_YIELD_CEILING": "10"}), "EUTERPE_SYNC_YIELD_CEILING", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -74,6 +77,12 @@ func TestSyncSettingsRefused(t *testing.T) {
 			assert.NotContains(t, out, syncTestSecret)
 		})
 	}
+}
+
+// A yield pace of 0 turns yielding off: the shipper's Config says never.
+func TestSyncYieldPaceZeroNeverYields(t *testing.T) {
+	assert.Less(t, yieldPace(0), time.Duration(0))
+	assert.Equal(t, 3*time.Second, yieldPace(3*time.Second))
 }
 
 // syncDaemon is `serve` in this process, with its log kept.

@@ -88,3 +88,15 @@ func TestFailingBusyCheckDoesNotStopShipping(t *testing.T) {
 	runShipper(t, h)
 	require.Eventually(t, func() bool { return h.rc.Count() == 50 }, 10*time.Second, 5*time.Millisecond)
 }
+
+// A negative pace never yields: busy or not, the shipper goes at full speed.
+func TestNegativePaceNeverYields(t *testing.T) {
+	h := newHarness(t, 64<<20, func(c *Config) {
+		c.MoveBatch, c.YieldPace = 10, -1
+		c.Busy = func(context.Context) (bool, error) { return true, nil }
+	})
+	h.jobs(10, 2, `{"text":"tok"}`)
+	runShipper(t, h)
+	require.Eventually(t, func() bool { return h.rc.Count() == 50 }, 10*time.Second, 5*time.Millisecond)
+	assert.False(t, h.sh.Yielding())
+}

@@ -187,8 +187,9 @@ func BenchmarkSpoolDrain(b *testing.B) {
 
 // BenchmarkBurnDownWithSync: the worker burn-down of EUTERPE_BENCH_JOBS
 // jobs (default 20,000; instant backend, 128 workers) three times: sync
-// off; capture on alone; capture on with the shipper moving and shipping
-// to a receiver in another process at the same time. It reports the rates,
+// off; capture on alone; capture on with the shipper running (with its
+// default yield: one batch a second while the workers are busy) and
+// shipping to a receiver in another process. It reports the rates,
 // the wall-clock time sync adds (added-%) and the CPU time it adds to this
 // process (cpu-added-%; Redis and the receiver run elsewhere).
 func BenchmarkBurnDownWithSync(b *testing.B) {

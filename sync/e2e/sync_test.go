@@ -30,6 +30,11 @@ func TestCentralDownWhileEdgeRunsJobs(t *testing.T) {
 			c.start()
 			c.waitEvents(n, 60*time.Second)
 			checkExactlyOnce(t, c, want)
+			// The edge's own count agrees: every event shipped once, none
+			// left in the spool.
+			require.Eventually(t, func() bool { return e.metric("euterpe_sync_shipped_events_total") == n },
+				10*time.Second, 20*time.Millisecond, "the edge counts %d events shipped", n)
+			require.Zero(t, e.metric("euterpe_sync_spool_events"))
 			e.proc.stop(t)
 			c.proc.stop(t)
 			c.noSecretLogged(e.proc, c.proc)

@@ -17,20 +17,24 @@ import (
 )
 
 // metric reads one unlabelled series from the edge's /metrics.
-func (e *edge) metric(name string) int {
-	e.t.Helper()
-	resp, err := http.Get(e.URL + "/metrics")
-	require.NoError(e.t, err)
+func (e *edge) metric(name string) int { return scrape(e.t, e.URL, name) }
+
+// scrape reads one series (name with its labels, as exposed) from base's
+// /metrics; a series not exposed fails the test.
+func scrape(t *testing.T, base, series string) int {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	require.NoError(t, err)
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
-			require.NoError(e.t, err)
+			require.NoError(t, err)
 			return int(f)
 		}
 	}
-	e.t.Fatalf("/metrics has no %s", name)
+	t.Fatalf("%s/metrics has no %s", base, series)
 	return 0
 }
 

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vesta-cx/euterpe/daemon/sqldb/sqltest"
 )
@@ -44,9 +45,9 @@ func TestCentralDownWhileEdgeRunsJobs(t *testing.T) {
 
 // backlog runs jobs with many deltas on an edge while central is down, so
 // shipping takes many batches; it returns what the edge wrote and its total.
-func backlog(t *testing.T, c *central, jobs int) (*edge, map[string][]event, int) {
+func backlog(t *testing.T, c *central, jobs int, extra ...string) (*edge, map[string][]event, int) {
 	t.Helper()
-	e := newEdge(t, c, "EUTERPE_TASK_BACKENDS=chat=llm", "EUTERPE_LLM_BASE_URL="+llmServer(t, 20, 8), "EUTERPE_DELTA_BYTES=1")
+	e := newEdge(t, c, append([]string{"EUTERPE_TASK_BACKENDS=chat=llm", "EUTERPE_LLM_BASE_URL=" + llmServer(t, 20, 8), "EUTERPE_DELTA_BYTES=1"}, extra...)...)
 	e.start()
 	ids := submit(t, e, "chat", `{"prompt":"x"}`, jobs)
 	waitDone(t, e.rdb, ids, 90*time.Second)
@@ -75,21 +76,36 @@ func firstRows(t *testing.T, c *central, total int) int {
 	return 0
 }
 
-// SIGKILL of the edge process while it ships a large backlog, then a
-// restart on the same state directory and Redis: every event arrives once.
-// Separately, SIGKILL of central mid-ingest and a restart: the same.
+// SIGKILL of the edge process while it ships a large backlog, in the worst
+// window: central has stored the batch in flight and its answer has not
+// reached the edge (a proxy withholds it). Restarted on the same state
+// directory and Redis, the edge resends that batch and the rest: every event
+// is stored once. Separately, SIGKILL of central mid-ingest (as soon as its
+// first batch is stored, while the edge goes on sending) and a restart: the
+// same.
 func TestSIGKILLMidShippingLosesAndDuplicatesNothing(t *testing.T) {
 	for _, eng := range sqltest.Engines {
 		t.Run(string(eng)+"/edge", func(t *testing.T) {
 			c := newCentral(t, eng)
-			e, want, total := backlog(t, c, 300)
+			// The edge's EUTERPE_SYNC_URL is the proxy (a later setting wins).
+			px := newHoldProxy(t, c.URL)
+			e, want, total := backlog(t, c, 300, "EUTERPE_SYNC_URL="+px.URL)
 			c.start()
-			at := firstRows(t, c, total)
+			select {
+			case <-px.held:
+			case <-time.After(30 * time.Second):
+				t.Fatal("no batch was stored")
+			}
 			e.proc.kill()
-			t.Logf("edge killed with %d of %d events on central", at, total)
+			at := c.count(`SELECT COUNT(*) FROM edge_events`)
+			require.Positive(t, at)
+			require.Less(t, at, total)
+			t.Logf("edge killed with a batch stored but unanswered, %d of %d events on central", at, total)
 			e.start()
 			c.waitEvents(total, 60*time.Second)
 			checkExactlyOnce(t, c, want)
+			assert.GreaterOrEqual(t, scrape(t, c.URL, `euterpe_sync_events_total{result="duplicate"}`), at,
+				"the restarted edge resent the batch whose answer it never got")
 			e.proc.stop(t)
 			c.proc.stop(t)
 		})

@@ -131,7 +131,7 @@ const operatorKey = "euterpe.operator"
 // Auth is the middleware of the operator API: Authorization: Bearer
 // <operator token>. A missing or unknown token is 401; a database that
 // cannot answer is 503, so an outage never reads as "your token is wrong".
-func Auth(s *Store) echo.MiddlewareFunc {
+func Auth(s Authenticator) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			scheme, token, ok := strings.Cut(c.Request().Header.Get(echo.HeaderAuthorization), " ")

@@ -194,19 +194,15 @@ func nullString(s string) any {
 	return s
 }
 
-// SucceedMany records the success of many jobs in one transaction (one
-// statement per engine batch, lease.Queue.MoveEach), each fenced on its own
-// claim; it returns an error per job (a *lease.StaleError for a lost one,
-// which leaves the others alone). If the transaction fails as a whole the
-// jobs are written one by one.
+// SucceedMany records the success of many jobs in one transaction, each
+// fenced on its own claim; it returns an error per job (a *lease.StaleError
+// for a lost one, which leaves the others alone). If the transaction fails
+// as a whole the jobs are written one by one.
 func (s *Store) SucceedMany(ctx context.Context, jobs []*Job, refs []string) []error {
 	now := s.now()
 	saved := make([]lease.Claim, len(jobs))
-	steps := make([]lease.Step, len(jobs))
 	for i, j := range jobs {
 		saved[i] = j.Claim
-		steps[i] = lease.Step{Claim: &j.Claim, To: StatusSucceeded, Set: "finished_at = ?, result_ref = ?, " + release,
-			Args: []any{sqldb.Micros(now), nullString(refs[i])}}
 	}
 	var out []error
 	err := s.DB.Tx(ctx, func(tx *sql.Tx) error {
@@ -214,7 +210,7 @@ func (s *Store) SucceedMany(ctx context.Context, jobs []*Job, refs []string) []e
 			j.Claim = saved[i]
 		}
 		var err error
-		out, err = s.q.MoveEach(ctx, tx, steps, now)
+		out, err = s.succeedTx(ctx, tx, jobs, refs, now)
 		return err
 	})
 	if err != nil {
@@ -237,4 +233,53 @@ func (s *Store) SucceedMany(ctx context.Context, jobs []*Job, refs []string) []e
 		}
 	}
 	return out
+}
+
+// succeedSet is the success write: it closes the attempt as SetSucceeded
+// does (started_at from the claim's stamp, lease released).
+const succeedSet = "finished_at = ?, result_ref = ?, " + startedAt + release
+
+// succeedTx writes the successes in tx. On Postgres lease.Queue.MoveEach
+// sends them as arrays, one statement for the whole batch. On SQLite the
+// jobs sharing a status and result reference (all of them for a type that
+// returns none) go in one lease.Queue.MoveMany statement keyed by a JSON
+// list of (id, claim_version): a statement per job cost more in the VM's
+// setup than in the writes themselves.
+func (s *Store) succeedTx(ctx context.Context, tx *sql.Tx, jobs []*Job, refs []string, now time.Time) ([]error, error) {
+	if s.DB.Engine == sqldb.Postgres {
+		steps := make([]lease.Step, len(jobs))
+		for i, j := range jobs {
+			steps[i] = lease.Step{Claim: &j.Claim, To: StatusSucceeded, Set: succeedSet,
+				Args: []any{sqldb.Micros(now), nullString(refs[i])}}
+		}
+		return s.q.MoveEach(ctx, tx, steps, now)
+	}
+	type key struct{ from, ref string }
+	groups := map[key][]int{}
+	var order []key
+	for i, j := range jobs {
+		k := key{j.Status, refs[i]}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], i)
+	}
+	out := make([]error, len(jobs))
+	for _, k := range order {
+		idx := groups[k]
+		claims := make([]*lease.Claim, len(idx))
+		at := make(map[*lease.Claim]int, len(idx))
+		for n, i := range idx {
+			claims[n] = &jobs[i].Claim
+			at[claims[n]] = i
+		}
+		stale, err := s.q.MoveMany(ctx, tx, claims, []string{StatusSucceeded}, now, succeedSet, sqldb.Micros(now), nullString(k.ref))
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range stale {
+			out[at[c]] = &lease.StaleError{Table: s.q.Spec.Table, ID: c.ID, Version: c.Version}
+		}
+	}
+	return out, nil
 }

@@ -50,6 +50,7 @@ var Lease = lease.Spec{
 	ReadyAt:      "visible_at",
 	UpdatedAt:    "updated_at",
 	Order:        "visible_at",
+	ClaimByKey:   true, // finished jobs stay in the table
 	Ready:        StatusQueued,
 	Claimed:      StatusRunning,
 	Leased:       []string{StatusRunning},

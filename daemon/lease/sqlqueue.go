@@ -45,6 +45,12 @@ type Spec struct {
 	// against the unaliased table (e.g. the outbox's "no earlier event of
 	// this job is still undelivered", which keeps per-job order).
 	Where string
+	// ClaimByKey, on Postgres, has the claim update the rows it picked by
+	// primary key (id = ANY(ARRAY(pick ... FOR UPDATE SKIP LOCKED))) instead
+	// of joining the picking CTE, which the planner may hash against the
+	// whole table once a batch is large: for a table that keeps its finished
+	// rows. The rows claimed, their locking and the writes are the same.
+	ClaimByKey bool
 
 	Ready   string   // the status a claim takes rows from
 	Claimed string   // the status a claim moves rows to
@@ -178,11 +184,17 @@ func (q *Queue) buildSQL() {
 		order = s.ID
 	}
 	sel := fmt.Sprintf("SELECT %s FROM %s WHERE %s ORDER BY %s LIMIT ?", s.ID, s.Table, where, order)
-	if q.DB.Engine == sqldb.Postgres {
+	switch {
+	case q.DB.Engine == sqldb.Postgres && s.ClaimByKey:
+		// The sublink locks the chosen rows once; the update finds them by
+		// primary key.
+		q.claimSQL = fmt.Sprintf("UPDATE %s t SET %s WHERE t.%s = ANY(ARRAY(%s FOR UPDATE SKIP LOCKED)) RETURNING %s",
+			s.Table, set.String(), s.ID, sel, qualify("t", ret))
+	case q.DB.Engine == sqldb.Postgres:
 		// The CTE locks the chosen rows once; concurrent claimers skip them.
 		q.claimSQL = fmt.Sprintf("WITH c AS (%s FOR UPDATE SKIP LOCKED) UPDATE %s t SET %s FROM c WHERE t.%s = c.%s RETURNING %s",
 			sel, s.Table, set.String(), s.ID, s.ID, qualify("t", ret))
-	} else {
+	default:
 		q.claimSQL = fmt.Sprintf("UPDATE %s SET %s WHERE %s IN (%s) RETURNING %s", s.Table, set.String(), s.ID, sel, strings.Join(ret, ", "))
 	}
 
@@ -298,7 +310,7 @@ func (q *Queue) claim(ctx context.Context, tx *sql.Tx, worker string, n int, ttl
 	}
 	selArgs = append(selArgs, n)
 	var args []any
-	if q.DB.Engine == sqldb.Postgres {
+	if q.DB.Engine == sqldb.Postgres && !s.ClaimByKey {
 		args = append(selArgs, setArgs...)
 	} else {
 		args = append(setArgs, selArgs...)
@@ -585,6 +597,11 @@ func (q *Queue) moveJSONQuery(claims []*Claim, from, set, seq string, setArgs []
 	if seq != "0" {
 		ret = s.Table + "." + seq
 	}
-	return fmt.Sprintf("UPDATE %s SET %s FROM (SELECT value->>0 AS id, value->>1 AS ver FROM json_each(?)) AS v WHERE %s.%s = v.id AND %s.%s = v.ver AND %s.%s = ? RETURNING %s.%s, %s",
+	// The unary + keeps the status term off any index: with the status
+	// bound as a parameter SQLite otherwise may walk a (status, ...) index
+	// and rescan the JSON list for every row of that status, quadratic in
+	// the batch; without it the only plan is the list driving primary key
+	// lookups.
+	return fmt.Sprintf("UPDATE %s SET %s FROM (SELECT value->>0 AS id, value->>1 AS ver FROM json_each(?)) AS v WHERE %s.%s = v.id AND %s.%s = v.ver AND +%s.%s = ? RETURNING %s.%s, %s",
 		s.Table, set, s.Table, s.ID, s.Table, s.ClaimVersion, s.Table, s.Status, s.Table, s.ID, ret), args, nil
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/vesta-cx/euterpe/central/operators"
 	"github.com/vesta-cx/euterpe/central/pipeline"
 	"github.com/vesta-cx/euterpe/central/serve"
 	"github.com/vesta-cx/euterpe/daemon"
@@ -245,4 +246,38 @@ func TestExecTypeMustExist(t *testing.T) {
 	if !errors.As(err, &se) || se.Setting != "EUTERPE_PIPELINE_TYPES" {
 		t.Fatalf("%v", err)
 	}
+}
+
+// TestDisabledTokenRefusedWithinAuthCache: the submit route remembers a
+// verified operator token for EUTERPE_PIPELINE_AUTH_CACHE; once the
+// operator is disabled, the token is refused (401) within that bound.
+func TestDisabledTokenRefusedWithinAuthCache(t *testing.T) {
+	sqltest.Each(t, sets, func(t *testing.T, db *sqldb.DB) {
+		cfg := testConfig()
+		cfg.AuthCache = 300 * time.Millisecond
+		s := newServer(t, db, cfg)
+		body := map[string]string{"job_type": "edge_daily", "symbol": "edge-1", "asof": "2026-01-01"}
+		if resp := s.do(t, "POST", "/v1/pipeline/jobs", body, nil); resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("submit: %d", resp.StatusCode)
+		}
+		ops := operators.New(db)
+		op, err := ops.Authenticate(context.Background(), s.token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ops.Disable(context.Background(), op.ID); err != nil {
+			t.Fatal(err)
+		}
+		disabled := time.Now()
+		for {
+			resp := s.do(t, "POST", "/v1/pipeline/jobs", body, nil)
+			if resp.StatusCode == http.StatusUnauthorized {
+				break
+			}
+			if resp.StatusCode != http.StatusAccepted || time.Since(disabled) > cfg.AuthCache+time.Second {
+				t.Fatalf("disabled token still answered %d after %v", resp.StatusCode, time.Since(disabled))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
 }

@@ -26,6 +26,7 @@ type Config struct {
 	CatchupDays    int
 	Symbols        string
 	EnqueueTimeout time.Duration
+	AuthCache      time.Duration
 }
 
 // Defaults are the contract's values (visibility 30 s, max_attempts 5) and
@@ -34,7 +35,7 @@ func Defaults() Config {
 	return Config{
 		Visibility: 30 * time.Second, Concurrency: 4, Poll: time.Second, MaxAttempts: 5,
 		BackoffBase: 5 * time.Second, BackoffMax: 5 * time.Minute, TypeTimeout: 10 * time.Minute,
-		Schedule: "02:00", CatchupDays: 7, EnqueueTimeout: 5 * time.Second,
+		Schedule: "02:00", CatchupDays: 7, EnqueueTimeout: 5 * time.Second, AuthCache: 5 * time.Second,
 	}
 }
 
@@ -63,6 +64,8 @@ func (cfg *Config) Bind(c *daemon.Config) {
 		func(v string) error { _, err := pipeline.ParseSymbols(v); return err })
 	c.Duration(&cfg.EnqueueTimeout, "pipeline-enqueue-timeout", "EUTERPE_PIPELINE_ENQUEUE_TIMEOUT", d.EnqueueTimeout, 100*time.Millisecond, time.Minute,
 		"how long POST /v1/pipeline/jobs retries an unreachable database before answering 503 QUEUE_UNAVAILABLE")
+	c.Duration(&cfg.AuthCache, "pipeline-auth-cache", "EUTERPE_PIPELINE_AUTH_CACHE", d.AuthCache, 0, time.Minute,
+		"how long /v1/pipeline remembers a verified operator token; a disabled token is refused at most this long after `operator disable` (0: look up every request)")
 	c.Check(cfg.Validate)
 }
 

@@ -3,6 +3,7 @@ package pipelinerole
 import (
 	"context"
 	"fmt"
+	"github.com/vesta-cx/euterpe/central/operators"
 	"os"
 	"strings"
 
@@ -157,5 +158,11 @@ func New(ctx context.Context, cfg Config, d *serve.Deps) (*Role, error) {
 	sched := &pipeline.Scheduler{Store: store, At: at, CatchupDays: cfg.CatchupDays, Entries: entries, Log: log}
 	api := &pipeline.API{Store: store, Log: log, Attempts: 4, Budget: cfg.EnqueueTimeout,
 		Backoff: lease.Backoff{Base: cfg.EnqueueTimeout / 16, Cap: cfg.EnqueueTimeout / 4}}
-	return &Role{Store: store, Worker: w, Scheduler: sched, API: api, auth: d.OperatorAuth}, nil
+	auth := d.OperatorAuth
+	if d.Operators != nil && cfg.AuthCache > 0 {
+		// Submits come in bursts from one or two operators: a verified
+		// token is remembered for AuthCache (docs/pipeline.md).
+		auth = operators.Auth(operators.NewCache(d.Operators, cfg.AuthCache))
+	}
+	return &Role{Store: store, Worker: w, Scheduler: sched, API: api, auth: auth}, nil
 }

@@ -24,11 +24,65 @@ type partitioned struct {
 	down atomic.Bool
 }
 
-func (p *partitioned) Heartbeat(ctx context.Context, j *inbox.Job, ttl time.Duration) error {
+var errPartitioned = errors.New("dial tcp 10.0.0.5:5432: connect: network is unreachable")
+
+// cut answers like a database the network no longer reaches.
+func (p *partitioned) cut() error {
 	if p.down.Load() {
-		return errors.New("dial tcp 10.0.0.5:5432: connect: network is unreachable")
+		return errPartitioned
+	}
+	return nil
+}
+
+func (p *partitioned) Heartbeat(ctx context.Context, j *inbox.Job, ttl time.Duration) error {
+	if err := p.cut(); err != nil {
+		return err
 	}
 	return p.Store.Heartbeat(ctx, j, ttl)
+}
+
+// Every write is cut too: a runner whose transcode ends before it fences
+// itself must not reach the job either.
+func (p *partitioned) Advance(ctx context.Context, j *inbox.Job, to string) error {
+	if err := p.cut(); err != nil {
+		return err
+	}
+	return p.Store.Advance(ctx, j, to)
+}
+
+func (p *partitioned) Progress(ctx context.Context, j *inbox.Job, percent int) error {
+	if err := p.cut(); err != nil {
+		return err
+	}
+	return p.Store.Progress(ctx, j, percent)
+}
+
+func (p *partitioned) Succeed(ctx context.Context, j *inbox.Job, outputs []inbox.OutputFile) error {
+	if err := p.cut(); err != nil {
+		return err
+	}
+	return p.Store.Succeed(ctx, j, outputs)
+}
+
+func (p *partitioned) Fail(ctx context.Context, j *inbox.Job, jerr inbox.JobError) (string, error) {
+	if err := p.cut(); err != nil {
+		return "", err
+	}
+	return p.Store.Fail(ctx, j, jerr)
+}
+
+func (p *partitioned) Release(ctx context.Context, j *inbox.Job) error {
+	if err := p.cut(); err != nil {
+		return err
+	}
+	return p.Store.Release(ctx, j)
+}
+
+func (p *partitioned) ReleaseError(ctx context.Context, j *inbox.Job, jerr inbox.JobError) error {
+	if err := p.cut(); err != nil {
+		return err
+	}
+	return p.Store.ReleaseError(ctx, j, jerr)
 }
 
 // TestOlderAttemptCannotOverwriteOutputs: runner A transcodes, then loses

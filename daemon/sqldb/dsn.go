@@ -11,7 +11,7 @@ import "net/url"
 // runs checkpoints as jobs of its own.
 func SQLiteDSN(path string, extra ...string) string {
 	q := url.Values{}
-	for _, p := range append([]string{"journal_mode(WAL)", "busy_timeout(15000)", "foreign_keys(1)", "synchronous(NORMAL)"}, extra...) {
+	for _, p := range append([]string{"busy_timeout(15000)", "journal_mode(WAL)", "foreign_keys(1)", "synchronous(NORMAL)"}, extra...) {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")

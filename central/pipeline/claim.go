@@ -74,9 +74,26 @@ func (s *Store) SetRunning(ctx context.Context, j *Job, startedAt time.Time) err
 	if j.Status != StatusRunning {
 		return Transitions.Check(j.Status, StatusRunning)
 	}
-	return s.DB.Tx(ctx, func(tx *sql.Tx) error {
+	err := s.DB.Tx(ctx, func(tx *sql.Tx) error {
 		return s.q.Exec(ctx, tx, &j.Claim, "updated_at = ?", sqldb.Micros(startedAt))
 	})
+	if err == nil {
+		j.At = startedAt
+	}
+	return err
+}
+
+// notBefore is the finish time t for jobs, moved up to the latest attempt
+// start among them. Starts are stamped by the lease's database-corrected
+// clock and finishes by the store's, whose offset estimate can differ by
+// half a round trip: a job must never finish before it started.
+func notBefore(t time.Time, jobs ...*Job) time.Time {
+	for _, j := range jobs {
+		if j.At.After(t) {
+			t = j.At
+		}
+	}
+	return t
 }
 
 const release = "worker_id = NULL, lease_expires_at = NULL"
@@ -88,6 +105,7 @@ const startedAt = "started_at = updated_at, "
 
 // SetSucceeded records success with the result reference (fenced).
 func (s *Store) SetSucceeded(ctx context.Context, j *Job, finishedAt time.Time, resultRef string) error {
+	finishedAt = notBefore(finishedAt, j)
 	err := s.DB.Tx(ctx, func(tx *sql.Tx) error {
 		return s.q.Move(ctx, tx, &j.Claim, StatusSucceeded, finishedAt, "finished_at = ?, result_ref = ?, "+startedAt+release,
 			sqldb.Micros(finishedAt), nullString(resultRef))
@@ -105,6 +123,7 @@ func (s *Store) SetFailed(ctx context.Context, j *Job, finishedAt time.Time, f *
 }
 
 func (s *Store) setFailed(ctx context.Context, tx lease.Execer, j *Job, at time.Time, f *JobError, attempt int) error {
+	at = notBefore(at, j)
 	return s.q.Move(ctx, tx, &j.Claim, StatusFailed, at, "finished_at = ?, error_code = ?, error_message = ?, error_attempt = ?, "+startedAt+release,
 		sqldb.Micros(at), f.Code, Redact(f.Message), attempt)
 }
@@ -115,6 +134,7 @@ func (s *Store) SetDeadLetter(ctx context.Context, j *Job, finishedAt time.Time,
 }
 
 func (s *Store) setDeadLetter(ctx context.Context, tx lease.Execer, j *Job, at time.Time, f *JobError, attempt int) error {
+	at = notBefore(at, j)
 	return s.q.Move(ctx, tx, &j.Claim, StatusDeadLetter, at, "finished_at = ?, error_code = ?, error_message = ?, error_attempt = ?",
 		sqldb.Micros(at), f.Code, Redact(f.Message), attempt)
 }
@@ -135,7 +155,7 @@ const (
 func (s *Store) Fail(ctx context.Context, j *Job, f *JobError) (Outcome, error) {
 	saved := j.Claim
 	var out Outcome
-	now := s.now()
+	now := notBefore(s.now(), j)
 	err := s.DB.Tx(ctx, func(tx *sql.Tx) error {
 		j.Claim = saved
 		var maxAttempts int
@@ -199,7 +219,7 @@ func nullString(s string) any {
 // for a lost one, which leaves the others alone). If the transaction fails
 // as a whole the jobs are written one by one.
 func (s *Store) SucceedMany(ctx context.Context, jobs []*Job, refs []string) []error {
-	now := s.now()
+	now := notBefore(s.now(), jobs...)
 	saved := make([]lease.Claim, len(jobs))
 	for i, j := range jobs {
 		saved[i] = j.Claim

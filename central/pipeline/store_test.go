@@ -427,3 +427,48 @@ func TestRedact(t *testing.T) {
 		t.Errorf("capped to %d bytes", n)
 	}
 }
+
+// The claim stamps the start by the lease's database-corrected clock and
+// a caller finishes by its own; a finish time that reads earlier than the
+// start (the two clocks' estimates differ by up to half a round trip) is
+// recorded at the start instead, on every final write.
+func TestFinishNeverBeforeStart(t *testing.T) {
+	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
+		ctx := context.Background()
+		f := newFixture(t, db, nil)
+		writes := []struct {
+			name  string
+			write func(j *Job, at time.Time) error
+		}{
+			{"succeeded", func(j *Job, at time.Time) error { return f.store.SetSucceeded(ctx, j, at, "ref") }},
+			{"failed", func(j *Job, at time.Time) error {
+				return f.store.SetFailed(ctx, j, at, Fail(CodeQualityFailed, "bad"), j.Attempt)
+			}},
+			{"many", func(j *Job, _ time.Time) error { return f.store.SucceedMany(ctx, []*Job{j}, []string{"ref"})[0] }},
+		}
+		for i, w := range writes {
+			c := f.submit(t, "noop", "AAPL", fmt.Sprintf("2026-02-%02d", i+1))
+			jobs, err := f.store.Claim(ctx, "w1", 1, time.Minute)
+			if err != nil || len(jobs) != 1 {
+				t.Fatalf("%s: claim: %v %d", w.name, err, len(jobs))
+			}
+			// The batched write takes its time from the store's clock: move
+			// the claim's stamp ahead of it instead.
+			jobs[0].At = jobs[0].At.Add(50 * time.Millisecond)
+			if err := db.Tx(ctx, func(tx *sql.Tx) error {
+				_, err := tx.ExecContext(ctx, db.Rebind("UPDATE pipeline_jobs SET updated_at = ? WHERE job_id = ?"),
+					sqldb.Micros(jobs[0].At), c.JobID)
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.write(jobs[0], jobs[0].At.Add(-10*time.Millisecond)); err != nil {
+				t.Fatalf("%s: %v", w.name, err)
+			}
+			r := f.get(t, c.JobID)
+			if r.StartedAt == nil || r.FinishedAt == nil || r.StartedAt.After(*r.FinishedAt) {
+				t.Fatalf("%s: started %v finished %v", w.name, r.StartedAt, r.FinishedAt)
+			}
+		}
+	})
+}

@@ -70,6 +70,10 @@ type Claim struct {
 	Seq            int64
 	Worker         string
 	LeaseExpiresAt time.Time
+	// At is the time the claim stamped on the row, by the queue's clock
+	// (Queue.Time). A final write whose time comes from another clock
+	// must not record a finish before it.
+	At time.Time
 	// Extra holds the Spec.Returning columns of a fresh claim.
 	Extra []any
 }
@@ -322,7 +326,7 @@ func (q *Queue) claim(ctx context.Context, tx *sql.Tx, worker string, n int, ttl
 	defer rows.Close()
 	claims := make([]Claim, 0, n)
 	for rows.Next() {
-		c := Claim{Status: s.Claimed, Worker: worker, LeaseExpiresAt: exp}
+		c := Claim{Status: s.Claimed, Worker: worker, LeaseExpiresAt: exp, At: now}
 		dest := []any{&c.ID, &c.Version, &c.Attempt, &c.Seq}
 		if len(s.Returning) > 0 {
 			c.Extra = q.Extra()

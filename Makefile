@@ -4,7 +4,7 @@ STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 VERSION       ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS       := -s -w -X github.com/vesta-cx/euterpe/daemon.Version=$(VERSION)
 PROGRAMS      := euterpe-edge euterpe-central euterpectl
-TEST_TIMEOUT  ?= 20m
+TEST_TIMEOUT  ?= 25m
 # Packages: nfpm run as a pinned tool, so its dependencies stay out of go.mod.
 NFPM          := github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
 # Evaluated once, so the packages built and the checks agree even if the

@@ -79,15 +79,20 @@ func TestMakeRunLeavesProductionAlone(t *testing.T) {
 		copyFile(t, s, filepath.Join(clone, "scripts", filepath.Base(s)))
 	}
 	must(t, os.Symlink(versitygw, filepath.Join(clone, ".run", "bin", "versitygw")))
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(clone, "bin")+"/",
+	// The build has its own budget: a cold CGO_ENABLED=0 build shares no
+	// cache with the race-enabled test builds and takes minutes on a busy
+	// two-core machine.
+	buildCtx, cancelBuild := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancelBuild()
+	build := exec.CommandContext(buildCtx, "go", "build", "-trimpath", "-o", filepath.Join(clone, "bin")+"/",
 		"./cmd/euterpe-edge", "./cmd/euterpe-central", "./cmd/euterpectl")
 	build.Dir = root
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
 
 	cmd := exec.CommandContext(ctx, "unshare", "-n", "--", "sh", "-c", `ip link set lo up && exec "$0" "$@"`,
 		os.Args[0], "-test.run=^TestMakeRunLeavesProductionAlone$", "-test.v", "-test.count=1", "-test.timeout=7m")

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -102,7 +101,7 @@ func startConsoleStack(t *testing.T, extra map[string]string) *consoleStack {
 		"EUTERPE_LIBRARY_ROOTS":            s.lib,
 		"EUTERPE_LLM_BASE_URL":             llm.URL,
 		"EUTERPE_LLM_API_KEY":              llmSecret,
-		"EUTERPE_TASK_BACKENDS":            "tool=exec:/bin/cat",
+		"EUTERPE_TASK_BACKENDS":            "tool=exec:/bin/cat,chat=llm",
 		"EUTERPE_CONSOLE_HISTORY_INTERVAL": "1s",
 		"EUTERPE_LIBRARY_POLICY_INTERVAL":  "200ms",
 		"EUTERPE_LIBRARY_WATCH":            "false",
@@ -157,10 +156,7 @@ func TestConsolePages(t *testing.T) {
 		_, b := httpDo(t, "GET", s.base+"/v1/jobs/"+created.JobID, "", nil)
 		return strings.Contains(b, `"status":"done"`)
 	}, 30*time.Second, 50*time.Millisecond)
-	_, err := s.rdb.XAdd(context.Background(), &redis.XAddArgs{Stream: jobs.DeadStream, Values: []any{
-		"job_id", "00000000-0000-4000-8000-000000000000", "task", "tool", "payload", `{"x":"` + hostile + `"}`,
-		"msg_id", "1-0", "deliveries", "6", "reason", "max_deliveries_exceeded", "consumer", "w1", "ts", fmt.Sprint(time.Now().UnixMilli()),
-	}}).Result()
+	_, err := s.rdb.XAdd(context.Background(), deadLetter(hostile)).Result()
 	require.NoError(t, err)
 	s.waitGroups(t)
 
@@ -258,4 +254,10 @@ func trashed(t *testing.T, state string) []string {
 	return names
 }
 
-var screenshotMu sync.Mutex
+// deadLetter is a jobs:dead entry as the workers write it, with payload.
+func deadLetter(payload string) *redis.XAddArgs {
+	return &redis.XAddArgs{Stream: jobs.DeadStream, Values: []any{
+		"job_id", "00000000-0000-4000-8000-000000000000", "task", "tool", "payload", `{"x":"` + payload + `"}`,
+		"msg_id", "1-0", "deliveries", "6", "reason", "max_deliveries_exceeded", "consumer", "w1", "ts", fmt.Sprint(time.Now().UnixMilli()),
+	}}
+}

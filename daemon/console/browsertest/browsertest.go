@@ -2,6 +2,7 @@ package browsertest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -158,20 +159,29 @@ func (b *Browser) Open(url string) {
 }
 
 // Text returns the text content of the first element matching the CSS
-// selector.
+// selector, failing the test when there is none. It does not wait: use
+// WaitFor or WaitText first (chromedp's TextContent would wait for the
+// element to be visible, which an empty one never is).
 func (b *Browser) Text(sel string) string {
 	b.t.Helper()
-	var s string
-	b.Run(chromedp.TextContent(sel, &s, chromedp.ByQuery))
-	return s
+	return b.property(sel, "textContent")
 }
 
 // HTML returns the outer HTML of the first element matching sel.
 func (b *Browser) HTML(sel string) string {
 	b.t.Helper()
-	var s string
-	b.Run(chromedp.OuterHTML(sel, &s, chromedp.ByQuery))
-	return s
+	return b.property(sel, "outerHTML")
+}
+
+func (b *Browser) property(sel, prop string) string {
+	b.t.Helper()
+	var s *string
+	q, _ := json.Marshal(sel)
+	b.Run(chromedp.Evaluate(fmt.Sprintf(`(function(){var n=document.querySelector(%s);return n?n.%s:null})()`, q, prop), &s))
+	if s == nil {
+		b.t.Fatalf("browser: no element %s (page errors: %v)", sel, b.Errors())
+	}
+	return *s
 }
 
 // Eval evaluates a script expression in the page into out (may be nil).

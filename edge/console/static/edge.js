@@ -132,10 +132,10 @@
         var s = split();
         var ids = function (l) { return l.map(function (f) { return Number(f.getAttribute("data-file-id")); }); };
         btn.disabled = true;
-        E.text(out, "requesting…"); out.className = "muted";
-        E.api("POST", "/api/v1/duplicates/groups/" + encodeURIComponent(key) + "/delete",
+        E.text(out, "requesting…"); out.className = "delete-result muted";
+        E.api("POST", "/api/v1/duplicates/groups/" + encodeURIComponent(key).replace(/%3A/gi, ":") + "/delete",
           { keep_file_ids: ids(s.keep), delete_file_ids: ids(s.drop) }).then(function (res) {
-          if (res.status !== 202 || !res.body) { E.text(out, E.errorText(res)); out.className = "error-msg"; btn.disabled = false; return; }
+          if (res.status !== 202 || !res.body) { E.text(out, E.errorText(res)); out.className = "delete-result error-msg"; btn.disabled = false; return; }
           var job = res.body.id;
           E.text(out, "delete job #" + job + " queued");
           g.setAttribute("data-delete-job", job);
@@ -151,14 +151,14 @@
       var j = res.body || {};
       if (res.status === 200 && ["completed", "succeeded"].indexOf(j.status) >= 0) {
         E.text(out, "delete job #" + job + " completed: moved to the trash");
-        out.className = "";
+        out.className = "delete-result";
         g.setAttribute("data-delete-status", "completed");
         dropped.forEach(function (f) { f.remove(); });
         return;
       }
       if (res.status === 200 && ["failed", "cancelled"].indexOf(j.status) >= 0) {
         E.text(out, "delete job #" + job + " " + j.status + ": " + (j.error_code || "") + " " + (j.error_message || ""));
-        out.className = "error-msg";
+        out.className = "delete-result error-msg";
         g.setAttribute("data-delete-status", j.status);
         return;
       }

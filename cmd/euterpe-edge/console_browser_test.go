@@ -78,9 +78,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		b.Eval(`window.jobStream.drop()`, nil)
 		s.llm.release <- 4
 		b.WaitFor("the resumed stream", `document.querySelectorAll('#events tr[data-type="delta"]').length >= 7`, 30*time.Second)
-		s.llm.release <- 0
-		close(s.llm.release)
-		s.llm.release = make(chan int)
+		s.llm.release <- finish
 		b.WaitText("#stream-state", "ended", 30*time.Second)
 		assert.Equal(t, "done", b.Text("#status"))
 		b.WaitText("#result", "tok7", 10*time.Second)

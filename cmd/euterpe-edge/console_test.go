@@ -33,8 +33,11 @@ const llmSecret = "sk-console-test-secret"
 // gatedLLM is an OpenAI-compatible stand-in that streams tokens as the
 // test releases them, so the test sees a job's events arrive while it runs.
 type gatedLLM struct {
-	release chan int // how many tokens to send next; closed: finish
+	release chan int      // how many tokens to send next; finish (-1) ends the stream
+	stop    chan struct{} // closed when the test ends: every stream returns
 }
+
+const finish = -1
 
 func (g *gatedLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -48,8 +51,8 @@ func (g *gatedLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	for {
 		select {
-		case n, ok := <-g.release:
-			if !ok {
+		case n := <-g.release:
+			if n == finish {
 				fmt.Fprint(w, `data: {"model":"m1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n")
 				fl.Flush()
 				return
@@ -59,6 +62,8 @@ func (g *gatedLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				time.Sleep(150 * time.Millisecond) // one delta event each (the coalescing window is 100 ms)
 			}
 		case <-r.Context().Done():
+			return
+		case <-g.stop:
 			return
 		}
 	}
@@ -79,7 +84,7 @@ func startConsoleStack(t *testing.T, extra map[string]string) *consoleStack {
 		testsvc.Unavailable(t, "ffmpeg", err)
 	}
 	rdb, opt := testsvc.Redis(t)
-	s := &consoleStack{state: t.TempDir(), lib: t.TempDir(), rdb: rdb, llm: &gatedLLM{release: make(chan int)}}
+	s := &consoleStack{state: t.TempDir(), lib: t.TempDir(), rdb: rdb, llm: &gatedLLM{release: make(chan int), stop: make(chan struct{})}}
 	// Three copies of one image (one named like markup), and one other.
 	img := filepath.Join(s.lib, "photo.png")
 	out, err := exec.Command(ffmpeg, "-loglevel", "error", "-f", "lavfi", "-i", "testsrc=size=160x120:duration=1", "-frames:v", "1", img).CombinedOutput()
@@ -94,7 +99,7 @@ func startConsoleStack(t *testing.T, extra map[string]string) *consoleStack {
 
 	llm := httptest.NewServer(s.llm)
 	t.Cleanup(llm.Close)
-	t.Cleanup(func() { defer func() { recover() }(); close(s.llm.release) }) // let a stream still open end
+	t.Cleanup(func() { close(s.llm.stop) }) // before Close, which waits for the streams
 	env := map[string]string{
 		"EUTERPE_REDIS_URL":                fmt.Sprintf("redis://%s/%d", opt.Addr, opt.DB),
 		"EUTERPE_STATE_DIR":                s.state,

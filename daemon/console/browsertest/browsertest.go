@@ -202,10 +202,20 @@ func (b *Browser) WaitFor(what, expr string, timeout time.Duration) {
 			return
 		}
 		if time.Now().After(deadline) {
-			b.t.Fatalf("browser: waited %s for %s (%s): last error %v; page errors %v", timeout, what, expr, err, b.Errors())
+			b.t.Fatalf("browser: waited %s for %s (%s): last error %v; page errors %v; page text: %s",
+				timeout, what, expr, err, b.Errors(), b.pageText())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// pageText is the start of the page's visible text, for failure messages.
+func (b *Browser) pageText() string {
+	var s string
+	if err := b.RunErr(chromedp.Evaluate(`document.body ? document.body.innerText.slice(0, 3000) : ""`, &s)); err != nil {
+		return "(unavailable: " + err.Error() + ")"
+	}
+	return s
 }
 
 // WaitText waits until the element matching sel contains substr.

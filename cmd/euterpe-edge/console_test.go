@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -200,6 +201,30 @@ func TestConsolePages(t *testing.T) {
 		"euterpe_edge_library_wal_bytes ", "euterpe_edge_library_duplicate_groups 1", `euterpe_edge_jobs_finished_total{status="done",task="tool"} 1`,
 		`euterpe_edge_job_run_seconds_count{task="tool"} 1`} {
 		assert.Contains(t, body, m)
+	}
+	checkDashboard(t, body)
+}
+
+// checkDashboard: every series deploy/grafana/euterpe-edge.json queries is
+// one the edge exports (the sync ones only with sync on, so they are
+// looked up in the shipper's source instead).
+func checkDashboard(t *testing.T, metrics string) {
+	t.Helper()
+	dash, err := os.ReadFile("../../deploy/grafana/euterpe-edge.json")
+	require.NoError(t, err)
+	var parsed map[string]any
+	require.NoError(t, json.Unmarshal(dash, &parsed), "valid JSON")
+	ship, err := os.ReadFile("../../sync/ship/metrics.go")
+	require.NoError(t, err)
+	names := regexp.MustCompile(`\b(euterpe_[a-z_]+|process_[a-z_]+|go_[a-z_]+)\b`).FindAllString(string(dash), -1)
+	require.NotEmpty(t, names)
+	for _, n := range names {
+		base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(n, "_bucket"), "_count"), "_sum")
+		if strings.HasPrefix(base, "euterpe_sync_") {
+			assert.Contains(t, string(ship), `"`+base+`"`, "dashboard series %s", n)
+			continue
+		}
+		assert.Contains(t, metrics, "\n"+n, "dashboard series %s is not on /metrics", n)
 	}
 }
 

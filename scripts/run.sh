@@ -153,6 +153,7 @@ step "stack is up"
 cat <<TXT
   edge     $EDGE   (POST /v1/jobs, GET /v1/jobs/{id}/events, /api/v1/...)
   central  $CENTRAL   (POST /transcode, GET /transcode/status, /openapi.json)
+  console  $EDGE/ui/   (edge: jobs, queue health, library)
   redis    $(printf %s "$EUTERPE_RUN_REDIS_URL" | sed 's#://\([^/@:]*\):[^/@]*@#://\1:[REDACTED]@#')
   s3       $EUTERPE_TEST_S3_ENDPOINT   (data in .run/s3/data)
   state    $RUN

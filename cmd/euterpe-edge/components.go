@@ -72,3 +72,9 @@ type DaemonSettings struct {
 var plugins []Plugin
 
 func register(p Plugin) { plugins = append(plugins, p) }
+
+// noComponent is a plugin turned off by its settings.
+type noComponent struct{}
+
+func (noComponent) Mount(*echo.Echo)              {}
+func (noComponent) Run(ctx context.Context) error { <-ctx.Done(); return nil }

@@ -7,12 +7,14 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/daemon/console"
 	"github.com/vesta-cx/euterpe/edge/gateway"
 	"github.com/vesta-cx/euterpe/edge/jobs"
 )
@@ -26,6 +28,7 @@ type serveSettings struct {
 	StateDir  string
 	Grace     time.Duration
 	LogLevel  string
+	Origins   string
 	Gateway   gateway.Settings
 }
 
@@ -38,6 +41,8 @@ func newServeConfig(getenv func(string) string) (*daemon.Config, *serveSettings)
 	cfg.String(&s.StateDir, "state-dir", "EUTERPE_STATE_DIR", daemon.DefaultStateDir(), "directory for persistent state", checkAbsDir)
 	cfg.Duration(&s.Grace, "shutdown-grace", "EUTERPE_SHUTDOWN_GRACE", 10*time.Second, 0, 10*time.Minute, "time in-flight work gets to finish on shutdown")
 	cfg.String(&s.LogLevel, "log-level", "EUTERPE_LOG_LEVEL", "info", "log level: debug, info, warn, error", daemon.CheckOneOf("debug", "info", "warn", "error"))
+	cfg.String(&s.Origins, "trusted-origins", "EUTERPE_TRUSTED_ORIGINS", "",
+		"comma-separated origins (scheme://host[:port]) whose browsers may POST besides the daemon's own, e.g. a proxy in front of the console", checkOrigins)
 	s.Gateway.Declare(cfg)
 	for _, p := range plugins {
 		if p.Settings != nil {
@@ -53,6 +58,21 @@ func checkRedisURL(v string) error {
 		return errors.New("not a redis:// or rediss:// URL")
 	}
 	return nil
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func checkOrigins(v string) error {
+	_, err := console.CrossOrigin(splitList(v)...)
+	return err
 }
 
 func checkAbsDir(v string) error {
@@ -121,6 +141,14 @@ func runDaemon(parent context.Context, log *slog.Logger, s *serveSettings, geten
 	}
 
 	e := daemon.NewEcho(log)
+	// Browsers must not be made to POST here from other sites: the API
+	// has no credentials, so whoever reaches the port may act, and a page
+	// elsewhere could otherwise reach it through the operator's browser.
+	xorigin, err := console.CrossOrigin(splitList(s.Origins)...)
+	if err != nil {
+		return &daemon.SettingError{Setting: "EUTERPE_TRUSTED_ORIGINS", Value: s.Origins, Reason: err.Error()}
+	}
+	e.Use(xorigin)
 	checks := []daemon.Check{{Name: "redis", Probe: ping}}
 	for _, c := range comps {
 		if ch, ok := c.c.(checker); ok {

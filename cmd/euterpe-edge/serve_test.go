@@ -89,7 +89,9 @@ func serveInProcess(t *testing.T, env map[string]string) string {
 	t.Helper()
 	addr := freeAddr(t)
 	env["EUTERPE_EDGE_ADDR"] = addr
-	env["EUTERPE_STATE_DIR"] = t.TempDir()
+	if env["EUTERPE_STATE_DIR"] == "" {
+		env["EUTERPE_STATE_DIR"] = t.TempDir()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int)
 	go func() { done <- run(ctx, []string{"serve"}, io.Discard, io.Discard, envMap(env)) }()

@@ -29,6 +29,9 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
+			if err := p.RegisterMetrics(d.Metrics); err != nil {
+				return nil, err
+			}
 			d.Parts.Workers = s.Concurrency
 			d.Log.Info("task backends", "tasks", strings.Join(reg.Describe(), ","))
 			return &workerComponent{pool: p}, nil

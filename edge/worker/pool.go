@@ -51,6 +51,7 @@ type Pool struct {
 	byJob map[string]*job
 
 	claimer claimer
+	metrics *metrics // nil unless RegisterMetrics was called
 }
 
 // job is one queue message being worked on.

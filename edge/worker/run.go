@@ -26,6 +26,7 @@ type outcome struct {
 	kind   outcomeKind
 	result json.RawMessage
 	err    json.RawMessage
+	ran    time.Duration // how long the backend ran
 }
 
 // execute runs started jobs until the work channel is closed.
@@ -35,7 +36,9 @@ func (p *Pool) execute(bookCtx context.Context) {
 	}
 }
 
-func (p *Pool) runJob(bookCtx context.Context, j *job) outcome {
+func (p *Pool) runJob(bookCtx context.Context, j *job) (o outcome) {
+	start := time.Now()
+	defer func() { o.ran = time.Since(start) }()
 	defer j.cancel(nil)
 	deltas := newCoalescer(p.s.DeltaInterval, p.s.DeltaBytes, func(text string) {
 		data, _ := json.Marshal(map[string]string{"text": text})
@@ -123,6 +126,9 @@ func (p *Pool) writeOutcomes(ctx context.Context, batch []outcome) {
 			// Success acked the message in the same script; ErrFinished or
 			// ErrNotFound (cancelled meanwhile, or expired) acked it too.
 			if r.Err == nil || jobs.IsGone(r.Err) {
+				if r.Err == nil {
+					p.observe(opOf[i], string(ops[i].T.To))
+				}
 				p.done(opOf[i])
 				continue
 			}
@@ -135,6 +141,7 @@ func (p *Pool) writeOutcomes(ctx context.Context, batch []outcome) {
 				p.log.Warn("ack cancelled jobs", "attempt", attempt, "err", err)
 			} else {
 				for _, o := range acked {
+					p.observe(o, jobs.Canceled)
 					p.done(o)
 				}
 			}

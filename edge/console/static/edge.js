@@ -1,0 +1,188 @@
+// euterpe-edge console pages: submit, the live job page, cancel, library
+// deletion and thumbnails. Everything shown is set with textContent.
+"use strict";
+(function () {
+  var E = window.euterpe;
+  var $ = function (sel, root) { return (root || document).querySelector(sel); };
+
+  function submitForm(form) {
+    var out = $("#submit-result");
+    form.addEventListener("submit", function (ev) {
+      ev.preventDefault();
+      var payload;
+      try { payload = JSON.parse($("#payload").value); } catch (e) {
+        E.text(out, "The payload is not valid JSON: " + e.message); out.className = "error-msg"; return;
+      }
+      var body = { task: $("#task").value, payload: payload };
+      var ttl = $("#ttl").value.trim();
+      if (ttl) body.ttl_s = Number(ttl);
+      var h = {};
+      var key = $("#idem").value.trim();
+      if (key) h["Idempotency-Key"] = key;
+      $("#submit").disabled = true;
+      E.api("POST", "/v1/jobs", body, h).then(function (res) {
+        $("#submit").disabled = false;
+        if (res.status === 202 && res.body && res.body.job_id) {
+          window.location.assign("/ui/jobs/" + encodeURIComponent(res.body.job_id));
+          return;
+        }
+        E.text(out, E.errorText(res)); out.className = "error-msg";
+      });
+    });
+  }
+
+  function jobPage(card) {
+    var id = card.getAttribute("data-job-id");
+    var tbody = $("#events tbody"), state = $("#stream-state"), status = $("#status"), text = $("#stream-text");
+    var deltas = "";
+    function setStatus(s) { E.text(status, s); status.className = "badge s-" + s; card.setAttribute("data-status", s); }
+    window.jobStream = E.sse("/v1/jobs/" + encodeURIComponent(id) + "/events", {
+      onEvent: function (ev) {
+        if (ev.type === "hello") return;
+        var d = ev.data && typeof ev.data === "object" ? ev.data : {};
+        var row = E.el("tr", { "data-entry": ev.id, "data-type": ev.type },
+          E.el("td", { className: "mono" }, ev.id),
+          E.el("td", null, E.el("span", { className: "badge s-" + ev.type }, ev.type)),
+          E.el("td", { className: "hide-sm mono" }, d.step || ""),
+          E.el("td", null, E.el("pre", null, E.pretty(d.data))));
+        tbody.appendChild(row);
+        if (ev.type === "delta" && d.data && typeof d.data.text === "string") {
+          deltas += d.data.text; E.text(text, deltas);
+        }
+        if (["queued", "started", "running", "done", "error", "canceled"].indexOf(ev.type) >= 0) {
+          setStatus(ev.type === "started" ? "running" : ev.type);
+        }
+        if (["done", "error", "canceled"].indexOf(ev.type) >= 0) {
+          var c = $("#cancel"); if (c) c.disabled = true;
+          // The result or error is in the job; show it without a reload.
+          E.api("GET", "/v1/jobs/" + encodeURIComponent(id)).then(function (res) {
+            if (res.status !== 200 || !res.body) return;
+            E.text($("#result"), E.pretty(res.body.result));
+            E.text($("#error"), E.pretty(res.body.error));
+          });
+        }
+      },
+      onState: function (s) {
+        var label = { open: "live", reconnecting: "reconnecting", closed: "ended", gone: "expired" }[s] || s;
+        E.text(state, label);
+        state.className = "badge " + (s === "open" ? "s-running" : s === "closed" ? "s-done" : "s-canceled");
+      }
+    });
+    var cancel = $("#cancel");
+    if (cancel) cancel.addEventListener("click", function () {
+      cancel.disabled = true;
+      E.api("POST", "/v1/jobs/" + encodeURIComponent(id) + "/cancel").then(function (res) {
+        var out = $("#cancel-result");
+        if (res.status === 200) { E.text(out, "canceled"); return; }
+        cancel.disabled = false;
+        E.text(out, E.errorText(res)); out.className = "error-msg";
+      });
+    });
+  }
+
+  // Thumbnails are made on demand: 202 means queued, so ask again.
+  function thumbnails() {
+    Array.prototype.forEach.call(document.querySelectorAll("img[data-thumb]"), function (img) {
+      var url = img.getAttribute("data-thumb"), tries = 0;
+      function load() {
+        fetch(url, { credentials: "same-origin", cache: "no-store" }).then(function (r) {
+          if (r.status === 200) { img.src = url; return; }
+          if (r.status === 202 && tries++ < 30) { setTimeout(load, 1000); return; }
+          img.alt = "no thumbnail";
+          img.replaceWith(E.el("div", { className: "muted", text: "no thumbnail (" + r.status + ")" }));
+        }).catch(function () { if (tries++ < 30) setTimeout(load, 2000); });
+      }
+      load();
+    });
+  }
+
+  function groups() {
+    Array.prototype.forEach.call(document.querySelectorAll(".group"), function (g) {
+      var key = g.getAttribute("data-group-key");
+      var files = Array.prototype.slice.call(g.querySelectorAll(".file"));
+      var btn = $(".delete-btn", g), remains = $(".remains", g), out = $(".delete-result", g);
+      function split() {
+        var keep = [], drop = [];
+        files.forEach(function (f) {
+          var del = $(".delete-box", f).checked;
+          f.className = "file " + (del ? "drop" : "keep");
+          (del ? drop : keep).push(f);
+        });
+        return { keep: keep, drop: drop };
+      }
+      function update() {
+        var s = split();
+        E.clear(remains);
+        if (s.drop.length === 0) {
+          E.text(remains, "Select the copies to delete; the others stay.");
+        } else if (s.keep.length === 0) {
+          E.text(remains, "Keep at least one copy.");
+        } else {
+          remains.appendChild(document.createTextNode("Will remain: "));
+          s.keep.forEach(function (f, i) {
+            if (i) remains.appendChild(document.createTextNode(", "));
+            remains.appendChild(E.el("code", null, f.getAttribute("data-path")));
+          });
+        }
+        btn.disabled = s.drop.length === 0 || s.keep.length === 0;
+      }
+      files.forEach(function (f) { $(".delete-box", f).addEventListener("change", update); });
+      update();
+      btn.addEventListener("click", function () {
+        var s = split();
+        var ids = function (l) { return l.map(function (f) { return Number(f.getAttribute("data-file-id")); }); };
+        btn.disabled = true;
+        E.text(out, "requesting…"); out.className = "delete-result muted";
+        E.api("POST", "/api/v1/duplicates/groups/" + encodeURIComponent(key).replace(/%3A/gi, ":") + "/delete",
+          { keep_file_ids: ids(s.keep), delete_file_ids: ids(s.drop) }).then(function (res) {
+          if (res.status !== 202 || !res.body) { E.text(out, E.errorText(res)); out.className = "delete-result error-msg"; btn.disabled = false; return; }
+          var job = res.body.id;
+          E.text(out, "delete job #" + job + " queued");
+          g.setAttribute("data-delete-job", job);
+          follow(job, out, g, s.drop);
+        });
+      });
+    });
+  }
+
+  // follow polls a library job until it ends.
+  function follow(job, out, g, dropped) {
+    E.api("GET", "/api/v1/jobs/" + job).then(function (res) {
+      var j = res.body || {};
+      if (res.status === 200 && ["completed", "succeeded"].indexOf(j.status) >= 0) {
+        E.text(out, "delete job #" + job + " completed: moved to the trash");
+        out.className = "delete-result";
+        g.setAttribute("data-delete-status", "completed");
+        dropped.forEach(function (f) { f.remove(); });
+        return;
+      }
+      if (res.status === 200 && ["failed", "cancelled"].indexOf(j.status) >= 0) {
+        E.text(out, "delete job #" + job + " " + j.status + ": " + (j.error_code || "") + " " + (j.error_message || ""));
+        out.className = "delete-result error-msg";
+        g.setAttribute("data-delete-status", j.status);
+        return;
+      }
+      setTimeout(function () { follow(job, out, g, dropped); }, 500);
+    });
+  }
+
+  function scanButton(btn) {
+    btn.addEventListener("click", function () {
+      btn.disabled = true;
+      E.api("POST", "/api/v1/scans").then(function (res) {
+        var out = $("#scan-result");
+        btn.disabled = false;
+        if (res.status === 202 && res.body) { E.text(out, "scan job #" + res.body.id + " queued"); return; }
+        E.text(out, E.errorText(res)); out.className = "error-msg";
+      });
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    var f = $("#submit-form"); if (f) submitForm(f);
+    var j = $("#job[data-job-id]"); if (j) jobPage(j);
+    thumbnails();
+    groups();
+    var s = $("#scan-now"); if (s) scanButton(s);
+  });
+})();

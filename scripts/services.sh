@@ -197,6 +197,8 @@ tools_up() {
   # the port checks and `make run`
   need_pkg ss iproute2
   need_pkg curl curl
+  # the consoles' browser tests (console/browsertest) drive headless Chromium
+  need_pkg chromium chromium
 }
 
 s3_up() {

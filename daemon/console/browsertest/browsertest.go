@@ -1,0 +1,253 @@
+package browsertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+)
+
+// ChromiumEnv names a browser binary to use instead of the one on PATH.
+const ChromiumEnv = "EUTERPE_CHROMIUM"
+
+// Timeout bounds each Run: generous, the machine may be loaded.
+var Timeout = 60 * time.Second
+
+// Browser is one headless Chromium with a fresh profile, closed when the
+// test ends.
+type Browser struct {
+	t   testing.TB
+	ctx context.Context
+
+	mu     sync.Mutex
+	errors []string
+}
+
+// Chromium finds the browser: EUTERPE_CHROMIUM, else Debian's
+// /usr/bin/chromium, else chromium or chromium-browser on PATH.
+func Chromium() (string, error) {
+	if p := os.Getenv(ChromiumEnv); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("%s=%s: %w", ChromiumEnv, p, err)
+		}
+		return p, nil
+	}
+	if _, err := os.Stat("/usr/bin/chromium"); err == nil {
+		return "/usr/bin/chromium", nil
+	}
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p, nil
+		}
+	}
+	return "", errors.New("chromium not found")
+}
+
+// New starts the browser, or skips t (fails it under CI=true) when there
+// is none.
+func New(t testing.TB) *Browser {
+	t.Helper()
+	bin, err := Chromium()
+	if err != nil {
+		msg := fmt.Sprintf("browser tests need Chromium: %v (install it with: scripts/services.sh up, or apt-get install chromium; or set %s)", err, ChromiumEnv)
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	// A fresh profile per browser; not t.TempDir, whose removal races with
+	// Chromium's helper processes still writing into it as they exit.
+	profile, err := os.MkdirTemp("", "euterpe-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(bin),
+		chromedp.UserDataDir(profile),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("no-default-browser-check", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-extensions", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("mute-audio", true),
+		chromedp.WindowSize(1280, 900),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	b := &Browser{t: t, ctx: ctx}
+	chromedp.ListenTarget(ctx, func(ev any) {
+		switch ev := ev.(type) {
+		case *runtime.EventExceptionThrown:
+			b.record("exception: " + ev.ExceptionDetails.Error())
+		case *log.EventEntryAdded:
+			if ev.Entry.Level == log.LevelError {
+				b.record("console: " + ev.Entry.Text)
+			}
+		}
+	})
+	// The first Run starts the browser and binds its lifetime to the
+	// context it is given: that must be ctx itself, not one with a timeout.
+	if err := chromedp.Run(ctx, log.Enable()); err != nil {
+		cancelCtx()
+		cancelAlloc()
+		_ = os.RemoveAll(profile)
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	t.Cleanup(func() {
+		cancelCtx()
+		cancelAlloc()
+		for i := 0; i < 20 && os.RemoveAll(profile) != nil; i++ {
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	return b
+}
+
+func (b *Browser) record(s string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.errors = append(b.errors, s)
+}
+
+// Errors returns the script exceptions and console errors seen so far
+// (a Content-Security-Policy violation is one).
+func (b *Browser) Errors() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.errors...)
+}
+
+// Context is the browser's chromedp context, for actions of one's own.
+func (b *Browser) Context() context.Context { return b.ctx }
+
+// Run runs actions within Timeout and fails the test on an error.
+func (b *Browser) Run(actions ...chromedp.Action) {
+	b.t.Helper()
+	if err := b.RunErr(actions...); err != nil {
+		b.t.Fatalf("browser: %v (page errors: %v)", err, b.Errors())
+	}
+}
+
+// RunErr is Run returning the error.
+func (b *Browser) RunErr(actions ...chromedp.Action) error {
+	ctx, cancel := context.WithTimeout(b.ctx, Timeout)
+	defer cancel()
+	return chromedp.Run(ctx, actions...)
+}
+
+// Open navigates to url and waits for the body.
+func (b *Browser) Open(url string) {
+	b.t.Helper()
+	b.Run(chromedp.Navigate(url), chromedp.WaitReady("body", chromedp.ByQuery))
+}
+
+// Text returns the text content of the first element matching the CSS
+// selector.
+func (b *Browser) Text(sel string) string {
+	b.t.Helper()
+	var s string
+	b.Run(chromedp.TextContent(sel, &s, chromedp.ByQuery))
+	return s
+}
+
+// HTML returns the outer HTML of the first element matching sel.
+func (b *Browser) HTML(sel string) string {
+	b.t.Helper()
+	var s string
+	b.Run(chromedp.OuterHTML(sel, &s, chromedp.ByQuery))
+	return s
+}
+
+// Eval evaluates a script expression in the page into out (may be nil).
+func (b *Browser) Eval(expr string, out any) {
+	b.t.Helper()
+	b.Run(chromedp.Evaluate(expr, out))
+}
+
+// WaitFor polls the script expression until it is true, failing the test
+// after timeout with what describes the wait.
+func (b *Browser) WaitFor(what, expr string, timeout time.Duration) {
+	b.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		var ok bool
+		err := b.RunErr(chromedp.Evaluate("!!("+expr+")", &ok))
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("browser: waited %s for %s (%s): last error %v; page errors %v", timeout, what, expr, err, b.Errors())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// WaitText waits until the element matching sel contains substr.
+func (b *Browser) WaitText(sel, substr string, timeout time.Duration) {
+	b.t.Helper()
+	b.WaitFor(fmt.Sprintf("%q in %s", substr, sel),
+		fmt.Sprintf("(function(){var n=document.querySelector(%q);return n&&n.textContent.indexOf(%q)>=0})()", sel, substr), timeout)
+}
+
+// Viewport sets the window size, e.g. 390×844 for a phone.
+func (b *Browser) Viewport(w, h int64) {
+	b.t.Helper()
+	b.Run(chromedp.EmulateViewport(w, h))
+}
+
+// Screenshot saves a full-page PNG as <dir>/<name>.png (ScreenshotDir)
+// and returns its path.
+func (b *Browser) Screenshot(name string) string {
+	b.t.Helper()
+	var png []byte
+	b.Run(chromedp.FullScreenshot(&png, 100)) // 100 makes a PNG; below is JPEG
+	dir, err := ScreenshotDir()
+	if err != nil {
+		b.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	p := filepath.Join(dir, name+".png")
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		b.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	b.t.Logf("screenshot %s", p)
+	return p
+}
+
+// ScreenshotDir is EUTERPE_SCREENSHOT_DIR, else .run/screenshots in the
+// repository (the directory holding go.mod above the test's directory).
+func ScreenshotDir() (string, error) {
+	if d := os.Getenv("EUTERPE_SCREENSHOT_DIR"); d != "" {
+		return d, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := wd; ; d = filepath.Dir(d) {
+		if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && strings.Contains(string(b), "module github.com/vesta-cx/euterpe\n") {
+			return filepath.Join(d, ".run", "screenshots"), nil
+		}
+		if filepath.Dir(d) == d {
+			return "", errors.New("no go.mod of github.com/vesta-cx/euterpe above " + wd)
+		}
+	}
+}

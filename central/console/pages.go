@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -225,8 +226,15 @@ var funcs = template.FuncMap{
 		if json.Unmarshal(v, &x) != nil {
 			return string(v)
 		}
-		b, _ := json.MarshalIndent(x, "", "  ")
-		return string(b)
+		// Not json.MarshalIndent: it would turn < into \u003c, and the
+		// page would show that instead of the text (html/template
+		// escapes it for HTML already).
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(x)
+		return strings.TrimSuffix(b.String(), "\n")
 	},
 }
 

@@ -204,6 +204,14 @@ var funcs = template.FuncMap{
 		}
 		return (time.Duration(*v) * time.Second).String()
 	},
+	// count is the number of elements of a JSON array (outputs).
+	"count": func(v json.RawMessage) int {
+		var xs []json.RawMessage
+		if json.Unmarshal(v, &xs) != nil {
+			return 0
+		}
+		return len(xs)
+	},
 	"num": func(v *int64) string {
 		if v == nil {
 			return "—"

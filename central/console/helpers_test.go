@@ -23,7 +23,7 @@ import (
 	"github.com/vesta-cx/euterpe/central/requesters"
 	"github.com/vesta-cx/euterpe/central/schema"
 	"github.com/vesta-cx/euterpe/central/serve"
-	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/central/serve/servetest"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 	"github.com/vesta-cx/euterpe/daemon/sqldb/sqltest"
 	"github.com/vesta-cx/euterpe/daemon/testsvc"
@@ -45,8 +45,6 @@ func newApp() *serve.App {
 	app.Register(console.Definition())
 	return app
 }
-
-var listening = regexp.MustCompile(`"msg":"listening","addr":"([^"]+)"`)
 
 // central is a running euterpe-central (the serve composition, in this
 // process) on a fresh database, with an operator and a requester.
@@ -71,54 +69,19 @@ func startCentral(t *testing.T, engine sqldb.Engine, extra map[string]string) *c
 		"EUTERPE_OUTBOX_POLL_MIN":       "50ms",
 		"EUTERPE_OUTBOX_POLL_MAX":       "100ms",
 		"EUTERPE_PIPELINE_POLL":         "100ms",
+		"EUTERPE_LOG_LEVEL":             "debug",
 	}
 	for k, v := range extra {
 		env[k] = v
 	}
-	app := newApp()
-	getenv := func(k string) string { return env[k] }
-	cfg := daemon.NewConfig("euterpe-central serve", getenv)
-	var s serve.Settings
-	app.Bind(cfg, &s)
-	if err := cfg.Parse(nil); err != nil {
+	st := servetest.Start(t, newApp(), env, nil)
+	c := &central{base: st.Base, deps: st.Deps, logs: st.Logs, state: state}
+	ctx := context.Background()
+	var err error
+	if c.op, err = c.deps.Operators.Create(ctx, "alice"); err != nil {
 		t.Fatal(err)
 	}
-	logs := &testsvc.LogBuffer{}
-	log, err := daemon.NewLogger(logs, "debug")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	d, closeDB, err := app.Open(ctx, s, log, getenv)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- app.Serve(ctx, s, d) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-		closeDB()
-	})
-	c := &central{deps: d, logs: logs, state: state}
-	deadline := time.Now().Add(20 * time.Second)
-	for c.base == "" {
-		if m := listening.FindStringSubmatch(logs.String()); m != nil {
-			c.base = "http://" + m[1]
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not listen: %s", logs.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if c.op, err = d.Operators.Create(ctx, "alice"); err != nil {
-		t.Fatal(err)
-	}
-	if c.req, err = d.Requesters.Create(ctx, "acme"); err != nil {
+	if c.req, err = c.deps.Requesters.Create(ctx, "acme"); err != nil {
 		t.Fatal(err)
 	}
 	return c

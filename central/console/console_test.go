@@ -47,6 +47,20 @@ func TestSignIn(t *testing.T) {
 			t.Fatalf("unsigned history: %d", res.StatusCode)
 		}
 
+		// Bearer credentials do not open the console either: it takes a session.
+		for _, tok := range []string{c.req.APIKey, c.op.Token} {
+			req, _ := http.NewRequest(http.MethodGet, c.base+"/ui/transcode", nil)
+			req.Header.Set("Authorization", "Bearer "+tok)
+			res, err := cl.http.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != http.StatusSeeOther {
+				t.Fatalf("bearer %s…: %d", tok[:4], res.StatusCode)
+			}
+		}
+
 		refusals := []struct {
 			name, token string
 			csrf        func(string) string

@@ -157,6 +157,7 @@ cat <<TXT
   redis    $(printf %s "$EUTERPE_RUN_REDIS_URL" | sed 's#://\([^/@:]*\):[^/@]*@#://\1:[REDACTED]@#')
   s3       $EUTERPE_TEST_S3_ENDPOINT   (data in .run/s3/data)
   state    $RUN
+  central console  $CENTRAL/ui/   (sign in with the operator token in $RUN/operator.token)
   try:     EUTERPE_EDGE_URL=$EDGE bin/euterpectl jobs submit --task tool --payload '{"n":1}' --follow
            EUTERPE_CENTRAL_URL=$CENTRAL EUTERPE_OPERATOR_TOKEN=\$(cat $RUN/operator.token) bin/euterpectl edges jobs $EDGE_ID
            (same variables) bin/euterpectl pipeline list

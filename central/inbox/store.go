@@ -144,9 +144,12 @@ func (s *Store) Enqueue(ctx context.Context, j NewJob) error {
 	return s.db.Tx(ctx, func(tx *sql.Tx) error { return s.Insert(ctx, tx, j) })
 }
 
-// Get returns the status view of a job: ErrNotFound when unknown, ErrPruned
-// (with the view's identity fields) when retention removed its details.
-func (s *Store) Get(ctx context.Context, jobID string) (*View, error) {
+// viewCols are the columns scanView reads: never a credential column.
+const viewCols = `id, requester_id, status, created_at, updated_at, scheduled_at,
+		next_attempt_at, started_at, finished_at, attempt_count, max_attempts, claim_version, credential_version,
+		worker_id, lease_expires_at, error_code, last_error, outputs, metadata, pruned_at`
+
+func scanView(row interface{ Scan(...any) error }) (*View, error) {
 	var (
 		v                                   View
 		created, updated, sched             int64
@@ -154,18 +157,12 @@ func (s *Store) Get(ctx context.Context, jobID string) (*View, error) {
 		pruned                              *int64
 		errCode, lastErr, outputs, metadata *string
 	)
-	err := s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT id, requester_id, status, created_at, updated_at, scheduled_at,
-		next_attempt_at, started_at, finished_at, attempt_count, max_attempts, claim_version, credential_version,
-		worker_id, lease_expires_at, error_code, last_error, outputs, metadata, pruned_at
-		FROM inbox_jobs WHERE id = ?`), jobID).Scan(
+	err := row.Scan(
 		&v.JobID, &v.RequesterID, &v.Status, &created, &updated, &sched,
 		&next, &started, &finished, &v.AttemptCount, &v.MaxAttempts, &v.ClaimVersion, &v.CredentialVersion,
 		&v.WorkerID, &leaseExp, &errCode, &lastErr, &outputs, &metadata, &pruned)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrNotFound
-	}
 	if err != nil {
-		return nil, fmt.Errorf("inbox: get %s: %w", jobID, err)
+		return nil, err
 	}
 	v.CreatedAt, v.UpdatedAt, v.ScheduledAt = sqldb.FromMicros(created), sqldb.FromMicros(updated), sqldb.FromMicros(sched)
 	if v.Status == schema.StatusQueued {
@@ -181,11 +178,53 @@ func (s *Store) Get(ctx context.Context, jobID string) (*View, error) {
 	if metadata != nil {
 		v.Metadata = json.RawMessage(*metadata)
 	}
-	if pruned != nil {
-		v.Pruned = true
-		return &v, ErrPruned
-	}
+	v.Pruned = pruned != nil
 	return &v, nil
+}
+
+// Get returns the status view of a job: ErrNotFound when unknown, ErrPruned
+// (with the view's identity fields) when retention removed its details.
+func (s *Store) Get(ctx context.Context, jobID string) (*View, error) {
+	v, err := scanView(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+viewCols+` FROM inbox_jobs WHERE id = ?`), jobID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("inbox: get %s: %w", jobID, err)
+	}
+	if v.Pruned {
+		return v, ErrPruned
+	}
+	return v, nil
+}
+
+// List returns the latest jobs, newest first, at most limit (1-500,
+// default 100), optionally of one status: the console's job list. Like
+// Get, it never reads a credential column.
+func (s *Store) List(ctx context.Context, status string, limit int) ([]*View, error) {
+	if limit <= 0 || limit > 500 {
+		limit = 100
+	}
+	q, args := `SELECT `+viewCols+` FROM inbox_jobs`, []any{}
+	if status != "" {
+		q += ` WHERE status = ?`
+		args = append(args, status)
+	}
+	q += ` ORDER BY created_at DESC, id DESC LIMIT ?`
+	rows, err := s.db.QueryContext(ctx, s.db.Rebind(q), append(args, limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: list: %w", err)
+	}
+	defer rows.Close()
+	out := []*View{}
+	for rows.Next() {
+		v, err := scanView(rows)
+		if err != nil {
+			return nil, fmt.Errorf("inbox: list: %w", err)
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }
 
 // Prune removes the details (credentials, routing, metadata, outputs) of

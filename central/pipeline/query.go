@@ -68,6 +68,7 @@ func (s *Store) GetByIdempotency(ctx context.Context, key string) (string, bool,
 // Filter selects a page of jobs; empty fields match everything.
 type Filter struct {
 	Status, JobType, Symbol string
+	Asof                    string // one day, YYYY-MM-DD
 	Cursor                  string // opaque, from Page.NextCursor
 	Limit                   int
 }
@@ -89,7 +90,7 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 	}
 	var where []string
 	var args []any
-	for _, c := range []struct{ col, v string }{{"status", f.Status}, {"job_type", f.JobType}, {"symbol", f.Symbol}} {
+	for _, c := range []struct{ col, v string }{{"status", f.Status}, {"job_type", f.JobType}, {"symbol", f.Symbol}, {"asof", f.Asof}} {
 		if c.v != "" {
 			where = append(where, c.col+" = ?")
 			args = append(args, c.v)
@@ -176,4 +177,37 @@ func (s *Store) Counts(ctx context.Context) (backlog, dlq int64, err error) {
 		(SELECT COUNT(*) FROM pipeline_jobs WHERE status = ?),
 		(SELECT COUNT(*) FROM pipeline_jobs WHERE status = ?)`), StatusQueued, StatusDeadLetter).Scan(&backlog, &dlq)
 	return backlog, dlq, err
+}
+
+// DayCount is the number of jobs of one day, symbol and status.
+type DayCount struct {
+	Asof, Symbol, Status string
+	Jobs                 int64
+}
+
+// ByDay counts jobs by day, symbol and status for the latest days (1-366,
+// default 14) that have jobs: the console's overview of the pipeline.
+func (s *Store) ByDay(ctx context.Context, days int) ([]DayCount, error) {
+	if days <= 0 || days > 366 {
+		days = 14
+	}
+	rows, err := s.DB.QueryContext(ctx, s.DB.Rebind(`SELECT asof, symbol, status, COUNT(*) FROM pipeline_jobs
+		WHERE asof IN (SELECT DISTINCT asof FROM pipeline_jobs ORDER BY asof DESC LIMIT ?)
+		GROUP BY asof, symbol, status ORDER BY asof DESC, symbol, status`), days)
+	if err != nil {
+		return nil, unavailable(CodeRepoUnavailable, err)
+	}
+	defer rows.Close()
+	out := []DayCount{}
+	for rows.Next() {
+		var d DayCount
+		if err := rows.Scan(&d.Asof, &d.Symbol, &d.Status, &d.Jobs); err != nil {
+			return nil, unavailable(CodeRepoUnavailable, err)
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable(CodeRepoUnavailable, err)
+	}
+	return out, nil
 }

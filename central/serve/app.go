@@ -293,6 +293,7 @@ func (a *App) Open(ctx context.Context, s Settings, log *slog.Logger, getenv fun
 func (a *App) Serve(ctx context.Context, s Settings, d *Deps) error {
 	log := d.Log
 	enabled := a.Enabled(s)
+	d.Roles = enabled
 	if d.Metrics == nil {
 		d.Metrics = prometheus.NewRegistry()
 	}

@@ -2,11 +2,9 @@ package serve_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
-	"regexp"
 	"testing"
 	"time"
 
@@ -15,12 +13,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/vesta-cx/euterpe/central/credentials"
 	"github.com/vesta-cx/euterpe/central/serve"
-	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/central/serve/servetest"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 	"github.com/vesta-cx/euterpe/daemon/sqldb/sqltest"
 )
-
-var listening = regexp.MustCompile(`"msg":"listening","addr":"([^"]+)"`)
 
 // started is serve running in the test process.
 type started struct {
@@ -48,44 +44,8 @@ func serveEnv(t *testing.T, engine sqldb.Engine, extra map[string]string) map[st
 // does, opens the database and runs serve until the test ends.
 func startServe(t *testing.T, app *serve.App, env map[string]string, args []string) *started {
 	t.Helper()
-	getenv := func(k string) string { return env[k] }
-	cfg := daemon.NewConfig("euterpe-central serve", getenv)
-	var s serve.Settings
-	app.Bind(cfg, &s)
-	if err := cfg.Parse(args); err != nil {
-		t.Fatal(err)
-	}
-	logs := &testsvc.LogBuffer{}
-	// The program's logger (JSON, EUTERPE_LOG_LEVEL, redaction), as main builds it.
-	log, err := daemon.NewLogger(logs, s.LogLevel)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	d, closeDB, err := app.Open(ctx, s, log, getenv)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- app.Serve(ctx, s, d) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-		closeDB()
-	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if m := listening.FindStringSubmatch(logs.String()); m != nil {
-			return &started{base: "http://" + m[1], deps: d, logs: logs}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not listen: %s", logs.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	s := servetest.Start(t, app, env, args)
+	return &started{base: s.Base, deps: s.Deps, logs: s.Logs}
 }
 
 // postJob sends job to POST /transcode as apiKey with a fresh

@@ -58,6 +58,10 @@ type Deps struct {
 	Getenv func(string) string
 	// StateDir is the local state directory.
 	StateDir string
+	// Roles are the roles enabled in this process (set by Serve before any
+	// role is built), for a role whose routes depend on another's, such as
+	// the console's fleet pages on the sync role.
+	Roles []string
 	// Auth is the API-key middleware; a route a role mounts behind it reads
 	// the caller with api.Requester(c).
 	Auth echo.MiddlewareFunc

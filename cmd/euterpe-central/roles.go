@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/vesta-cx/euterpe/central/console"
 	"github.com/vesta-cx/euterpe/central/credentials"
 	"github.com/vesta-cx/euterpe/central/outbox"
 	"github.com/vesta-cx/euterpe/central/pipeline"
@@ -22,6 +23,8 @@ func register(app *serve.App) {
 	// edge_daily reads the sync tables (edges, edge_events) added above.
 	app.AddMigrations(pipeline.Migrations())
 	app.Register(pipelinerole.Definition())
+	// The console reads every store above; it is served by the api role.
+	app.Register(console.Definition())
 }
 
 func credentialsNewKey() string { return credentials.NewKey() }

@@ -46,7 +46,7 @@ func (a *API) Mount(e *echo.Echo) {
 	}
 	g := e.Group("/v1/edges", a.Auth)
 	g.GET("", a.list)
-	g.GET("/events", a.tail)
+	g.GET("/events", a.Tail)
 	g.GET("/:id", a.get)
 	g.GET("/:id/jobs", a.jobs)
 	g.GET("/:id/jobs/:job_id/events", a.events)
@@ -157,11 +157,13 @@ func (a *API) events(c echo.Context) error {
 
 const tailPage = 500
 
-// tail is GET /v1/edges/events: every stored edge event, live, as
+// Tail is GET /v1/edges/events: every stored edge event, live, as
 // Server-Sent Events (id = seq, event = edge_event). It starts at the
 // current end, or after Last-Event-ID / ?last_event_id= (0: from the
-// oldest retained event); ?edge_id= keeps one edge's events.
-func (a *API) tail(c echo.Context) error {
+// oldest retained event); ?edge_id= keeps one edge's events. The console
+// mounts it too, behind its own sign-in; an API not built by New (no
+// wakeup) finds new rows by polling alone.
+func (a *API) Tail(c echo.Context) error {
 	r := c.Request()
 	ctx := r.Context()
 	last := r.Header.Get("Last-Event-ID")
@@ -203,7 +205,10 @@ func (a *API) tail(c echo.Context) error {
 	beat := time.NewTicker(a.Heartbeat)
 	defer beat.Stop()
 	for {
-		wake := a.wake.C() // before reading, so a commit during the read is not missed
+		var wake <-chan struct{}
+		if a.wake != nil {
+			wake = a.wake.C() // before reading, so a commit during the read is not missed
+		}
 		page, next, err := a.Store.TailPage(ctx, cur, tailPage)
 		if err != nil {
 			if ctx.Err() == nil {

@@ -53,16 +53,23 @@ func (s *Settings) Bind(c *daemon.Config) {
 // Definition registers the sync role with euterpe-central serve: on by
 // default, its routes mounted on the API server.
 func Definition() serve.Definition {
-	var s Settings
 	return serve.Definition{
 		Name:      RoleName,
 		DefaultOn: true,
-		Settings:  s.Bind,
+		Settings:  bound.Bind,
 		New: func(d *serve.Deps) (serve.Role, error) {
-			return New(d, s), nil
+			return New(d, bound), nil
 		},
 	}
 }
+
+// bound holds the settings Definition declared, so the console shows the
+// fleet with the same staleness rule as the operator API.
+var bound = Settings{StaleAfter: 90 * time.Second}
+
+// BoundSettings returns the sync settings as parsed (after the process
+// configuration's Parse).
+func BoundSettings() Settings { return bound }
 
 // Role is the sync role: it serves the sync endpoints and the operator
 // API (through serve.RouteMounter) and prunes on a timer.

@@ -23,10 +23,10 @@ jobs() { awk '/^Benchmark/ { for (i = 2; i < NF; i++) if ($(i+1) == "jobs/s") { 
 p99() { awk '/^Benchmark/ { for (i = 2; i < NF; i++) if ($(i+1) == "claim-p99-ms") { print $i; exit } }'; }
 
 euterpe() {
-  CGO_ENABLED=0 go test -run '^$' -bench "$2" -benchtime 1x -timeout 60m "$1" 2>&1 | tee /dev/stderr
+  CGO_ENABLED=0 go test -run '^$' -bench "$2" -benchtime 1x -timeout 60m "$1" 2>&1 | tee >(cat >&2)
 }
 peer() {
-  (cd bench/peers && CGO_ENABLED=0 go test -run '^$' -bench "^Benchmark$1\$" -benchtime 1x -timeout 60m . 2>&1) | tee /dev/stderr
+  (cd bench/peers && CGO_ENABLED=0 go test -run '^$' -bench "^Benchmark$1\$" -benchtime 1x -timeout 60m . 2>&1) | tee >(cat >&2)
 }
 
 for ((r = 1; r <= rounds; r++)); do

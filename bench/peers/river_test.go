@@ -32,8 +32,9 @@ func (w *noopWorker) Work(context.Context, *river.Job[noopArgs]) error {
 // inbox burn-down) no-op jobs inserted beforehand into a fresh database,
 // with EUTERPE_PEER_RIVER_WORKERS workers (default 5,000) and River's
 // batched completer. The clock stops when Stop has returned, that is when
-// every completion is committed. EUTERPE_PEER_RIVER_COOLDOWN (default 2ms;
-// River's default of 100ms is slower here) is the fetch cooldown.
+// every completion is committed. EUTERPE_PEER_RIVER_COOLDOWN is the fetch
+// cooldown: 2ms by default (River's minimum is 1ms, its default 100ms), so
+// that a burn-down does not wait between fetches on River's side.
 func BenchmarkRiver(b *testing.B) {
 	jobs := envInt("EUTERPE_BENCH_JOBS", 100000)
 	workers := envInt("EUTERPE_PEER_RIVER_WORKERS", 5000)

@@ -19,7 +19,7 @@ DEB_MAINTAINER ?= Euterpe maintainers <maintainers@vesta-cx.invalid>
 # clone (or the servers the user named); see README, Quickstart.
 WITH_SERVICES := set -a; . ./.run/env; set +a;
 
-.PHONY: build run test bench cross-arm64 lint clean services packages packages-check
+.PHONY: build run test bench bench-peers cross-arm64 lint clean services packages packages-check
 
 build:
 	@mkdir -p bin
@@ -40,6 +40,11 @@ test: services
 
 bench: services build
 	@$(WITH_SERVICES) scripts/bench.sh
+
+# River, Asynq and goqite next to the matching Euterpe burn-downs, one table
+# of ratios; the peers live in their own module (bench/peers).
+bench-peers: services
+	@$(WITH_SERVICES) scripts/bench-peers.sh
 
 cross-arm64:
 	@mkdir -p dist/linux-arm64
@@ -70,6 +75,7 @@ lint:
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+	cd bench/peers && $(GO) vet ./...
 	@scripts/settings-table.sh --check
 
 clean:

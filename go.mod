@@ -20,6 +20,7 @@ require (
 	golang.org/x/image v0.47.0
 	golang.org/x/sync v0.24.0
 	golang.org/x/sys v0.49.0
+	lukechampine.com/blake3 v1.4.1
 	modernc.org/sqlite v1.46.1
 )
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/vesta-cx/euterpe/edge/library/executor"
 	"github.com/vesta-cx/euterpe/edge/library/store"
@@ -174,4 +177,131 @@ func BenchmarkThumbnailJPEG(b *testing.B) {
 	}
 	b.ReportMetric(float64(count*b.N)/total.Seconds(), "thumbs/s")
 	_ = executor.ThumbnailIOBucket
+}
+
+// BenchmarkLibraryHash hashes a library of EUTERPE_BENCH_LIB_FILES files
+// (default 200) whose sizes are spread log-uniformly from 1 MB to
+// EUTERPE_BENCH_LIB_MAX_MB (default 100), as a hash job does, and runs b3sum
+// and sha256sum over the same files in the same run: warm (page cache
+// filled by a previous read) and cold (every file dropped from the cache
+// with posix_fadvise(DONTNEED) first). ratio is our throughput over the
+// tool's. The files are kept in $TMPDIR/euterpe-bench-library between runs.
+func BenchmarkLibraryHash(b *testing.B) {
+	n := envInt("EUTERPE_BENCH_LIB_FILES", 200)
+	maxMB := envInt("EUTERPE_BENCH_LIB_MAX_MB", 100)
+	t := &testing.T{}
+	e := newEnv(t, false)
+	src := filepath.Join(os.TempDir(), "euterpe-bench-library")
+	paths, total := benchLibrary(b, src, n, maxMB)
+	// The executor only reads under its roots: link the kept files in.
+	for i, p := range paths {
+		link := filepath.Join(e.root, filepath.Base(p))
+		if err := os.Link(p, link); err != nil {
+			if err := os.Symlink(p, link); err != nil {
+				b.Fatal(err)
+			}
+		}
+		paths[i] = link
+	}
+	ctx := context.Background()
+	mb := float64(total) / 1e6
+	for _, c := range []struct{ algo, tool string }{{store.AlgoBLAKE3, "b3sum"}, {store.AlgoSHA256, "sha256sum"}} {
+		bin, err := exec.LookPath(c.tool)
+		if err != nil {
+			b.Skipf("%s not installed", c.tool)
+		}
+		for _, cache := range []string{"warm", "cold"} {
+			b.Run(c.algo+"/"+cache, func(b *testing.B) {
+				prepare := func() {
+					for _, p := range paths {
+						if cache == "cold" {
+							dropCache(b, p)
+						} else if _, err := os.ReadFile(p); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				var ours, theirs time.Duration
+				for i := 0; i < b.N; i++ {
+					prepare()
+					start := time.Now()
+					digests, err := executor.HashPaths(ctx, e.x, paths, c.algo)
+					ours += time.Since(start)
+					if err != nil {
+						b.Fatal(err)
+					}
+					prepare()
+					start = time.Now()
+					out, err := exec.Command(bin, paths...).Output()
+					theirs += time.Since(start)
+					if err != nil {
+						b.Fatal(err)
+					}
+					lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+					for j, d := range digests {
+						if !strings.HasPrefix(lines[j], d) {
+							b.Fatalf("%s: ours %s, %s %s", paths[j], d, c.tool, lines[j])
+						}
+					}
+				}
+				b.ReportMetric(mb*float64(b.N)/ours.Seconds(), "MB/s")
+				b.ReportMetric(mb*float64(b.N)/theirs.Seconds(), c.tool+"-MB/s")
+				b.ReportMetric(theirs.Seconds()/ours.Seconds(), "ratio")
+				b.ReportMetric(0, "ns/op")
+			})
+		}
+	}
+}
+
+// benchLibrary creates (or reuses) n files in dir with sizes log-uniform
+// from 1 MB to maxMB and returns their paths and total size.
+func benchLibrary(b *testing.B, dir string, n, maxMB int) ([]string, int64) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	src := rand.NewChaCha8([32]byte{1})
+	var paths []string
+	var total int64
+	buf := make([]byte, 1<<20)
+	for i := 0; i < n; i++ {
+		size := int64(1e6 * math.Exp(r.Float64()*math.Log(float64(maxMB))))
+		path := filepath.Join(dir, fmt.Sprintf("track-%03d-%d.flac", i, size))
+		paths = append(paths, path)
+		total += size
+		if st, err := os.Stat(path); err == nil && st.Size() == size {
+			continue
+		}
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for left := size; left > 0; {
+			k := min(int64(len(buf)), left)
+			_, _ = src.Read(buf[:k])
+			if _, err := f.Write(buf[:k]); err != nil {
+				b.Fatal(err)
+			}
+			left -= k
+		}
+		if err := f.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return paths, total
+}
+
+// dropCache asks the kernel to forget path's cached pages, so the next
+// read comes from the disk (only clean pages are dropped: the files were
+// written before, and are synced first).
+func dropCache(b *testing.B, path string) {
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	_ = f.Sync()
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		b.Fatal(err)
+	}
 }

@@ -3,6 +3,10 @@ package executor
 import (
 	"context"
 	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/vesta-cx/euterpe/edge/library/filehash"
 )
 
 // SetRename replaces the function that moves files into the trash.
@@ -25,4 +29,22 @@ func SetHashChunk(x *Executor, fn func(bytesDone int64)) { x.hashChunk = fn }
 // would sleep, on the store clock.
 func ReserveIOWait(ctx context.Context, x *Executor, bucket string, cost int64) (time.Duration, error) {
 	return x.reserveIO(ctx, bucket, cost)
+}
+
+// HashPaths hashes paths the way a hash job does (one pool, several files
+// in flight) and returns their digests in order.
+func HashPaths(ctx context.Context, x *Executor, paths []string, algo string) ([]string, error) {
+	pool := filehash.NewPool(0)
+	defer pool.Close()
+	out := make([]string, len(paths))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(filesInFlight())
+	for i, p := range paths {
+		g.Go(func() error {
+			r, err := x.hashOnPool(gctx, pool, p, algo, nil)
+			out[i] = r.Digest
+			return err
+		})
+	}
+	return out, g.Wait()
 }

@@ -148,7 +148,7 @@ func TestWebPInputThumbnail(t *testing.T) {
 	}
 }
 
-// TestHashProgressInHeartbeat holds a hash job after its first chunk of a
+// TestHashProgressInHeartbeat holds a hash job after the first spans of a
 // multi-MiB file until a heartbeat has persisted the intermediate progress.
 func TestHashProgressInHeartbeat(t *testing.T) {
 	e := newEnv(t, true)
@@ -167,12 +167,13 @@ func TestHashProgressInHeartbeat(t *testing.T) {
 		t.Fatal(err)
 	}
 	var seen atomic.Uint64 // progress * 1e6 seen persisted while running
-	var first atomic.Bool
+	// Spans are hashed on several workers: each holds after its span until
+	// a heartbeat has persisted progress, so none can run to the end first.
 	executor.SetHashChunk(e.x, func(done int64) {
-		if !first.CompareAndSwap(false, true) {
+		if seen.Load() != 0 {
 			return
 		}
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(15 * time.Second)
 		for time.Now().Before(deadline) {
 			var p float64
 			var status string

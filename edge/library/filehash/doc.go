@@ -1,0 +1,12 @@
+// Package filehash computes the content hash the library records for a
+// file (BLAKE3 or SHA-256) with positioned reads, never mmap: a file
+// truncated under a mapping would kill the daemon with SIGBUS, while a
+// short read is only an error. A Pool of CPU-bound workers is shared by
+// every file a hash job has in flight, so several files are hashed at once;
+// a large BLAKE3 file is cut into segments of a power-of-two number of
+// 1 KiB chunks, each segment's subtree is hashed on any worker
+// (lukechampine.com/blake3/guts) and the chaining values are merged in the
+// shape the BLAKE3 tree prescribes, so the digest is b3sum's. A file whose
+// size or modification time differs after the hash from before it reports
+// ErrChanged, which the caller retries.
+package filehash

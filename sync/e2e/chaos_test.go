@@ -69,7 +69,7 @@ type chaosSubmitter struct {
 	acks     map[string]ack // idempotency key -> first 202
 	sameID   int            // retries answered with the job id of the first 202
 	otherID  int            // retries answered with another id (the first was lost)
-	rejected int            // answers that were neither 202 nor 429 nor a lost connection
+	rejected map[string]int // answers that were neither 202 nor 429/503 nor a lost connection, by status and body
 }
 
 func (s *chaosSubmitter) post(urls []string, key, task, payload string, pick func(int) int) {
@@ -109,7 +109,7 @@ func (s *chaosSubmitter) post(urls []string, key, task, payload string, pick fun
 			time.Sleep(200 * time.Millisecond)
 		default:
 			s.mu.Lock()
-			s.rejected++
+			s.rejected[fmt.Sprintf("%d %.200s", resp.StatusCode, body.String())]++
 			s.mu.Unlock()
 			return
 		}
@@ -211,7 +211,7 @@ func TestChaosEdge(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sub := &chaosSubmitter{acks: map[string]ack{}}
+	sub := &chaosSubmitter{acks: map[string]ack{}, rejected: map[string]int{}}
 	var wg sync.WaitGroup
 	const writers = 8
 	for w := 0; w < writers; w++ {
@@ -334,8 +334,8 @@ faults:
 	}
 	ch.Figure("SSE clients (reconnects with Last-Event-ID)", fmt.Sprintf("%d (%d)", nSSE, reconnects))
 	ch.Figure("requests retried with the same Idempotency-Key: same job / another job", fmt.Sprintf("%d / %d", sub.sameID, sub.otherID))
-	if sub.rejected > 0 {
-		ch.Failf(nil, "%d submissions answered neither 202, 429 nor 503", sub.rejected)
+	for answer, k := range sub.rejected {
+		ch.Failf(nil, "%d submissions answered %s", k, answer)
 	}
 	ch.Report()
 	for _, e := range edges {

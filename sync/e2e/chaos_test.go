@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+	"github.com/vesta-cx/euterpe/daemon/sqldb/sqltest"
 	"github.com/vesta-cx/euterpe/daemon/testsvc"
 	"github.com/vesta-cx/euterpe/edge/jobs"
 )
@@ -66,9 +67,8 @@ type ack struct {
 // same job, never a second one).
 type chaosSubmitter struct {
 	mu       sync.Mutex
-	acks     map[string]ack // idempotency key -> first 202
-	sameID   int            // retries answered with the job id of the first 202
-	otherID  int            // retries answered with another id (the first was lost)
+	acks     map[string]ack // idempotency key -> its 202
+	retried  int            // submissions sent again after a lost answer or a 503
 	rejected map[string]int // answers that were neither 202 nor 429/503 nor a lost connection, by status and body
 }
 
@@ -92,21 +92,16 @@ func (s *chaosSubmitter) post(urls []string, key, task, payload string, pick fun
 		resp.Body.Close()
 		switch resp.StatusCode {
 		case http.StatusAccepted:
-			id := jsonField(body.String(), "job_id")
 			s.mu.Lock()
-			if prev, ok := s.acks[key]; ok {
-				if prev.id == id {
-					s.sameID++
-				} else {
-					s.otherID++
-				}
-			} else {
-				s.acks[key] = ack{id: id, at: time.Now()}
+			s.acks[key] = ack{id: jsonField(body.String(), "job_id"), at: time.Now()}
+			if try > 0 {
+				s.retried++
 			}
 			s.mu.Unlock()
 			return
 		case http.StatusTooManyRequests, http.StatusServiceUnavailable:
 			time.Sleep(200 * time.Millisecond)
+			continue
 		default:
 			s.mu.Lock()
 			s.rejected[fmt.Sprintf("%d %.200s", resp.StatusCode, body.String())]++
@@ -333,7 +328,7 @@ faults:
 		ch.Failf(sseBad, "SSE clients that did not see every event exactly once, in order")
 	}
 	ch.Figure("SSE clients (reconnects with Last-Event-ID)", fmt.Sprintf("%d (%d)", nSSE, reconnects))
-	ch.Figure("requests retried with the same Idempotency-Key: same job / another job", fmt.Sprintf("%d / %d", sub.sameID, sub.otherID))
+	ch.Figure("submissions retried with their Idempotency-Key (lost answer, 503)", sub.retried)
 	for answer, k := range sub.rejected {
 		ch.Failf(nil, "%d submissions answered %s", k, answer)
 	}
@@ -438,4 +433,86 @@ func auditEdge(t *testing.T, ch *testsvc.Chaos, rs *chaosRedis, acks []ack, miss
 	ch.Figure("jobs acknowledged with 202", fmt.Sprintf("%d (%d done, %d error or canceled)", len(acks), done, failed))
 	ch.Figure("lost: acknowledged before the fsync window / inside it", fmt.Sprintf("%d / %d", len(lostOutside), len(lostInside)))
 	ch.Figure("duplicated (jobs with two terminal events)", len(twoTerminal))
+}
+
+// The chaos run of sync, on each engine: an edge ships the events of jobs
+// with many deltas to central while a seeded schedule SIGKILLs the edge
+// (mid-batch: it ships without yielding) or central (mid-ingest) every
+// 2–5 s and restarts it. Central ends with every event the edge wrote,
+// exactly once, in order. Size: EUTERPE_CHAOS_SYNC_JOBS (default 2,000).
+func TestChaosSync(t *testing.T) {
+	for _, eng := range sqltest.Engines {
+		t.Run(string(eng), func(t *testing.T) {
+			n := testsvc.ChaosSize(t, "EUTERPE_CHAOS_SYNC_JOBS", 2000)
+			ch := testsvc.NewChaos(t, "sync-"+string(eng))
+			c := newCentral(t, eng)
+			c.start()
+			e := newEdge(t, c, "EUTERPE_TASK_BACKENDS=chat=llm", "EUTERPE_LLM_BASE_URL="+llmServer(t, 10, 8),
+				"EUTERPE_DELTA_BYTES=1", "EUTERPE_SYNC_YIELD_PACE=0", "EUTERPE_CLAIM_IDLE=2s", "EUTERPE_CLAIM_INTERVAL=500ms")
+			e.start()
+			sub := &chaosSubmitter{acks: map[string]ack{}, rejected: map[string]int{}}
+			submitted := make(chan struct{})
+			go func() {
+				defer close(submitted)
+				for i := 0; i < n; i++ {
+					sub.post([]string{e.URL}, fmt.Sprintf("sync-%d", i), "chat", `{"prompt":"x"}`, func(int) int { return 0 })
+				}
+			}()
+		faults:
+			for i := 0; ; i++ {
+				wait := time.After(ch.Between(2*time.Second, 5*time.Second))
+				if i >= 3 {
+					select {
+					case <-submitted:
+						break faults
+					case <-wait:
+					}
+				} else {
+					<-wait
+				}
+				begin := time.Now()
+				if ch.Pick(2) == 0 {
+					e.proc.kill()
+					e.start()
+					ch.Fault("edge SIGKILL while shipping", time.Since(begin))
+				} else {
+					c.proc.kill()
+					c.start()
+					ch.Fault("central SIGKILL while ingesting", time.Since(begin))
+				}
+			}
+			ids := make([]string, 0, len(sub.acks))
+			for _, a := range sub.acks {
+				ids = append(ids, a.id)
+			}
+			waitDone(t, e.rdb, ids, 5*time.Minute)
+			want := written(t, e.rdb, ids)
+			total := 0
+			for _, w := range want {
+				total += len(w)
+			}
+			deadline := time.Now().Add(3 * time.Minute)
+			for c.count(`SELECT COUNT(*) FROM edge_events`) < total && time.Now().Before(deadline) {
+				time.Sleep(100 * time.Millisecond)
+			}
+			stored := c.count(`SELECT COUNT(*) FROM edge_events`)
+			distinct := c.count(`SELECT COUNT(DISTINCT event_id) FROM edge_events`)
+			ch.Figure("jobs acknowledged with 202", len(ids))
+			ch.Figure("events written on the edge / stored on central", fmt.Sprintf("%d / %d", total, stored))
+			ch.Figure("lost", max(total-distinct, 0))
+			ch.Figure("duplicated", stored-distinct)
+			ch.Figure("events central answered as already stored, since its last restart (resent after a kill)", scrape(t, c.URL, `euterpe_sync_events_total{result="duplicate"}`))
+			for answer, k := range sub.rejected {
+				ch.Failf(nil, "%d submissions answered %s", k, answer)
+			}
+			if stored != total || distinct != total {
+				ch.Failf(nil, "central stored %d events (%d distinct), the edge wrote %d", stored, distinct, total)
+			}
+			ch.Report()
+			checkExactlyOnce(t, c, want)
+			e.proc.stop(t)
+			c.proc.stop(t)
+			c.noSecretLogged(e.proc, c.proc)
+		})
+	}
 }

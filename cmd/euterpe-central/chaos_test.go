@@ -117,7 +117,7 @@ type centralCluster struct {
 	mu    sync.Mutex
 	slots []*slot
 	logs  []*lockedBuffer // of every process ever started
-	crash int            // exits nobody asked for
+	crash int             // exits nobody asked for
 }
 
 func (c *centralCluster) start(s *slot) time.Duration {
@@ -312,7 +312,6 @@ func countErr(db *sqldb.DB, q string) (int, error) {
 	err := db.QueryRow(q).Scan(&n)
 	return n, err
 }
-
 
 // enqueueChaosJobs inserts n jobs from four writers.
 func enqueueChaosJobs(t *testing.T, f *fixture, requester, hookURL string, n int) {

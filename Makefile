@@ -83,6 +83,7 @@ lint:
 	$(GO) vet ./...
 	$(GO) vet -tags chaos ./cmd/euterpe-central/ ./sync/e2e/
 	$(GO) run $(STATICCHECK) ./...
+	$(GO) run $(STATICCHECK) -tags chaos ./cmd/euterpe-central/ ./sync/e2e/
 	@scripts/settings-table.sh --check
 
 clean:

@@ -255,7 +255,8 @@ func centralChaos(t *testing.T, e sqldb.Engine) {
 	// The schedule: the engine's own fault comes second, a pause past the
 	// lease third, SIGKILL + restart of a random process otherwise.
 	special := map[int]string{1: "engine", 2: "pause"}
-	deadline := time.Now().Add(time.Duration(n)*20*time.Millisecond + 5*time.Minute)
+	// SQLite under this churn has run as slowly as 4 jobs/s.
+	deadline := time.Now().Add(time.Duration(n)*250*time.Millisecond + 5*time.Minute)
 	// At least three faults, so even a short run meets the engine's own.
 	for i := 0; i < 3 || terminal() < n; i++ {
 		if time.Now().After(deadline) {

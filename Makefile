@@ -19,7 +19,7 @@ DEB_MAINTAINER ?= Euterpe maintainers <maintainers@vesta-cx.invalid>
 # clone (or the servers the user named); see README, Quickstart.
 WITH_SERVICES := set -a; . ./.run/env; set +a;
 
-.PHONY: build run test bench bench-peers cross-arm64 lint clean services packages packages-check
+.PHONY: build run test bench bench-peers chaos chaos-short cross-arm64 lint clean services packages packages-check
 
 build:
 	@mkdir -p bin
@@ -45,6 +45,18 @@ bench: services build
 # of ratios; the peers live in their own module (bench/peers).
 bench-peers: services
 	@$(WITH_SERVICES) scripts/bench-peers.sh
+
+# Random SIGKILLs, pauses, database and Redis restarts on real processes,
+# then an audit of every job and event (tables in .run/chaos/), then every
+# fuzz target for a bounded time. Not part of `make test`; sizes in
+# scripts/chaos.sh. chaos-short is the CI's smaller run.
+chaos: services
+	@scripts/chaos.sh
+
+chaos-short: services
+	@EUTERPE_CHAOS_CENTRAL_JOBS=$${EUTERPE_CHAOS_CENTRAL_JOBS:-400} EUTERPE_CHAOS_EDGE_JOBS=$${EUTERPE_CHAOS_EDGE_JOBS:-2000} \
+	  EUTERPE_CHAOS_SSE_CLIENTS=$${EUTERPE_CHAOS_SSE_CLIENTS:-10} EUTERPE_CHAOS_SYNC_JOBS=$${EUTERPE_CHAOS_SYNC_JOBS:-200} \
+	  EUTERPE_CHAOS_FUZZTIME=$${EUTERPE_CHAOS_FUZZTIME:-2s} EUTERPE_CHAOS_CRASH_TESTS=0 EUTERPE_CHAOS_TIMEOUT=10m scripts/chaos.sh
 
 cross-arm64:
 	@mkdir -p dist/linux-arm64
@@ -74,8 +86,13 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags chaos ./cmd/euterpe-central/ ./sync/e2e/
 	$(GO) run $(STATICCHECK) ./...
+<<<<<<< HEAD
 	cd bench/peers && $(GO) vet ./...
+=======
+	$(GO) run $(STATICCHECK) -tags chaos ./cmd/euterpe-central/ ./sync/e2e/
+>>>>>>> h-chaos
 	@scripts/settings-table.sh --check
 
 clean:

@@ -28,7 +28,7 @@ import (
 const secret = "PLANTED-SECRET-9f8e7d6c5b4a"
 
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	db    *sqldb.DB
 	url   string
 	inbox *inbox.Store
@@ -54,7 +54,7 @@ func (c *clock) Add(d time.Duration) {
 	c.off += d
 }
 
-func start(t *testing.T, db *sqldb.DB) *env {
+func start(t testing.TB, db *sqldb.DB) *env {
 	t.Helper()
 	return startWith(t, db, func(u string) error {
 		if strings.Contains(u, "169.254.") {
@@ -65,7 +65,7 @@ func start(t *testing.T, db *sqldb.DB) *env {
 }
 
 // startWith is start with checkURL as the API's address policy.
-func startWith(t *testing.T, db *sqldb.DB, checkURL func(string) error) *env {
+func startWith(t testing.TB, db *sqldb.DB, checkURL func(string) error) *env {
 	t.Helper()
 	keys, err := credentials.ParseKeyring("k1:"+credentials.NewKey(), "")
 	if err != nil {

@@ -42,7 +42,7 @@ func (g *Gateway) createJob(c echo.Context) error {
 	}
 	ctx := r.Context()
 	if err := g.checkBacklog(ctx); err != nil {
-		return err
+		return unavailable(err, g.set.RetryAfter)
 	}
 	ttl := req.TTL
 	if ttl == 0 {
@@ -56,7 +56,7 @@ func (g *Gateway) createJob(c echo.Context) error {
 	case errors.Is(err, jobs.ErrIdempotencyConflict):
 		return daemon.Errorf(http.StatusConflict, "idempotency_conflict", "Idempotency-Key was already used with a different request body")
 	case err != nil:
-		return err
+		return unavailable(err, g.set.RetryAfter)
 	}
 	status := jobs.Queued
 	if created.Duplicate {
@@ -81,7 +81,7 @@ func (g *Gateway) getJob(c echo.Context) error {
 		return notFound(id)
 	}
 	if err != nil {
-		return err
+		return unavailable(err, g.set.RetryAfter)
 	}
 	return c.JSON(http.StatusOK, j)
 }
@@ -102,7 +102,7 @@ func (g *Gateway) cancelJob(c echo.Context) error {
 		}
 		return daemon.Errorf(http.StatusConflict, "job_finished", "job %s is already %s", id, status)
 	case err != nil:
-		return err
+		return unavailable(err, g.set.RetryAfter)
 	}
 	return c.JSON(http.StatusOK, CreateResponse{JobID: id, Status: jobs.Canceled})
 }

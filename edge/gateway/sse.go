@@ -44,7 +44,7 @@ func (g *Gateway) streamEvents(c echo.Context) error {
 		return notFound(id)
 	}
 	if err != nil {
-		return fmt.Errorf("job %s status: %w", id, err)
+		return unavailable(fmt.Errorf("job %s status: %w", id, err), g.set.RetryAfter)
 	}
 
 	w := c.Response()

@@ -14,5 +14,11 @@
 //     its clock seam, against the real central process);
 //   - euterpectl edges list/jobs/events show the synced job.
 //
+// With the chaos build tag (`make chaos`, scripts/chaos.sh) it also holds
+// the chaos runs of the edge (two edge processes on an AOF Redis of their
+// own, SIGKILLed at random, Redis SIGKILLed once, SSE clients resuming
+// with Last-Event-ID) and of sync (edge and central SIGKILLed at random
+// while shipping), each audited into a table in .run/chaos/.
+//
 // The package has only tests; it builds the three programs once per run.
 package e2e

@@ -22,13 +22,13 @@ import (
 )
 
 type server struct {
-	t    *testing.T
+	t    testing.TB
 	base string
 	lib  *library.Library
 	root string
 }
 
-func start(t *testing.T) *server {
+func start(t testing.TB) *server {
 	t.Helper()
 	dir := t.TempDir()
 	root := filepath.Join(dir, "lib")

@@ -1,0 +1,39 @@
+package api_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/vesta-cx/euterpe/central/schema"
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
+	"github.com/vesta-cx/euterpe/daemon/sqldb/sqltest"
+)
+
+// FuzzTranscodeBody: POST /transcode with any body, from an authenticated
+// requester, is answered below 500 (a 4xx naming the field, or 202) and
+// never panics the server.
+func FuzzTranscodeBody(f *testing.F) {
+	db := sqltest.Open(f, sqldb.SQLite, schema.Migrations())
+	e := start(f, db)
+	key := e.requester()
+	for _, seed := range []string{js(validBody()), `{}`, `[]`, `null`, `{"source":{}}`, `{"renditions":[{"name":"a"}]}`,
+		`{"source":{"url":"https://x/y"},"output":{"bucket":"b","credentials":{}},"renditions":[]} x`, "\xff"} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, _ := http.NewRequest(http.MethodPost, e.url+"/transcode", strings.NewReader(string(body)))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode >= 500 {
+			t.Fatalf("body %q answered %d: %s", body, res.StatusCode, raw)
+		}
+	})
+}

@@ -1,10 +1,10 @@
 package api_test
 
 import (
-	"io"
 	"net/http"
-	"strings"
 	"testing"
+
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
 
 	"github.com/vesta-cx/euterpe/central/schema"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
@@ -23,17 +23,8 @@ func FuzzTranscodeBody(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, _ := http.NewRequest(http.MethodPost, e.url+"/transcode", strings.NewReader(string(body)))
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("Content-Type", "application/json")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
+		if err := testsvc.PostNo5xx(t, e.url+"/transcode", http.Header{"Authorization": {"Bearer " + key}}, body); err != nil {
 			t.Fatal(err)
-		}
-		raw, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if res.StatusCode >= 500 {
-			t.Fatalf("body %q answered %d: %s", body, res.StatusCode, raw)
 		}
 	})
 }

@@ -80,6 +80,25 @@ func (c *Chaos) Pick(n int) int {
 	return c.rng.IntN(n)
 }
 
+// Faults calls inject every 2–5 s (by the seeded schedule) with the
+// fault's number, until done is closed and at least three faults have
+// run, so a short run still meets every kind of fault its scenario has.
+func (c *Chaos) Faults(done <-chan struct{}, inject func(i int)) {
+	for i := 0; ; i++ {
+		wait := time.After(c.Between(2*time.Second, 5*time.Second))
+		if i >= 3 {
+			select {
+			case <-done:
+				return
+			case <-wait:
+			}
+		} else {
+			<-wait
+		}
+		inject(i)
+	}
+}
+
 // Fault records one injected fault of kind and how long the system took
 // to recover from it.
 func (c *Chaos) Fault(kind string, recovery time.Duration) {

@@ -245,31 +245,20 @@ func TestChaosEdge(t *testing.T) {
 	// Faults until everything is submitted and followed, and at least
 	// three of them; Redis goes down once, as the second fault.
 	var redisKilledAt time.Time
-faults:
-	for i := 0; ; i++ {
-		wait := time.After(ch.Between(2*time.Second, 5*time.Second))
-		if i >= 3 {
-			select {
-			case <-submitted:
-				break faults
-			case <-wait:
-			}
-		} else {
-			<-wait
-		}
+	ch.Faults(submitted, func(i int) {
 		begin := time.Now()
 		if i == 1 {
 			redisKilledAt = begin
 			rs.proc.kill()
 			rs.start()
 			ch.Fault("redis SIGKILL + restart", time.Since(begin)+readyAgain(t, urls))
-			continue
+			return
 		}
 		e := edges[ch.Pick(len(edges))]
 		e.proc.kill()
 		e.start()
 		ch.Fault("edge SIGKILL + restart", time.Since(begin))
-	}
+	})
 	<-submitted
 
 	// Every acknowledged job must end; wait for the ones Redis kept.
@@ -458,18 +447,7 @@ func TestChaosSync(t *testing.T) {
 					sub.post([]string{e.URL}, fmt.Sprintf("sync-%d", i), "chat", `{"prompt":"x"}`, func(int) int { return 0 })
 				}
 			}()
-		faults:
-			for i := 0; ; i++ {
-				wait := time.After(ch.Between(2*time.Second, 5*time.Second))
-				if i >= 3 {
-					select {
-					case <-submitted:
-						break faults
-					case <-wait:
-					}
-				} else {
-					<-wait
-				}
+			ch.Faults(submitted, func(int) {
 				begin := time.Now()
 				if ch.Pick(2) == 0 {
 					e.proc.kill()
@@ -480,7 +458,7 @@ func TestChaosSync(t *testing.T) {
 					c.start()
 					ch.Fault("central SIGKILL while ingesting", time.Since(begin))
 				}
-			}
+			})
 			ids := make([]string, 0, len(sub.acks))
 			for _, a := range sub.acks {
 				ids = append(ids, a.id)

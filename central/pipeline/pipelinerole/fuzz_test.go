@@ -1,10 +1,10 @@
 package pipelinerole
 
 import (
-	"io"
 	"net/http"
-	"strings"
 	"testing"
+
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
 
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 	"github.com/vesta-cx/euterpe/daemon/sqldb/sqltest"
@@ -21,17 +21,8 @@ func FuzzSubmitBody(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, _ := http.NewRequest(http.MethodPost, s.url+"/v1/pipeline/jobs", strings.NewReader(string(body)))
-		req.Header.Set("Authorization", "Bearer "+s.token)
-		req.Header.Set("Content-Type", "application/json")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
+		if err := testsvc.PostNo5xx(t, s.url+"/v1/pipeline/jobs", http.Header{"Authorization": {"Bearer " + s.token}}, body); err != nil {
 			t.Fatal(err)
-		}
-		raw, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if res.StatusCode >= 500 {
-			t.Fatalf("body %q answered %d: %s", body, res.StatusCode, raw)
 		}
 	})
 }

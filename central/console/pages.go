@@ -81,7 +81,7 @@ func newPages(r *Role) *pages {
 
 func (p *pages) mount(e *echo.Echo) {
 	r := p.r
-	cross, err := dconsole.CrossOrigin(splitList(r.settings.Origins)...)
+	cross, err := dconsole.CrossOriginList(r.settings.Origins)
 	if err != nil {
 		panic(err) // checked when the setting was parsed
 	}

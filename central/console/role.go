@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -47,22 +46,7 @@ func (s *Settings) Bind(c *daemon.Config) {
 	c.Bool(&s.TrustForwardedProto, "console-trust-forwarded-proto", EnvTrustForwardedProto, false,
 		"treat X-Forwarded-Proto: https as TLS, so the session cookie is Secure behind a TLS-terminating proxy (set only behind one)")
 	c.String(&s.Origins, "console-origins", EnvOrigins, "",
-		"comma-separated extra origins (https://console.example.com) allowed to post console forms, for a proxy that rewrites Host", checkOrigins)
-}
-
-func checkOrigins(v string) error {
-	_, err := dconsole.CrossOrigin(splitList(v)...)
-	return err
-}
-
-func splitList(v string) []string {
-	var out []string
-	for _, p := range strings.Split(v, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
+		"comma-separated extra origins (https://console.example.com) allowed to post console forms, for a proxy that rewrites Host", dconsole.CheckOrigins)
 }
 
 var bound Settings

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -42,7 +41,7 @@ func newServeConfig(getenv func(string) string) (*daemon.Config, *serveSettings)
 	cfg.Duration(&s.Grace, "shutdown-grace", "EUTERPE_SHUTDOWN_GRACE", 10*time.Second, 0, 10*time.Minute, "time in-flight work gets to finish on shutdown")
 	cfg.String(&s.LogLevel, "log-level", "EUTERPE_LOG_LEVEL", "info", "log level: debug, info, warn, error", daemon.CheckOneOf("debug", "info", "warn", "error"))
 	cfg.String(&s.Origins, "trusted-origins", "EUTERPE_TRUSTED_ORIGINS", "",
-		"comma-separated origins (scheme://host[:port]) whose browsers may POST besides the daemon's own, e.g. a proxy in front of the console", checkOrigins)
+		"comma-separated origins (scheme://host[:port]) whose browsers may POST besides the daemon's own, e.g. a proxy in front of the console", console.CheckOrigins)
 	s.Gateway.Declare(cfg)
 	for _, p := range plugins {
 		if p.Settings != nil {
@@ -58,21 +57,6 @@ func checkRedisURL(v string) error {
 		return errors.New("not a redis:// or rediss:// URL")
 	}
 	return nil
-}
-
-func splitList(v string) []string {
-	var out []string
-	for _, p := range strings.Split(v, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func checkOrigins(v string) error {
-	_, err := console.CrossOrigin(splitList(v)...)
-	return err
 }
 
 func checkAbsDir(v string) error {
@@ -144,7 +128,7 @@ func runDaemon(parent context.Context, log *slog.Logger, s *serveSettings, geten
 	// Browsers must not be made to POST here from other sites: the API
 	// has no credentials, so whoever reaches the port may act, and a page
 	// elsewhere could otherwise reach it through the operator's browser.
-	xorigin, err := console.CrossOrigin(splitList(s.Origins)...)
+	xorigin, err := console.CrossOriginList(s.Origins)
 	if err != nil {
 		return &daemon.SettingError{Setting: "EUTERPE_TRUSTED_ORIGINS", Value: s.Origins, Reason: err.Error()}
 	}

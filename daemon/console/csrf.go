@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -23,6 +24,28 @@ import (
 // post, for a console behind a proxy that rewrites Host. The refusal is a
 // 403 {"error":{"code":"cross_origin",...}}.
 func CrossOrigin(trusted ...string) (echo.MiddlewareFunc, error) {
+	return crossOrigin(trusted)
+}
+
+// CrossOriginList is CrossOrigin for a setting's comma-separated list of
+// origins (blanks ignored).
+func CrossOriginList(list string) (echo.MiddlewareFunc, error) {
+	var trusted []string
+	for _, o := range strings.Split(list, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			trusted = append(trusted, o)
+		}
+	}
+	return crossOrigin(trusted)
+}
+
+// CheckOrigins validates a CrossOriginList setting.
+func CheckOrigins(list string) error {
+	_, err := CrossOriginList(list)
+	return err
+}
+
+func crossOrigin(trusted []string) (echo.MiddlewareFunc, error) {
 	p := http.NewCrossOriginProtection()
 	for _, o := range trusted {
 		if err := p.AddTrustedOrigin(o); err != nil {

@@ -69,11 +69,15 @@ func TestServeMetrics(t *testing.T) {
 				t.Fatal(err)
 			}
 
+			// The registry gathers collectors concurrently, so one scrape
+			// can read the queue gauges before the dead-letter commit and
+			// the counter after it: wait until both agree.
 			var page string
 			deadline := time.Now().Add(10 * time.Second)
-			for !strings.Contains(page, "\neuterpe_outbox_dead_letter_total 1\n") {
+			for !strings.Contains(page, "\neuterpe_outbox_dead_letter_total 1\n") ||
+				!strings.Contains(page, `euterpe_outbox_events{status="dead_letter"} 1`) {
 				if time.Now().After(deadline) {
-					t.Fatalf("dead-letter counter not 1 in /metrics:\n%s", page)
+					t.Fatalf("dead-letter counter and gauge not both 1 in /metrics:\n%s", page)
 				}
 				time.Sleep(20 * time.Millisecond)
 				page = scrape(t, base)

@@ -252,10 +252,13 @@ func centralChaos(t *testing.T, e sqldb.Engine) {
 		return time.Since(since)
 	}
 
+	stopSampler := sampleProgress(t, ch, f, terminal)
+	defer stopSampler()
+
 	// The schedule: the engine's own fault comes second, a pause past the
 	// lease third, SIGKILL + restart of a random process otherwise.
 	special := map[int]string{1: "engine", 2: "pause"}
-	// SQLite under this churn has run as slowly as 4 jobs/s.
+	// A generous deadline: SQLite runs at about 90 jobs/s here.
 	deadline := time.Now().Add(time.Duration(n)*250*time.Millisecond + 5*time.Minute)
 	// At least three faults, so even a short run meets the engine's own.
 	for i := 0; i < 3 || terminal() < n; i++ {
@@ -314,6 +317,41 @@ func centralChaos(t *testing.T, e sqldb.Engine) {
 	for _, s := range c.slots {
 		waitFor(t, 30*time.Second, "graceful exit", s.child.done)
 	}
+}
+
+// sampleProgress logs, every 10 s, how many jobs are terminal and (on
+// SQLite) how large the WAL is, so a run that slows down shows why; the
+// largest WAL seen is a figure of the report.
+func sampleProgress(t *testing.T, ch *testsvc.Chaos, f *fixture, terminal func() int) func() {
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		begin, last, lastAt := time.Now(), terminal(), time.Now()
+		var largest int64
+		for {
+			select {
+			case <-done:
+				if f.db.Engine == sqldb.SQLite {
+					ch.Figure("largest WAL seen (sampled every 10 s)", fmt.Sprintf("%.1f MiB", float64(largest)/(1<<20)))
+				}
+				return
+			case <-time.After(10 * time.Second):
+			}
+			n, now := terminal(), time.Now()
+			wal := int64(-1)
+			if f.db.Engine == sqldb.SQLite {
+				if st, err := os.Stat(f.db.Path + "-wal"); err == nil {
+					wal = st.Size()
+					largest = max(largest, wal)
+				}
+			}
+			t.Logf("progress +%s: %d terminal (%.0f/s), WAL %d bytes", now.Sub(begin).Round(time.Second), n,
+				float64(n-last)/now.Sub(lastAt).Seconds(), wal)
+			last, lastAt = n, now
+		}
+	}()
+	return func() { close(done); <-stopped }
 }
 
 func countErr(db *sqldb.DB, q string) (int, error) {

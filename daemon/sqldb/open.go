@@ -140,7 +140,7 @@ func openSQLite(ctx context.Context, path string) (*DB, error) {
 	}
 	_ = os.Chmod(path, 0o600)
 	db := &DB{DB: sdb, Engine: SQLite, Path: path, writer: w}
-	db.stopCheckpoints = db.checkpointLoop(250 * time.Millisecond)
+	db.stopCheckpoints = db.checkpointLoop(250*time.Millisecond, walTruncateFrames)
 	return db, nil
 }
 
@@ -273,12 +273,27 @@ func redactURL(s string) string {
 	return u.String()
 }
 
+// walTruncateFrames is the WAL length (64 MiB of 4 KiB pages) past which
+// the checkpoint loop follows a passive checkpoint with a TRUNCATE one.
+const walTruncateFrames = 16384
+
 // checkpointLoop copies the WAL back into the database file every period
 // with a PASSIVE checkpoint on a pool connection. Writers never checkpoint
 // themselves (wal_autocheckpoint=0), so the fsyncs a checkpoint needs stay
-// off the commit path; a passive checkpoint never blocks a writer. The
-// returned func stops the loop and waits for it.
-func (db *DB) checkpointLoop(period time.Duration) func() {
+// off the commit path; a passive checkpoint never blocks a writer.
+//
+// But a passive checkpoint alone lets the WAL grow without bound under a
+// steady write load: SQLite starts the WAL over only when a writer finds it
+// wholly checkpointed, and with writers in several processes committing
+// every few milliseconds new frames are always appended while the
+// checkpoint copies the old ones (the chaos run's WAL reached 1.7 GB at
+// 7,500 jobs, every reader's page lookups walking its index). So when a
+// passive checkpoint leaves more than truncateFrames in the WAL, the loop
+// runs a TRUNCATE checkpoint, which holds new writers back until it has
+// copied every frame and the readers have left the WAL, then empties it; its
+// connection waits at most a second for that (busy: the next tick tries
+// again). The returned func stops the loop and waits for it.
+func (db *DB) checkpointLoop(period time.Duration, truncateFrames int64) func() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -290,7 +305,11 @@ func (db *DB) checkpointLoop(period time.Duration) func() {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				_, _ = db.DB.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)")
+				var busy, logFrames, copied int64
+				err := db.DB.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &logFrames, &copied)
+				if err == nil && logFrames > truncateFrames {
+					_ = db.truncateWAL(ctx, time.Second)
+				}
 			}
 		}
 	}()
@@ -300,4 +319,21 @@ func (db *DB) checkpointLoop(period time.Duration) func() {
 		// Leave a compact file behind for the next process.
 		_, _ = db.DB.ExecContext(context.Background(), "PRAGMA wal_checkpoint(TRUNCATE)")
 	}
+}
+
+// truncateWAL runs a TRUNCATE checkpoint on a connection of its own whose
+// busy timeout is wait, so a checkpoint held up by long readers gives up
+// instead of holding the writers back for the pool's 15 s.
+func (db *DB) truncateWAL(ctx context.Context, wait time.Duration) error {
+	conn, err := db.DB.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", wait.Milliseconds())); err != nil {
+		return err
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA busy_timeout = 15000") //nolint:errcheck
+	var busy, logFrames, copied int64
+	return conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logFrames, &copied)
 }

@@ -253,7 +253,6 @@ func centralChaos(t *testing.T, e sqldb.Engine) {
 	}
 
 	stopSampler := sampleProgress(t, ch, f, terminal)
-	defer stopSampler()
 
 	// The schedule: the engine's own fault comes second, a pause past the
 	// lease third, SIGKILL + restart of a random process otherwise.
@@ -295,6 +294,7 @@ func centralChaos(t *testing.T, e sqldb.Engine) {
 			ch.Fault("SIGKILL + restart", max(ready, time.Since(at)))
 		}
 	}
+	stopSampler()
 	c.reviveCrashed()
 	// Every event must leave the outbox: delivered, dead-lettered or skipped.
 	drainBegin := time.Now()
@@ -351,7 +351,10 @@ func sampleProgress(t *testing.T, ch *testsvc.Chaos, f *fixture, terminal func()
 			last, lastAt = n, now
 		}
 	}()
-	return func() { close(done); <-stopped }
+	var once sync.Once
+	stop := func() { once.Do(func() { close(done); <-stopped }) }
+	t.Cleanup(stop) // also when the test stops early
+	return stop
 }
 
 func countErr(db *sqldb.DB, q string) (int, error) {

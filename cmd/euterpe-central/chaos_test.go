@@ -311,11 +311,32 @@ func centralChaos(t *testing.T, e sqldb.Engine) {
 	c.reviveCrashed()
 	auditCentral(t, ch, f, rc, c, n)
 	ch.Report()
+	c.stop()
+}
+
+// stop ends every process with SIGTERM and waits for their graceful exit.
+func (c *centralCluster) stop() {
 	for _, s := range c.slots {
 		_ = s.child.cmd.Process.Signal(syscall.SIGTERM)
 	}
 	for _, s := range c.slots {
-		waitFor(t, 30*time.Second, "graceful exit", s.child.done)
+		waitFor(c.t, 30*time.Second, "graceful exit", s.child.done)
+	}
+}
+
+// idList is a finding of an audit: the jobs it names and what is wrong.
+type idList struct {
+	ids  []string
+	what string
+}
+
+// failEach records every non-empty finding as an audit failure.
+func failEach(ch *testsvc.Chaos, lists []idList) {
+	for _, x := range lists {
+		if len(x.ids) > 0 {
+			sort.Strings(x.ids)
+			ch.Failf(x.ids, "%s", x.what)
+		}
 	}
 }
 
@@ -585,10 +606,7 @@ func auditCentral(t *testing.T, ch *testsvc.Chaos, f *fixture, rc *chaosReceiver
 	if len(jobsByID) != n {
 		ch.Failf(nil, "%d jobs in the inbox, %d enqueued", len(jobsByID), n)
 	}
-	for _, x := range []struct {
-		ids  []string
-		what string
-	}{
+	failEach(ch, []idList{
 		{notTerminal, "jobs not in a terminal state"},
 		{noReason, "failed or dead-lettered jobs without a reason"},
 		{dedupe(twoTerminal), "jobs without exactly one terminal event matching their row"},
@@ -597,12 +615,7 @@ func auditCentral(t *testing.T, ch *testsvc.Chaos, f *fixture, rc *chaosReceiver
 		{outOfOrder, "jobs whose events arrived out of sequence order"},
 		{phantom, "event ids received that are not in the outbox"},
 		{dedupe(unexpectedDead), "jobs with events dead-lettered that the receiver never refused"},
-	} {
-		if len(x.ids) > 0 {
-			sort.Strings(x.ids)
-			ch.Failf(x.ids, "%s", x.what)
-		}
-	}
+	})
 	if rc.badSig > 0 {
 		ch.Failf(nil, "%d deliveries failed signature verification", rc.badSig)
 	}

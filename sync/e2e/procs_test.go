@@ -31,15 +31,20 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	for _, p := range []string{"euterpe-edge", "euterpe-central", "euterpectl"} {
-		cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, p), "github.com/vesta-cx/euterpe/cmd/"+p)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", p, err, out)
-			_ = os.RemoveAll(dir)
-			os.Exit(1)
-		}
+	// One go build for the three programs: it compiles and links them side
+	// by side, where three builds in turn waited for each other.
+	progs := []string{"euterpe-edge", "euterpe-central", "euterpectl"}
+	args := []string{"build", "-trimpath", "-o", dir + string(filepath.Separator)}
+	for _, p := range progs {
+		args = append(args, "github.com/vesta-cx/euterpe/cmd/"+p)
 		bins[p] = filepath.Join(dir, p)
+	}
+	cmd := exec.Command("go", args...)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build %v: %v\n%s", progs, err, out)
+		_ = os.RemoveAll(dir)
+		os.Exit(1)
 	}
 	code := m.Run()
 	_ = os.RemoveAll(dir)

@@ -441,6 +441,10 @@ func restartPostgres(t *testing.T, ch *testsvc.Chaos) bool {
 	if os.Geteuid() == 0 {
 		args = append([]string{"runuser", "-u", "postgres", "--"}, args...)
 	}
+	// The server outlives this test, so it must not inherit descriptors
+	// this process was started with: flock(1)'s lock on the shared heavy-run
+	// lock file is one, and the server held it for as long as it ran.
+	closeInheritedOnExec()
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()
@@ -448,6 +452,17 @@ func restartPostgres(t *testing.T, ch *testsvc.Chaos) bool {
 		t.Fatalf("pg_ctl restart: %v\n%s", err, out)
 	}
 	return true
+}
+
+// closeInheritedOnExec marks every descriptor above stderr close-on-exec
+// (Go opens its own that way; the rest came from whoever started us).
+func closeInheritedOnExec() {
+	fds, _ := os.ReadDir("/proc/self/fd")
+	for _, e := range fds {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
 }
 
 // killWriteLockHolder finds, in /proc/locks, the serve process holding

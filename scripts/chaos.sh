@@ -6,7 +6,7 @@
 # Sizes (full run defaults; chaos-short sets small ones):
 #   EUTERPE_CHAOS_CENTRAL_JOBS (10000 per engine), EUTERPE_CHAOS_EDGE_JOBS
 #   (20000), EUTERPE_CHAOS_SSE_CLIENTS (50), EUTERPE_CHAOS_SYNC_JOBS (2000),
-#   EUTERPE_CHAOS_PIPELINE_JOBS (2000 per engine), EUTERPE_CHAOS_FUZZTIME
+#   EUTERPE_CHAOS_PIPELINE_JOBS (1000 per engine), EUTERPE_CHAOS_FUZZTIME
 #   (30s per fuzz target), EUTERPE_CHAOS_FUZZ_GUIDED (1: coverage-guided
 #   fuzzing; chaos-short: 0), EUTERPE_CHAOS_SEED (replay),
 #   EUTERPE_CHAOS_CRASH_TESTS (1: also the pipeline worker's SIGKILL test).

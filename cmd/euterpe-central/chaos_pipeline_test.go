@@ -172,13 +172,15 @@ func pipelineChaos(t *testing.T, e sqldb.Engine) {
 		ch.Failf(nil, "jobs still queued or running at the deadline: %d of %d", left, n)
 	}
 	c.reviveCrashed()
-	// A stage whose worker was killed runs on as an orphan for up to half a
-	// second (its process group is killed only by a live worker): let it
-	// finish before the ledger is read.
+	// The workers stop before the audit, so what it reads holds still (after
+	// a missed deadline they would go on finishing jobs between its reads of
+	// the ledger and of the rows). A stage whose worker was killed runs on as
+	// an orphan for up to half a second (its process group is killed only by
+	// a live worker): let it finish too.
+	c.stop()
 	time.Sleep(time.Second)
 	auditPipeline(t, ch, f, store, c, dir, ids)
 	ch.Report()
-	c.stop()
 }
 
 // auditPipeline checks every job against the contract, the ledger of

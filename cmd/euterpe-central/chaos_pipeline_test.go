@@ -111,11 +111,7 @@ func pipelineChaos(t *testing.T, e sqldb.Engine) {
 			"EUTERPE_PIPELINE_CATCHUP_DAYS=1", "EUTERPE_CHAOS_STAGE_DIR=" + dir, "EUTERPE_LOG_LEVEL=info",
 			"EUTERPE_STATE_DIR=" + t.TempDir()}
 	}}
-	for i := 0; i < 3; i++ {
-		s := &slot{pod: fmt.Sprintf("pod-%d", i)}
-		c.slots = append(c.slots, s)
-		c.start(s)
-	}
+	c.startPods(3)
 
 	terminal := func() int {
 		n, _ := countErr(f.db, `SELECT COUNT(*) FROM pipeline_jobs WHERE status IN ('succeeded','failed','dead_letter')`)

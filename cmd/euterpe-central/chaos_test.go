@@ -147,6 +147,15 @@ func (c *centralCluster) start(s *slot) time.Duration {
 	return time.Since(begin)
 }
 
+// startPods starts n serve processes, pod-0 … pod-(n-1).
+func (c *centralCluster) startPods(n int) {
+	for i := 0; i < n; i++ {
+		s := &slot{pod: fmt.Sprintf("pod-%d", i)}
+		c.slots = append(c.slots, s)
+		c.start(s)
+	}
+}
+
 // kill SIGKILLs the slot's process and waits until it is gone.
 func (c *centralCluster) kill(s *slot) {
 	c.mu.Lock()
@@ -220,11 +229,7 @@ func centralChaos(t *testing.T, e sqldb.Engine) {
 			"EUTERPE_OUTBOX_BATCH=25", "EUTERPE_OUTBOX_CONCURRENCY=10", "EUTERPE_LOG_LEVEL=info",
 			"EUTERPE_STATE_DIR=" + t.TempDir()}
 	}}
-	for i := 0; i < 3; i++ {
-		s := &slot{pod: fmt.Sprintf("pod-%d", i)}
-		c.slots = append(c.slots, s)
-		c.start(s)
-	}
+	c.startPods(3)
 
 	// Both tolerate the database being down: the loop just asks again.
 	terminal := func() int {

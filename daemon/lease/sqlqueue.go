@@ -204,7 +204,7 @@ func (q *Queue) buildSQL() {
 		// anyway. With the default (ABORT) SQLite gives every multi-row
 		// update (RETURNING makes it one) a statement journal, copying
 		// each page it touches to memory and freeing it at the end: a
-		// quarter of a SQLite burn-down's CPU before this.
+		// large share of a SQLite burn-down's CPU (docs/central.md).
 		q.claimSQL = fmt.Sprintf("UPDATE OR FAIL %s SET %s WHERE %s IN (%s) RETURNING %s", s.Table, set.String(), s.ID, sel, strings.Join(ret, ", "))
 	}
 

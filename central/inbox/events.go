@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -62,34 +61,28 @@ func insertEvents(ctx context.Context, db *sqldb.DB, tx lease.Execer, evs []Even
 	if db.Engine == sqldb.Postgres {
 		return insertUnnest(ctx, tx, evs)
 	}
-	// SQLite: small multi-row statements, each prepared once per database
-	// (ExecTx). Its driver binds parameters in quadratic time, so thousands
-	// per statement would be slow.
-	const chunk = 32
-	for len(evs) > 0 {
-		part := evs[:min(chunk, len(evs))]
-		evs = evs[len(part):]
-		var b strings.Builder
-		b.WriteString(`INSERT INTO job_outbox_events (event_id, job_id, requester_id, sequence, event_type, status,
-		webhook_url, payload, next_attempt_at, created_at) VALUES `)
-		args := make([]any, 0, len(part)*10)
-		for i, e := range part {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-			row, err := e.row()
-			if err != nil {
-				return err
-			}
-			args = append(args, row...)
+	// SQLite: one prepared single-row INSERT per event (ExecTx). A
+	// multi-row INSERT is a multi-write statement, and the CHECK on
+	// last_error calls a function, so SQLite would give every such
+	// statement a statement journal: each page it touches copied to memory
+	// and freed again at its end, which cost more than the rows themselves.
+	// A single-row INSERT needs none, and its ten parameters bind in
+	// constant time (the driver binds in time quadratic in their number).
+	for _, e := range evs {
+		row, err := e.row()
+		if err != nil {
+			return err
 		}
-		if _, err := db.ExecTx(ctx, tx, b.String(), args...); err != nil {
+		if _, err := db.ExecTx(ctx, tx, insertEventSQL, row...); err != nil {
 			return fmt.Errorf("inbox: insert outbox events: %w", err)
 		}
 	}
 	return nil
 }
+
+// insertEventSQL inserts one outbox event (SQLite).
+const insertEventSQL = `INSERT INTO job_outbox_events (event_id, job_id, requester_id, sequence, event_type, status,
+	webhook_url, payload, next_attempt_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // row is the event's column values in insertEventSQL order.
 func (e Event) row() ([]any, error) {

@@ -199,7 +199,13 @@ func (q *Queue) buildSQL() {
 		q.claimSQL = fmt.Sprintf("WITH c AS (%s FOR UPDATE SKIP LOCKED) UPDATE %s t SET %s FROM c WHERE t.%s = c.%s RETURNING %s",
 			sel, s.Table, set.String(), s.ID, s.ID, qualify("t", ret))
 	default:
-		q.claimSQL = fmt.Sprintf("UPDATE %s SET %s WHERE %s IN (%s) RETURNING %s", s.Table, set.String(), s.ID, sel, strings.Join(ret, ", "))
+		// OR FAIL: a constraint error ends the statement without undoing
+		// its earlier rows, and the caller rolls the whole transaction back
+		// anyway. With the default (ABORT) SQLite gives every multi-row
+		// update (RETURNING makes it one) a statement journal, copying
+		// each page it touches to memory and freeing it at the end: a
+		// large share of a SQLite burn-down's CPU (docs/central.md).
+		q.claimSQL = fmt.Sprintf("UPDATE OR FAIL %s SET %s WHERE %s IN (%s) RETURNING %s", s.Table, set.String(), s.ID, sel, strings.Join(ret, ", "))
 	}
 
 	var rset strings.Builder
@@ -220,7 +226,8 @@ func (q *Queue) buildSQL() {
 		q.reclaimSQL = fmt.Sprintf("WITH c AS (%s FOR UPDATE SKIP LOCKED) UPDATE %s t SET %s FROM c WHERE t.%s = c.%s RETURNING %s",
 			rsel, s.Table, rset.String(), s.ID, s.ID, qualify("t", rret))
 	} else {
-		q.reclaimSQL = fmt.Sprintf("UPDATE %s SET %s WHERE %s IN (%s) RETURNING %s", s.Table, rset.String(), s.ID, rsel, strings.Join(rret, ", "))
+		// OR FAIL as in the claim.
+		q.reclaimSQL = fmt.Sprintf("UPDATE OR FAIL %s SET %s WHERE %s IN (%s) RETURNING %s", s.Table, rset.String(), s.ID, rsel, strings.Join(rret, ", "))
 	}
 	q.heartbeatSQL = fmt.Sprintf("UPDATE %s SET %s = ?, %s = ? WHERE %s = ? AND %s = ? AND %s",
 		s.Table, s.LeaseExpires, s.HeartbeatAt, s.ID, s.ClaimVersion, statusIn(s.Status, s.Leased))

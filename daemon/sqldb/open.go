@@ -51,8 +51,9 @@ type DB struct {
 }
 
 // Open connects to url: "postgres://…" or "postgresql://…" for Postgres,
-// "sqlite:PATH" for a SQLite file, and "" for <stateDir>/central.db. It pings
-// the database before returning.
+// "sqlite:PATH" for a SQLite file (optionally "?synchronous=full": see
+// sqliteOptions), and "" for <stateDir>/central.db. It pings the database
+// before returning.
 func Open(ctx context.Context, rawURL, stateDir string) (*DB, error) {
 	switch {
 	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
@@ -61,13 +62,13 @@ func Open(ctx context.Context, rawURL, stateDir string) (*DB, error) {
 		if stateDir == "" {
 			return nil, errors.New("sqlite: no database URL and no state directory")
 		}
-		return openSQLite(ctx, filepath.Join(stateDir, DefaultFile))
+		return openSQLite(ctx, sqliteOptions{path: filepath.Join(stateDir, DefaultFile), synchronous: "NORMAL"})
 	case strings.HasPrefix(rawURL, "sqlite:"):
-		p := strings.TrimPrefix(strings.TrimPrefix(rawURL, "sqlite:"), "//")
-		if p == "" {
-			return nil, errors.New("sqlite: URL names no file (want sqlite:PATH)")
+		o, err := parseSQLiteURL(rawURL)
+		if err != nil {
+			return nil, err
 		}
-		return openSQLite(ctx, p)
+		return openSQLite(ctx, o)
 	default:
 		return nil, fmt.Errorf("database URL %q: want postgres://… or sqlite:PATH", redactURL(rawURL))
 	}
@@ -83,8 +84,9 @@ func CheckURL(v string) error {
 			}
 		}
 		return nil
-	case strings.HasPrefix(v, "sqlite:") && len(v) > len("sqlite:"):
-		return nil
+	case strings.HasPrefix(v, "sqlite:"):
+		_, err := parseSQLiteURL(v)
+		return err
 	}
 	return errors.New("want postgres://… or sqlite:PATH")
 }
@@ -111,13 +113,15 @@ func openPostgres(ctx context.Context, rawURL string) (*DB, error) {
 	return &DB{DB: sdb, Engine: Postgres, pool: pool}, nil
 }
 
-func openSQLite(ctx context.Context, path string) (*DB, error) {
+func openSQLite(ctx context.Context, o sqliteOptions) (*DB, error) {
+	path := o.path
 	if dir := filepath.Dir(path); dir != "" {
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return nil, fmt.Errorf("sqlite: state directory: %w", err)
 		}
 	}
-	sdb, err := sql.Open("sqlite", SQLiteDSN(path, "cache_size(-16384)", "temp_store(MEMORY)", "wal_autocheckpoint(0)"))
+	sdb, err := sql.Open("sqlite", SQLiteDSN(path, "cache_size(-16384)", "temp_store(MEMORY)", "wal_autocheckpoint(0)",
+		"synchronous("+o.synchronous+")"))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite %s: %w", path, err)
 	}

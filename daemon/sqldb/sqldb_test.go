@@ -2,6 +2,8 @@ package sqldb_test
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -121,5 +123,54 @@ func TestMigrateRejectsDuplicateVersions(t *testing.T) {
 	db := sqltest.Open(t, sqldb.SQLite)
 	if _, err := sqldb.Migrate(context.Background(), db, set, set); err == nil {
 		t.Fatal("duplicate migration files accepted")
+	}
+}
+
+// TestSQLiteSynchronous checks the durability setting of a SQLite URL:
+// NORMAL by default, FULL or EXTRA on request, anything else refused.
+func TestSQLiteSynchronous(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	for _, c := range []struct {
+		url  string
+		want int // PRAGMA synchronous: 1 NORMAL, 2 FULL, 3 EXTRA
+	}{
+		{"", 1},
+		{"sqlite:" + dir + "/a.db", 1},
+		{"sqlite:" + dir + "/b.db?synchronous=full", 2},
+		{"sqlite:" + dir + "/c.db?synchronous=EXTRA", 3},
+		{"sqlite:" + dir + "/d.db?synchronous=off", -1},
+		{"sqlite:" + dir + "/e.db?cache=shared", -1},
+	} {
+		if err := sqldb.CheckURL(c.url); (err != nil) != (c.want < 0) {
+			t.Errorf("CheckURL(%q) = %v", c.url, err)
+		}
+		db, err := sqldb.Open(ctx, c.url, dir)
+		if c.want < 0 {
+			if err == nil {
+				_ = db.Close()
+				t.Errorf("%q opened", c.url)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", c.url, err)
+		}
+		var got int
+		err = db.Tx(ctx, func(tx *sql.Tx) error { return tx.QueryRow("PRAGMA synchronous").Scan(&got) })
+		if err == nil && got != c.want {
+			err = fmt.Errorf("synchronous = %d, want %d", got, c.want)
+		}
+		var onPool int
+		if err == nil {
+			err = db.QueryRow("PRAGMA synchronous").Scan(&onPool)
+		}
+		if err == nil && onPool != c.want {
+			err = fmt.Errorf("pool connection: synchronous = %d, want %d", onPool, c.want)
+		}
+		_ = db.Close()
+		if err != nil {
+			t.Errorf("%q: %v", c.url, err)
+		}
 	}
 }

@@ -18,7 +18,7 @@ func TestCheckpointLoopBoundsTheWAL(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "wal.db")
 	var dbs []*DB
 	for i := 0; i < 2; i++ {
-		db, err := openSQLite(ctx, path)
+		db, err := openSQLite(ctx, sqliteOptions{path: path, synchronous: "NORMAL"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,7 +3,9 @@ package inbox
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -55,11 +57,16 @@ func transition(j *Job, from, to string, seq int64, now time.Time) Event {
 	}
 }
 
-// insertEvents writes events in one multi-row INSERT. Events of jobs
-// without a status_webhook_url are stored as skipped: history, not work.
+// eventColumns are the job_outbox_events columns an event row fills, in
+// the order of Event.row.
+var eventColumns = []string{"event_id", "job_id", "requester_id", "sequence", "event_type", "status",
+	"webhook_url", "payload", "next_attempt_at", "created_at"}
+
+// insertEvents writes events in one batch. Events of jobs without a
+// status_webhook_url are stored as skipped: history, not work.
 func insertEvents(ctx context.Context, db *sqldb.DB, tx lease.Execer, evs []Event) error {
 	if db.Engine == sqldb.Postgres {
-		return insertUnnest(ctx, tx, evs)
+		return insertCopy(ctx, db, tx, evs)
 	}
 	// SQLite: one prepared single-row INSERT per event (ExecTx). A
 	// multi-row INSERT is a multi-write statement, and the CHECK on
@@ -81,10 +88,9 @@ func insertEvents(ctx context.Context, db *sqldb.DB, tx lease.Execer, evs []Even
 }
 
 // insertEventSQL inserts one outbox event (SQLite).
-const insertEventSQL = `INSERT INTO job_outbox_events (event_id, job_id, requester_id, sequence, event_type, status,
-	webhook_url, payload, next_attempt_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+var insertEventSQL = "INSERT INTO job_outbox_events (" + strings.Join(eventColumns, ", ") + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
-// row is the event's column values in insertEventSQL order.
+// row is the event's column values in eventColumns order.
 func (e Event) row() ([]any, error) {
 	payload, err := json.Marshal(e)
 	if err != nil {
@@ -112,29 +118,44 @@ func newID() string {
 // NewJobID returns a new job id (UUIDv7, time-ordered).
 func NewJobID() string { return newID() }
 
-// insertUnnest is the Postgres path: the whole batch as ten array
-// parameters, expanded server-side by unnest — one small bind however many
-// rows.
-func insertUnnest(ctx context.Context, tx lease.Execer, evs []Event) error {
-	n := len(evs)
-	ids, jobs, reqs, types, statuses, hooks, payloads := make([]string, n), make([]string, n), make([]string, n),
-		make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	seqs, times := make([]int64, n), make([]int64, n)
+// insertCopy is the Postgres path: the batch streamed with COPY in the
+// same transaction (sqldb.DB.CopyFrom), or, in a transaction COPY cannot
+// reach, one INSERT of ten array parameters expanded by unnest.
+func insertCopy(ctx context.Context, db *sqldb.DB, tx lease.Execer, evs []Event) error {
+	rows := make([][]any, len(evs))
 	for i, e := range evs {
-		payload, err := json.Marshal(e)
+		row, err := e.row()
 		if err != nil {
-			return fmt.Errorf("inbox: event payload: %w", err)
+			return err
 		}
-		status := schema.OutboxPending
-		if e.webhookURL == "" {
-			status = schema.OutboxSkipped
-		}
-		ids[i], jobs[i], reqs[i], seqs[i], types[i], statuses[i], hooks[i], payloads[i], times[i] =
-			e.EventID, e.JobID, e.requesterID, e.Sequence, e.Type, status, e.webhookURL, string(payload), sqldb.Micros(e.OccurredAt)
+		rows[i] = row
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO job_outbox_events (event_id, job_id, requester_id, sequence, event_type, status,
-		webhook_url, payload, next_attempt_at, created_at)
-		SELECT e, j, r, s, t, st, NULLIF(h, ''), p, c, c
+	_, err := db.CopyFrom(ctx, tx, "job_outbox_events", eventColumns, rows)
+	if errors.Is(err, sqldb.ErrNoCopy) {
+		return insertUnnest(ctx, tx, rows)
+	}
+	if err != nil {
+		return fmt.Errorf("inbox: insert outbox events: %w", err)
+	}
+	return nil
+}
+
+// insertUnnest writes rows (Event.row values) with one INSERT: each column
+// as an array parameter, expanded server-side by unnest.
+func insertUnnest(ctx context.Context, tx lease.Execer, rows [][]any) error {
+	n := len(rows)
+	ids, jobs, reqs, types, statuses, hooks, payloads := make([]string, n), make([]string, n), make([]string, n),
+		make([]string, n), make([]string, n), make([]*string, n), make([]string, n)
+	seqs, times := make([]int64, n), make([]int64, n)
+	for i, r := range rows {
+		ids[i], jobs[i], reqs[i], seqs[i], types[i], statuses[i], payloads[i], times[i] =
+			r[0].(string), r[1].(string), r[2].(string), r[3].(int64), r[4].(string), r[5].(string), r[7].(string), r[8].(int64)
+		if h, ok := r[6].(string); ok {
+			hooks[i] = &h
+		}
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO job_outbox_events (`+strings.Join(eventColumns, ", ")+`)
+		SELECT e, j, r, s, t, st, h, p, c, c
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[], $9::bigint[])
 		AS u(e, j, r, s, t, st, h, p, c)`, ids, jobs, reqs, seqs, types, statuses, hooks, payloads, times)
 	if err != nil {

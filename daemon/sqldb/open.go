@@ -48,6 +48,9 @@ type DB struct {
 	stopCheckpoints func()
 	rebinds         sync.Map  // query -> rebound query (Postgres)
 	stmts           stmtCache // SQLite statements reused across transactions
+	// txConns maps each open Postgres Tx transaction to the connection it
+	// runs on, so CopyFrom can stream rows on that connection.
+	txConns sync.Map // *sql.Tx -> *sql.Conn
 }
 
 // Open connects to url: "postgres://…" or "postgresql://…" for Postgres,
@@ -216,7 +219,21 @@ func (db *DB) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if db.writer != nil {
 		return InTx(ctx, db.writer, fn)
 	}
-	return InTx(ctx, db.DB, fn)
+	if db.Engine != Postgres {
+		return InTx(ctx, db.DB, fn)
+	}
+	// The transaction runs on a connection of its own so that CopyFrom
+	// can reach that connection while the transaction is open.
+	conn, err := db.DB.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer conn.Close()
+	return InTx(ctx, conn, func(tx *sql.Tx) error {
+		db.txConns.Store(tx, conn)
+		defer db.txConns.Delete(tx)
+		return fn(tx)
+	})
 }
 
 // TxStarter is what a transaction begins on: a *sql.DB, or a *sql.Conn when

@@ -50,6 +50,7 @@ func (s *Store) SucceedMany(ctx context.Context, jobs []*Job, outputs []OutputFi
 	if err != nil {
 		return nil, fmt.Errorf("inbox: outputs: %w", err)
 	}
+	outEnc := encodeRaw(out) // one encoding for every job's succeeded event
 	var cs []*lease.Claim
 	err = s.db.Tx(ctx, func(tx *sql.Tx) error {
 		now := s.now()
@@ -80,7 +81,7 @@ func (s *Store) SucceedMany(ctx context.Context, jobs []*Job, outputs []OutputFi
 			for k, to := range path {
 				ev := transition(j, prev, to, first+int64(k), now)
 				if to == schema.StatusSucceeded {
-					ev.Outputs = out
+					ev.Outputs, ev.outputsEnc = out, outEnc
 				}
 				evs = append(evs, ev)
 				prev = to

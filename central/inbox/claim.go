@@ -38,6 +38,7 @@ func (r *jobRow) apply(j *Job) error {
 	j.StatusWebhookURL, j.RefreshURL = deref(r.hook), deref(r.refresh)
 	if r.meta != nil {
 		j.Metadata = json.RawMessage(*r.meta)
+		j.metadataEnc = encodeRaw(j.Metadata)
 	}
 	if err := json.Unmarshal([]byte(r.rend), &j.Renditions); err != nil {
 		return fmt.Errorf("job %s: renditions: %w", j.ID, err)

@@ -38,6 +38,9 @@ type Event struct {
 
 	requesterID string
 	webhookURL  string
+	// metadataEnc and outputsEnc hold Metadata and Outputs already encoded
+	// (appendJSON), when the event's builder had them.
+	metadataEnc, outputsEnc encodedRaw
 }
 
 // transition builds the event for a move of job from -> to recorded at seq.
@@ -54,6 +57,7 @@ func transition(j *Job, from, to string, seq int64, now time.Time) Event {
 		Metadata:       j.Metadata,
 		requesterID:    j.RequesterID,
 		webhookURL:     j.StatusWebhookURL,
+		metadataEnc:    j.metadataEnc,
 	}
 }
 
@@ -75,8 +79,8 @@ func insertEvents(ctx context.Context, db *sqldb.DB, tx lease.Execer, evs []Even
 	// and freed again at its end, which cost more than the rows themselves.
 	// A single-row INSERT needs none, and its ten parameters bind in
 	// constant time (the driver binds in time quadratic in their number).
-	for _, e := range evs {
-		row, err := e.row()
+	for i := range evs {
+		row, err := evs[i].row()
 		if err != nil {
 			return err
 		}
@@ -91,8 +95,8 @@ func insertEvents(ctx context.Context, db *sqldb.DB, tx lease.Execer, evs []Even
 var insertEventSQL = "INSERT INTO job_outbox_events (" + strings.Join(eventColumns, ", ") + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 // row is the event's column values in eventColumns order.
-func (e Event) row() ([]any, error) {
-	payload, err := json.Marshal(e)
+func (e *Event) row() ([]any, error) {
+	payload, err := e.appendJSON(make([]byte, 0, 320))
 	if err != nil {
 		return nil, fmt.Errorf("inbox: event payload: %w", err)
 	}
@@ -123,8 +127,8 @@ func NewJobID() string { return newID() }
 // reach, one INSERT of ten array parameters expanded by unnest.
 func insertCopy(ctx context.Context, db *sqldb.DB, tx lease.Execer, evs []Event) error {
 	rows := make([][]any, len(evs))
-	for i, e := range evs {
-		row, err := e.row()
+	for i := range evs {
+		row, err := evs[i].row()
 		if err != nil {
 			return err
 		}

@@ -113,6 +113,9 @@ type Job struct {
 	StatusWebhookURL  string
 	RefreshURL        string
 	Metadata          json.RawMessage
+	// metadataEnc is Metadata encoded once for the job's events, set where
+	// a claim loads the job (jobRow.apply).
+	metadataEnc encodedRaw
 }
 
 // View is a job as GET /transcode/status shows it. It has no credential

@@ -50,7 +50,7 @@ func BenchmarkBurnDown(b *testing.B) {
 				fill(b, s, addRequester(b, db), jobs)
 				analyze(b, db) // as autovacuum would have by the time a backlog is drained
 				b.StartTimer()
-				d, l := drain(b, s, workers, batch)
+				d, l := drain(b, s, workers, batch, envInt("EUTERPE_BENCH_COMPLETE_BATCH", 0))
 				b.StopTimer()
 				total += d
 				lat = append(lat, l...)
@@ -93,11 +93,38 @@ func fill(b *testing.B, s *inbox.Store, requester string, n int) {
 	}
 }
 
-func drain(b *testing.B, s *inbox.Store, workers, batch int) (time.Duration, []time.Duration) {
+func drain(b *testing.B, s *inbox.Store, workers, batch, completeBatch int) (time.Duration, []time.Duration) {
 	ctx := context.Background()
 	var mu sync.Mutex
 	var lat []time.Duration
 	var wg sync.WaitGroup
+	// With completeBatch set, claimers hand their jobs to one completer
+	// that finishes them completeBatch at a time (River's completer shape);
+	// otherwise each claimer finishes its own batch.
+	var claimed chan []*inbox.Job
+	var completed sync.WaitGroup
+	if completeBatch > 0 {
+		claimed = make(chan []*inbox.Job, 2)
+		completed.Go(func() {
+			var pending []*inbox.Job
+			flush := func() {
+				if len(pending) == 0 {
+					return
+				}
+				if stale, err := s.SucceedMany(ctx, pending, nil); err != nil || len(stale) > 0 {
+					b.Errorf("succeed: %v (%d stale)", err, len(stale))
+				}
+				pending = pending[:0]
+			}
+			for js := range claimed {
+				pending = append(pending, js...)
+				if len(pending) >= completeBatch || len(claimed) == 0 {
+					flush()
+				}
+			}
+			flush()
+		})
+	}
 	start := time.Now()
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
@@ -121,6 +148,10 @@ func drain(b *testing.B, s *inbox.Store, workers, batch int) (time.Duration, []t
 				if len(js) == 0 {
 					return
 				}
+				if claimed != nil {
+					claimed <- js
+					continue
+				}
 				if stale, err := s.SucceedMany(ctx, js, nil); err != nil || len(stale) > 0 {
 					b.Errorf("succeed: %v (%d stale)", err, len(stale))
 					return
@@ -129,6 +160,10 @@ func drain(b *testing.B, s *inbox.Store, workers, batch int) (time.Duration, []t
 		}()
 	}
 	wg.Wait()
+	if claimed != nil {
+		close(claimed)
+		completed.Wait()
+	}
 	return time.Since(start), lat
 }
 

@@ -20,6 +20,14 @@ const simdBytes = guts.MaxSIMD * guts.ChunkSize
 // its start: the vector code reads whole 16-chunk blocks and ignores what
 // lies past len(buf).
 func subtree(buf []byte, counter uint64) guts.Node {
+	if haveKernels && len(buf) == SegmentSize {
+		return segmentNode((*[SegmentSize]byte)(buf), counter)
+	}
+	return subtreeGuts(buf, counter)
+}
+
+// subtreeGuts is subtree computed by guts alone.
+func subtreeGuts(buf []byte, counter uint64) guts.Node {
 	if len(buf) <= simdBytes {
 		return guts.CompressBuffer((*[simdBytes]byte)(buf[:simdBytes]), len(buf), &guts.IV, counter, 0)
 	}
@@ -29,8 +37,8 @@ func subtree(buf []byte, counter uint64) guts.Node {
 	}
 	// len(buf) is 2^k chunks (the last possibly partial), so the left half
 	// holds 2^(k-1) whole chunks.
-	l := subtree(buf[:half*guts.ChunkSize], counter)
-	r := subtree(buf[half*guts.ChunkSize:], counter+uint64(half))
+	l := subtreeGuts(buf[:half*guts.ChunkSize], counter)
+	r := subtreeGuts(buf[half*guts.ChunkSize:], counter+uint64(half))
 	return guts.ParentNode(guts.ChainingValue(l), guts.ChainingValue(r), &guts.IV, 0)
 }
 

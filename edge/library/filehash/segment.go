@@ -1,0 +1,40 @@
+package filehash
+
+import "lukechampine.com/blake3/guts"
+
+// segmentGroups is how many sixteen-chunk groups a segment holds.
+const segmentGroups = SegmentSize / (16 * guts.ChunkSize)
+
+// segmentNode returns the node of the subtree over one whole segment
+// starting at chunk counter, computed by the AVX-512 kernels: every chunk's
+// chaining value sixteen at a time, then each level of parents sixteen at a
+// time, the last four levels one by one. The result is subtree's.
+func segmentNode(buf *[SegmentSize]byte, counter uint64) guts.Node {
+	var cvs [segmentGroups][8][16]uint32 // group g: chunks 16g..16g+15, word-major
+	var ctr [2][16]uint32
+	for g := range segmentGroups {
+		for j := range 16 {
+			c := counter + uint64(16*g+j)
+			ctr[0][j], ctr[1][j] = uint32(c), uint32(c>>32)
+		}
+		chunks16(&cvs[g], (*[16 * guts.ChunkSize]byte)(buf[16*guts.ChunkSize*g:]), &ctr)
+	}
+	for n := segmentGroups; n > 1; n /= 2 {
+		for g := 0; g < n/2; g++ {
+			// in place: group g is written after groups 2g and 2g+1 are read
+			parents16(&cvs[g], (*[2][8][16]uint32)(cvs[2*g:]))
+		}
+	}
+	var level [16][8]uint32
+	for j := range 16 {
+		for w := range 8 {
+			level[j][w] = cvs[0][w][j]
+		}
+	}
+	for n := 16; n > 2; n /= 2 {
+		for j := 0; j < n/2; j++ {
+			level[j] = guts.ChainingValue(guts.ParentNode(level[2*j], level[2*j+1], &guts.IV, 0))
+		}
+	}
+	return guts.ParentNode(level[0], level[1], &guts.IV, 0)
+}

@@ -1,0 +1,73 @@
+package filehash
+
+import (
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"lukechampine.com/blake3/guts"
+)
+
+// The kernels must give every segment the node guts gives it, at any
+// counter, including one whose low word wraps inside the segment.
+func TestSegmentKernelsMatchGuts(t *testing.T) {
+	if !haveKernels {
+		t.Skip("no AVX-512 on this CPU: segments are hashed by guts alone")
+	}
+	r := rand.New(rand.NewPCG(7, 9))
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := (*bp)[:SegmentSize]
+	for _, counter := range []uint64{0, 1024, 5 << 20, 1<<32 - 100, 1<<40 + 3<<10} {
+		for i := range buf {
+			buf[i] = byte(r.Uint32())
+		}
+		want := subtreeGuts(buf, counter)
+		got := segmentNode((*[SegmentSize]byte)(buf), counter)
+		if got != want {
+			t.Fatalf("counter %d: kernels %x, guts %x", counter, guts.ChainingValue(got), guts.ChainingValue(want))
+		}
+	}
+}
+
+func BenchmarkSegment(b *testing.B) {
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := (*bp)[:SegmentSize]
+	b.Run("guts", func(b *testing.B) {
+		b.SetBytes(SegmentSize)
+		for b.Loop() {
+			subtreeGuts(buf, 0)
+		}
+	})
+	if haveKernels {
+		b.Run("kernels", func(b *testing.B) {
+			b.SetBytes(SegmentSize)
+			for b.Loop() {
+				segmentNode((*[SegmentSize]byte)(buf), 0)
+			}
+		})
+	}
+}
+
+// blake3_amd64.s is generated; a hand edit or a generator change without
+// `go generate` would leave them apart.
+func TestGeneratedAssemblyIsCurrent(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "blake3_amd64.s")
+	if b, err := exec.Command("go", "run", "asmgen.go", "-out", out).CombinedOutput(); err != nil {
+		t.Fatalf("asmgen: %v\n%s", err, b)
+	}
+	want, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile("blake3_amd64.s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Fatal("blake3_amd64.s differs from what asmgen.go writes: run go generate ./edge/library/filehash")
+	}
+}

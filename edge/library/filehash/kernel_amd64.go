@@ -6,9 +6,31 @@ import "golang.org/x/sys/cpu"
 
 //go:generate go run asmgen.go -out blake3_amd64.s
 
-// haveKernels reports whether this CPU runs the AVX-512 kernels; elsewhere
+// The segment kernels this CPU runs: AVX-512 sixteen lanes at a time, AVX2
+// eight (two calls fill the same sixteen-lane layout); without either,
 // segments are hashed by lukechampine.com/blake3/guts alone.
-var haveKernels = cpu.X86.HasAVX512F
+var segmentKernels, haveKernels = pickKernels()
+
+func pickKernels() (kernels, bool) {
+	sets := supportedKernels()
+	if k, ok := sets["avx512"]; ok {
+		return k, true
+	}
+	k, ok := sets["avx2"]
+	return k, ok
+}
+
+// supportedKernels returns, by name, every kernel set this CPU can run.
+func supportedKernels() map[string]kernels {
+	sets := map[string]kernels{}
+	if cpu.X86.HasAVX512F {
+		sets["avx512"] = kernels{chunks16, parents16}
+	}
+	if cpu.X86.HasAVX2 {
+		sets["avx2"] = kernels{chunks16AVX2, parents16AVX2}
+	}
+	return sets
+}
 
 // chunks16 writes the chaining values of the sixteen whole chunks in buf
 // (chunk j with counter ctr[0][j] | ctr[1][j]<<32) word-major: cvs[w][j] is
@@ -22,3 +44,27 @@ func chunks16(cvs *[8][16]uint32, buf *[16 * 1024]byte, ctr *[2][16]uint32)
 //
 //go:noescape
 func parents16(out *[8][16]uint32, in *[2][8][16]uint32)
+
+// chunks8 is chunks16 for eight lanes: the chunks at buf, buf+1024, …,
+// their counters' low words at ctr and high words at ctr+64 bytes, word w of
+// their values written at cvs+64w bytes.
+//
+//go:noescape
+func chunks8(cvs *uint32, buf *byte, ctr *uint32)
+
+// parents8 is parents16 for eight parents of sixteen values: word w of
+// values 0–7 at in+64w bytes and of values 8–15 at in+64w+32, word w of the
+// parents written at out+64w.
+//
+//go:noescape
+func parents8(out *uint32, in *uint32)
+
+func chunks16AVX2(cvs *[8][16]uint32, buf *[16 * 1024]byte, ctr *[2][16]uint32) {
+	chunks8(&cvs[0][0], &buf[0], &ctr[0][0])
+	chunks8(&cvs[0][8], &buf[8*1024], &ctr[0][8])
+}
+
+func parents16AVX2(out *[8][16]uint32, in *[2][8][16]uint32) {
+	parents8(&out[0][0], &in[0][0][0])
+	parents8(&out[0][8], &in[1][0][0])
+}

@@ -5,11 +5,18 @@ import "lukechampine.com/blake3/guts"
 // segmentGroups is how many sixteen-chunk groups a segment holds.
 const segmentGroups = SegmentSize / (16 * guts.ChunkSize)
 
+// kernels compute sixteen chunks' and sixteen parents' chaining values per
+// call, word-major (see chunks16 and parents16).
+type kernels struct {
+	chunks  func(cvs *[8][16]uint32, buf *[16 * guts.ChunkSize]byte, ctr *[2][16]uint32)
+	parents func(out *[8][16]uint32, in *[2][8][16]uint32)
+}
+
 // segmentNode returns the node of the subtree over one whole segment
-// starting at chunk counter, computed by the AVX-512 kernels: every chunk's
-// chaining value sixteen at a time, then each level of parents sixteen at a
-// time, the last four levels one by one. The result is subtree's.
-func segmentNode(buf *[SegmentSize]byte, counter uint64) guts.Node {
+// starting at chunk counter, computed by k: every chunk's chaining value
+// sixteen at a time, then each level of parents sixteen at a time, the last
+// four levels one by one. The result is subtree's.
+func segmentNode(k kernels, buf *[SegmentSize]byte, counter uint64) guts.Node {
 	var cvs [segmentGroups][8][16]uint32 // group g: chunks 16g..16g+15, word-major
 	var ctr [2][16]uint32
 	for g := range segmentGroups {
@@ -17,12 +24,12 @@ func segmentNode(buf *[SegmentSize]byte, counter uint64) guts.Node {
 			c := counter + uint64(16*g+j)
 			ctr[0][j], ctr[1][j] = uint32(c), uint32(c>>32)
 		}
-		chunks16(&cvs[g], (*[16 * guts.ChunkSize]byte)(buf[16*guts.ChunkSize*g:]), &ctr)
+		k.chunks(&cvs[g], (*[16 * guts.ChunkSize]byte)(buf[16*guts.ChunkSize*g:]), &ctr)
 	}
 	for n := segmentGroups; n > 1; n /= 2 {
 		for g := 0; g < n/2; g++ {
 			// in place: group g is written after groups 2g and 2g+1 are read
-			parents16(&cvs[g], (*[2][8][16]uint32)(cvs[2*g:]))
+			k.parents(&cvs[g], (*[2][8][16]uint32)(cvs[2*g:]))
 		}
 	}
 	var level [16][8]uint32

@@ -21,7 +21,7 @@ const simdBytes = guts.MaxSIMD * guts.ChunkSize
 // lies past len(buf).
 func subtree(buf []byte, counter uint64) guts.Node {
 	if haveKernels && len(buf) == SegmentSize {
-		return segmentNode((*[SegmentSize]byte)(buf), counter)
+		return segmentNode(segmentKernels, (*[SegmentSize]byte)(buf), counter)
 	}
 	return subtreeGuts(buf, counter)
 }

@@ -9,15 +9,14 @@ import "golang.org/x/sys/cpu"
 // The segment kernels this CPU runs: AVX-512 sixteen lanes at a time, AVX2
 // eight (two calls fill the same sixteen-lane layout); without either,
 // segments are hashed by lukechampine.com/blake3/guts alone.
-var segmentKernels, haveKernels = pickKernels()
+var segmentKernels = pickKernels()
 
-func pickKernels() (kernels, bool) {
+func pickKernels() kernels {
 	sets := supportedKernels()
 	if k, ok := sets["avx512"]; ok {
-		return k, true
+		return k
 	}
-	k, ok := sets["avx2"]
-	return k, ok
+	return sets["avx2"] // the zero kernels when there is none
 }
 
 // supportedKernels returns, by name, every kernel set this CPU can run.

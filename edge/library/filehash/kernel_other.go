@@ -2,8 +2,6 @@
 
 package filehash
 
-var segmentKernels kernels
-
-const haveKernels = false
+var segmentKernels kernels // none: guts hashes every segment
 
 func supportedKernels() map[string]kernels { return nil }

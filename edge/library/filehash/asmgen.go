@@ -2,7 +2,8 @@
 
 // asmgen writes blake3_amd64.s: the kernels of the segment hasher, for
 // AVX-512 (chunks16, parents16) and AVX2 (chunks8, parents8). Run with
-// `go generate` in this package.
+// `go generate` in this package on amd64 (the directive is in
+// kernel_amd64.go) or `go run asmgen.go -out blake3_amd64.s` anywhere.
 //
 // Each kernel compresses sixteen (eight) BLAKE3 inputs at once, one per
 // 32-bit lane of the zmm (ymm) registers. The four G functions of a
@@ -126,9 +127,9 @@ type isa struct {
 	reg func(int) string   // register name
 	xor string             // exclusive or
 	msg func(i int) string // operand holding message word i
-	// ror rotates each register of regs right by bits; spill is a state
-	// register it may borrow (and must give back) while it does.
-	ror func(g *gen, bits int, regs []int, spill int)
+	// ror rotates each register of regs right by bits; borrow is a state
+	// register it may use (and must give back) while it does.
+	ror func(g *gen, bits int, regs []int, borrow int)
 }
 
 func avx512(msg [16]int) isa {
@@ -207,7 +208,7 @@ func (g *gen) half(v [16]int, cols [4][4]int, x isa, s []int) {
 	}
 	var bs, ds []int
 	each(func(_, b, _, d, _ int) { bs, ds = append(bs, b), append(ds, d) })
-	spill := v[cols[0][2]] // c of the first column: not read again until the next mix
+	borrow := v[cols[0][2]] // c of the first column: not read again until the next mix
 	mix := func(word int, rot1, rot2 int) {
 		each(func(a, b, _, _, _ int) { g.f("\tVPADDD %s, %s, %s", r(b), r(a), r(a)) })
 		each(func(a, _, _, _, k int) { g.f("\tVPADDD %s, %s, %s", x.msg(s[2*k+word]), r(a), r(a)) })
@@ -215,7 +216,7 @@ func (g *gen) half(v [16]int, cols [4][4]int, x isa, s []int) {
 		x.ror(g, rot1, ds, -1)
 		each(func(_, _, c, d, _ int) { g.f("\tVPADDD %s, %s, %s", r(d), r(c), r(c)) })
 		each(func(_, b, c, _, _ int) { g.f("\t%s %s, %s, %s", x.xor, r(c), r(b), r(b)) })
-		x.ror(g, rot2, bs, spill)
+		x.ror(g, rot2, bs, borrow)
 	}
 	mix(0, 16, 12)
 	mix(1, 8, 7)

@@ -69,15 +69,18 @@ func TestBLAKE3MatchesReference(t *testing.T) {
 	for i, size := range sizes {
 		paths[i] = writeRandom(t, dir, size, uint64(i))
 	}
+	t.Logf("segment kernels: %v", filehash.KernelSets())
 	for _, kernels := range filehash.KernelSets() {
 		t.Run(kernels, func(t *testing.T) {
 			defer filehash.UseKernels(kernels)()
 			for _, workers := range []int{1, 2, 3} {
-				p := filehash.NewPool(workers)
-				for i, size := range sizes {
-					checkBLAKE3(t, p, paths[i], size, workers, b3sum)
-				}
-				p.Close()
+				func() {
+					p := filehash.NewPool(workers)
+					defer p.Close()
+					for i, size := range sizes {
+						checkBLAKE3(t, p, paths[i], size, workers, b3sum)
+					}
+				}()
 			}
 		})
 	}

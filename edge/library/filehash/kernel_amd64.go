@@ -16,19 +16,37 @@ func pickKernels() kernels {
 	if k, ok := sets["avx512"]; ok {
 		return k
 	}
-	return sets["avx2"] // the zero kernels when there is none
+	return sets["avx2"] // noKernels when there is none
 }
 
 // supportedKernels returns, by name, every kernel set this CPU can run.
 func supportedKernels() map[string]kernels {
 	sets := map[string]kernels{}
 	if cpu.X86.HasAVX512F {
-		sets["avx512"] = kernels{chunks16, parents16}
+		sets["avx512"] = avx512Kernels
 	}
 	if cpu.X86.HasAVX2 {
-		sets["avx2"] = kernels{chunks16AVX2, parents16AVX2}
+		sets["avx2"] = avx2Kernels
 	}
 	return sets
+}
+
+func (k kernels) chunks(cvs *[8][16]uint32, buf *[16 * 1024]byte, ctr *[2][16]uint32) {
+	if k == avx512Kernels {
+		chunks16(cvs, buf, ctr)
+		return
+	}
+	chunks8(&cvs[0][0], &buf[0], &ctr[0][0])
+	chunks8(&cvs[0][8], &buf[8*1024], &ctr[0][8])
+}
+
+func (k kernels) parents(out *[8][16]uint32, in *[2][8][16]uint32) {
+	if k == avx512Kernels {
+		parents16(out, in)
+		return
+	}
+	parents8(&out[0][0], &in[0][0][0])
+	parents8(&out[0][8], &in[1][0][0])
 }
 
 // chunks16 writes the chaining values of the sixteen whole chunks in buf
@@ -57,13 +75,3 @@ func chunks8(cvs *uint32, buf *byte, ctr *uint32)
 //
 //go:noescape
 func parents8(out *uint32, in *uint32)
-
-func chunks16AVX2(cvs *[8][16]uint32, buf *[16 * 1024]byte, ctr *[2][16]uint32) {
-	chunks8(&cvs[0][0], &buf[0], &ctr[0][0])
-	chunks8(&cvs[0][8], &buf[8*1024], &ctr[0][8])
-}
-
-func parents16AVX2(out *[8][16]uint32, in *[2][8][16]uint32) {
-	parents8(&out[0][0], &in[0][0][0])
-	parents8(&out[0][8], &in[1][0][0])
-}

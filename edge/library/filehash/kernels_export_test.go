@@ -1,6 +1,9 @@
 package filehash
 
-import "sort"
+import (
+	"fmt"
+	"sort"
+)
 
 // KernelSets names the segment kernels this CPU runs, plus "guts" (none).
 func KernelSets() []string {
@@ -12,10 +15,15 @@ func KernelSets() []string {
 	return names
 }
 
-// UseKernels hashes segments with the named set until the returned func
-// puts the default back. Not safe while files are being hashed.
+// UseKernels hashes segments with the named set (one of KernelSets) until
+// the returned func puts the default back. Not safe while files are being
+// hashed.
 func UseKernels(name string) (restore func()) {
+	k, ok := supportedKernels()[name]
+	if !ok && name != "guts" {
+		panic(fmt.Sprintf("filehash: no kernel set %q on this CPU", name))
+	}
 	was := segmentKernels
-	segmentKernels = supportedKernels()[name] // "guts": the zero kernels
+	segmentKernels = k
 	return func() { segmentKernels = was }
 }

@@ -5,12 +5,17 @@ import "lukechampine.com/blake3/guts"
 // segmentGroups is how many sixteen-chunk groups a segment holds.
 const segmentGroups = SegmentSize / (16 * guts.ChunkSize)
 
-// kernels compute sixteen chunks' and sixteen parents' chaining values per
-// call, word-major (see chunks16 and parents16).
-type kernels struct {
-	chunks  func(cvs *[8][16]uint32, buf *[16 * guts.ChunkSize]byte, ctr *[2][16]uint32)
-	parents func(out *[8][16]uint32, in *[2][8][16]uint32)
-}
+// kernels names a set of segment kernels. Its chunks and parents methods
+// compute sixteen chunks' and sixteen parents' chaining values per call,
+// word-major (see chunks16 and parents16). They call the assembly directly,
+// not through func values, so the scratch arrays below stay on the stack.
+type kernels int
+
+const (
+	noKernels kernels = iota // guts hashes every segment
+	avx2Kernels
+	avx512Kernels
+)
 
 // segmentNode returns the node of the subtree over one whole segment
 // starting at chunk counter, computed by k: every chunk's chaining value
@@ -28,7 +33,8 @@ func segmentNode(k kernels, buf *[SegmentSize]byte, counter uint64) guts.Node {
 	}
 	for n := segmentGroups; n > 1; n /= 2 {
 		for g := 0; g < n/2; g++ {
-			// in place: group g is written after groups 2g and 2g+1 are read
+			// in place: each call reads all of its input before it writes,
+			// and group g is no later call's input
 			k.parents(&cvs[g], (*[2][8][16]uint32)(cvs[2*g:]))
 		}
 	}

@@ -18,6 +18,7 @@ func TestSegmentKernelsMatchGuts(t *testing.T) {
 	if len(sets) == 0 {
 		t.Skip("no AVX2 or AVX-512 here: segments are hashed by guts alone (TestBLAKE3MatchesReference covers it)")
 	}
+	t.Logf("kernel sets on this CPU: %v", KernelSets())
 	r := rand.New(rand.NewPCG(7, 9))
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)

@@ -20,7 +20,7 @@ const simdBytes = guts.MaxSIMD * guts.ChunkSize
 // its start: the vector code reads whole 16-chunk blocks and ignores what
 // lies past len(buf).
 func subtree(buf []byte, counter uint64) guts.Node {
-	if segmentKernels.chunks != nil && len(buf) == SegmentSize {
+	if segmentKernels != noKernels && len(buf) == SegmentSize {
 		return segmentNode(segmentKernels, (*[SegmentSize]byte)(buf), counter)
 	}
 	return subtreeGuts(buf, counter)

@@ -6,15 +6,19 @@ import (
 	"time"
 )
 
-// Clock returns the database's current time. On Postgres that is the
-// server's clock (clock_timestamp(), not the transaction's start), shared
-// by every pod; SQLite runs in-process, so it is this machine's clock,
-// which every user of the file shares as well.
+// Clock returns the database's current time, to the microsecond as every
+// stored time. On Postgres that is the server's clock (clock_timestamp(),
+// not the transaction's start), shared by every pod. SQLite runs
+// in-process, so its clock is this machine's, which every user of the file
+// shares as well; it is read directly rather than through SQLite's 'now',
+// which keeps only whole milliseconds: a lease clock measured through it
+// runs up to a millisecond behind the processes' own, and a job another
+// write stamped visible "now" would not be claimable for that long.
 func (db *DB) Clock(ctx context.Context) (time.Time, error) {
-	q := `SELECT CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)`
-	if db.Engine == Postgres {
-		q = `SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
+	if db.Engine != Postgres {
+		return FromMicros(time.Now().UnixMicro()), nil
 	}
+	q := `SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
 	var us int64
 	if err := db.QueryRowContext(ctx, q).Scan(&us); err != nil {
 		return time.Time{}, fmt.Errorf("database clock: %w", err)

@@ -3,6 +3,7 @@ package sqldb
 import (
 	"context"
 	"database/sql"
+	"fmt"
 )
 
 // writerTx runs fn in a transaction on the SQLite writer connection.
@@ -18,7 +19,12 @@ import (
 // start a transaction within a transaction"
 // (TestCancelledTransactionsLeaveTheWriterWhole). Statements inside fn still
 // run on the caller's context and stop when it ends; fn's error then rolls
-// the transaction back in order.
+// the transaction back in order. A context that has already ended begins
+// nothing; one that ends while BEGIN waits for another process's write lock
+// waits out that lock (at most the busy timeout) and then fails in fn.
 func (db *DB) writerTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
 	return InTx(context.WithoutCancel(ctx), db.writer, fn)
 }

@@ -42,10 +42,12 @@ func TestCancelledTransactionsLeaveTheWriterWhole(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	committed := 0
+	length := time.Millisecond // of a whole transaction, measured as the test goes
 	for n := range 600 {
 		cctx, cancel := context.WithCancel(ctx)
+		at := time.Duration(rand.Int64N(int64(2 * length))) // before, during or after
 		wg.Go(func() {
-			time.Sleep(time.Duration(rand.IntN(400)) * time.Microsecond)
+			time.Sleep(at)
 			cancel()
 		})
 		if err := write(cctx, n); err == nil {
@@ -55,9 +57,11 @@ func TestCancelledTransactionsLeaveTheWriterWhole(t *testing.T) {
 		}
 		cancel()
 		// the writer still takes a whole transaction
+		start := time.Now()
 		if err := write(ctx, -1-n); err != nil {
 			t.Fatalf("after transaction %d was cancelled: %v", n, err)
 		}
+		length = time.Since(start)
 	}
 	wg.Wait()
 	var partial int
@@ -75,6 +79,26 @@ func TestCancelledTransactionsLeaveTheWriterWhole(t *testing.T) {
 		t.Fatalf("%d cancellable transactions reported committed, %d in the table", committed, whole)
 	}
 	t.Logf("%d of 600 cancellable transactions committed", committed)
+}
+
+// A transaction whose context has already ended never begins.
+func TestEndedContextBeginsNoWrite(t *testing.T) {
+	ctx := context.Background()
+	db, err := openSQLite(ctx, sqliteOptions{path: filepath.Join(t.TempDir(), "w.db"), synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	ran := false
+	err = db.Tx(cctx, func(*sql.Tx) error { ran = true; return nil })
+	if !errors.Is(err, context.Canceled) || ran {
+		t.Fatalf("Tx on an ended context: err %v, fn ran %v; want context.Canceled and no run", err, ran)
+	}
+	if err := db.Tx(ctx, func(tx *sql.Tx) error { _, err := tx.Exec(`CREATE TABLE t (x)`); return err }); err != nil {
+		t.Fatalf("the next transaction: %v", err)
+	}
 }
 
 func isInterrupted(err error) bool {

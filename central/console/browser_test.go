@@ -96,7 +96,13 @@ func TestConsoleInBrowser(t *testing.T) {
 		b.Open(f.base + "/ui/transcode/dead")
 		b.Run(chromedp.Click("button.redrive", chromedp.ByQuery))
 		b.WaitText("#flash", "Redriven: 1.", wait)
-		f.waitFor(t, "redriven webhook delivered", func() bool { return f.recv.delivered.Load() >= 1 })
+		// The receiver counts a delivery before the dispatcher records it, and
+		// the job page is drawn once: wait for the record, not the request.
+		f.waitFor(t, "redriven webhook delivered and recorded", func() bool {
+			var n int
+			err := f.deps.DB.QueryRow(f.deps.DB.Rebind(`SELECT COUNT(*) FROM job_outbox_events WHERE job_id = ? AND status = 'delivered'`), f.jobID).Scan(&n)
+			return err == nil && n >= 1 && f.recv.delivered.Load() >= 1
+		})
 		b.Open(f.base + "/ui/transcode/job?id=" + f.jobID)
 		b.WaitText("#deliveries", "delivered", wait)
 

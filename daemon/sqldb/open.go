@@ -198,9 +198,9 @@ func (db *DB) Rebind(query string) string {
 // Tx runs fn in a write transaction and commits when it returns nil. On
 // SQLite writers in this process take turns (the file allows one writer) and
 // the transaction begins IMMEDIATE on the one writer connection (a context
-// ending stops fn's statements, never the writer's transaction from outside:
-// see writerTx); on Postgres a serialization failure or deadlock is retried a
-// few times. fn may run more than once, so it must not have effects outside
+// ending stops fn's statements, never the writer's transaction from outside,
+// and once fn has returned nil the transaction commits: see writerTx); on
+// Postgres a serialization failure or deadlock is retried a few times. fn may run more than once, so it must not have effects outside
 // the transaction.
 func (db *DB) Tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if db.Engine == SQLite {

@@ -13,15 +13,24 @@ import (
 // back from a goroutine of its own, and the caller's own Rollback returns at
 // once without waiting for it. On a pool connection that is harmless (the
 // connection goes back to the pool only after the rollback), but the writer
-// is one *sql.Conn used again at once: the late ROLLBACK could end the next
-// transaction's BEGIN instead, leaving its statements to commit one by one,
-// or leave a transaction open so that every later BEGIN failed with "cannot
-// start a transaction within a transaction"
-// (TestCancelledTransactionsLeaveTheWriterWhole). Statements inside fn still
-// run on the caller's context and stop when it ends; fn's error then rolls
-// the transaction back in order. A context that has already ended begins
-// nothing; one that ends while BEGIN waits for another process's write lock
-// waits out that lock (at most the busy timeout) and then fails in fn.
+// is one *sql.Conn used again at once, so the next transaction could begin
+// before that ROLLBACK ran. If the cancelled transaction was still open, the
+// next caller's BEGIN failed ("cannot start a transaction within a
+// transaction"). If SQLite had already ended it (an interrupted write rolls
+// the whole transaction back), the next BEGIN succeeded and the late
+// ROLLBACK ended that transaction instead: its statements committed one by
+// one and its COMMIT failed, a write reported failed yet partly stored
+// (TestInterruptedWriteLeavesTheNextWhole,
+// TestCancelledTransactionsLeaveTheWriterWhole).
+//
+// Statements inside fn still run on the caller's context and stop when it
+// ends; fn's error then rolls the transaction back in order. A context that
+// has already ended begins nothing. One that ends while BEGIN waits for
+// another process's write lock waits out that lock (SQLite's busy wait does
+// not heed interrupts anyway) and then fails in fn. One that ends after fn
+// returned nil no longer stops the COMMIT: the transaction commits, where
+// on Postgres database/sql would roll it back and return the context's
+// error.
 func (db *DB) writerTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("begin: %w", err)

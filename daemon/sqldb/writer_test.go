@@ -13,11 +13,11 @@ import (
 )
 
 // Contexts that end at random moments inside write transactions — before
-// BEGIN, between statements, during COMMIT — must never leave the writer
-// connection inside a transaction (every later write failed with "cannot
-// start a transaction within a transaction") nor let a transaction commit
-// part of its rows: each transaction writes 20 rows, so every transaction
-// number is in the table 20 times or not at all.
+// BEGIN, between statements, during COMMIT — must never fail the next,
+// uncancelled transaction (it failed with "cannot start a transaction within
+// a transaction" while the late rollback was pending) nor let a transaction
+// commit part of its rows: each transaction writes 20 rows, so every
+// transaction number is in the table 20 times or not at all.
 func TestCancelledTransactionsLeaveTheWriterWhole(t *testing.T) {
 	ctx := context.Background()
 	db, err := openSQLite(ctx, sqliteOptions{path: filepath.Join(t.TempDir(), "w.db"), synchronous: "NORMAL"})
@@ -40,19 +40,22 @@ func TestCancelledTransactionsLeaveTheWriterWhole(t *testing.T) {
 			return tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM t WHERE n = ?`, n).Scan(&c)
 		})
 	}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rnd := rand.New(rand.NewPCG(seed, seed))
 	var wg sync.WaitGroup
 	committed := 0
 	length := time.Millisecond // of a whole transaction, measured as the test goes
 	for n := range 600 {
 		cctx, cancel := context.WithCancel(ctx)
-		at := time.Duration(rand.Int64N(int64(2 * length))) // before, during or after
+		at := time.Duration(rnd.Int64N(int64(2*length) + 1)) // before, during or after
 		wg.Go(func() {
 			time.Sleep(at)
 			cancel()
 		})
 		if err := write(cctx, n); err == nil {
 			committed++
-		} else if !errors.Is(err, context.Canceled) && !isInterrupted(err) {
+		} else if !isInterrupted(err) {
 			t.Fatalf("transaction %d: %v", n, err)
 		}
 		cancel()
@@ -79,6 +82,55 @@ func TestCancelledTransactionsLeaveTheWriterWhole(t *testing.T) {
 		t.Fatalf("%d cancellable transactions reported committed, %d in the table", committed, whole)
 	}
 	t.Logf("%d of 600 cancellable transactions committed", committed)
+}
+
+// A long write interrupted by its context makes SQLite roll its transaction
+// back at once; the next transaction, on a context that never ends, must
+// then commit all its rows and report success. With the rollback left to
+// database/sql's own goroutine it landed inside that next transaction,
+// whose rows then committed one by one while its COMMIT failed.
+func TestInterruptedWriteLeavesTheNextWhole(t *testing.T) {
+	ctx := context.Background()
+	db, err := openSQLite(ctx, sqliteOptions{path: filepath.Join(t.TempDir(), "w.db"), synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE t (n INTEGER NOT NULL, v INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	const rows = 20
+	for n := range 50 {
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Millisecond)
+		err := db.Tx(cctx, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(cctx, `INSERT INTO t (n, v)
+				WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 5000000)
+				SELECT -1, i FROM s`)
+			return err
+		})
+		cancel()
+		if err == nil {
+			t.Fatalf("round %d: a five-million-row insert finished inside 3 ms", n)
+		}
+		err = db.Tx(ctx, func(tx *sql.Tx) error {
+			for range rows {
+				if _, err := tx.ExecContext(ctx, `INSERT INTO t (n) VALUES (?)`, n); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("round %d: the transaction after an interrupted one: %v", n, err)
+		}
+	}
+	var long, short int
+	if err := db.QueryRow(`SELECT COUNT(*) FILTER (WHERE n = -1), COUNT(*) FILTER (WHERE n >= 0) FROM t`).Scan(&long, &short); err != nil {
+		t.Fatal(err)
+	}
+	if long != 0 || short != 50*rows {
+		t.Fatalf("%d rows of interrupted inserts and %d of %d whole transactions' rows stored", long, short, 50*rows)
+	}
 }
 
 // A transaction whose context has already ended never begins.

@@ -200,8 +200,9 @@ func (db *DB) Rebind(query string) string {
 // the transaction begins IMMEDIATE on the one writer connection (a context
 // ending stops fn's statements, never the writer's transaction from outside,
 // and once fn has returned nil the transaction commits: see writerTx); on
-// Postgres a serialization failure or deadlock is retried a few times. fn may run more than once, so it must not have effects outside
-// the transaction.
+// Postgres a serialization failure or deadlock is retried a few times. fn
+// may run more than once, so it must not have effects outside the
+// transaction.
 func (db *DB) Tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if db.Engine == SQLite {
 		db.writeMu.Lock()

@@ -20,11 +20,7 @@ import (
 // transaction number is in the table 20 times or not at all.
 func TestCancelledTransactionsLeaveTheWriterWhole(t *testing.T) {
 	ctx := context.Background()
-	db, err := openSQLite(ctx, sqliteOptions{path: filepath.Join(t.TempDir(), "w.db"), synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openWriterTestDB(t)
 	if _, err := db.Exec(`CREATE TABLE t (id INTEGER PRIMARY KEY, n INTEGER NOT NULL, v BLOB)`); err != nil {
 		t.Fatal(err)
 	}
@@ -91,11 +87,7 @@ func TestCancelledTransactionsLeaveTheWriterWhole(t *testing.T) {
 // whose rows then committed one by one while its COMMIT failed.
 func TestInterruptedWriteLeavesTheNextWhole(t *testing.T) {
 	ctx := context.Background()
-	db, err := openSQLite(ctx, sqliteOptions{path: filepath.Join(t.TempDir(), "w.db"), synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openWriterTestDB(t)
 	if _, err := db.Exec(`CREATE TABLE t (n INTEGER NOT NULL, v INTEGER)`); err != nil {
 		t.Fatal(err)
 	}
@@ -136,21 +128,29 @@ func TestInterruptedWriteLeavesTheNextWhole(t *testing.T) {
 // A transaction whose context has already ended never begins.
 func TestEndedContextBeginsNoWrite(t *testing.T) {
 	ctx := context.Background()
-	db, err := openSQLite(ctx, sqliteOptions{path: filepath.Join(t.TempDir(), "w.db"), synchronous: "NORMAL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openWriterTestDB(t)
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	ran := false
-	err = db.Tx(cctx, func(*sql.Tx) error { ran = true; return nil })
+	err := db.Tx(cctx, func(*sql.Tx) error { ran = true; return nil })
 	if !errors.Is(err, context.Canceled) || ran {
 		t.Fatalf("Tx on an ended context: err %v, fn ran %v; want context.Canceled and no run", err, ran)
 	}
 	if err := db.Tx(ctx, func(tx *sql.Tx) error { _, err := tx.Exec(`CREATE TABLE t (x)`); return err }); err != nil {
 		t.Fatalf("the next transaction: %v", err)
 	}
+}
+
+// openWriterTestDB opens a SQLite database of the test's own, closed at
+// its end.
+func openWriterTestDB(t *testing.T) *DB {
+	t.Helper()
+	db, err := openSQLite(context.Background(), sqliteOptions{path: filepath.Join(t.TempDir(), "w.db"), synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
 }
 
 func isInterrupted(err error) bool {

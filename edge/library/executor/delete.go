@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/edge/library/store"
@@ -34,7 +35,9 @@ const (
 // deleted). Each file to delete is then verified the same way, refused
 // when it is the same file as a kept one (a hard link or a bind mount of
 // it), and removed by remove, which checks again right before the act.
-// Every decision is recorded.
+// Every decision is recorded; a file moved or removed has its decision
+// recorded even when the job is being stopped, and a re-run of the job
+// skips the files it already moved or removed.
 func (x *Executor) delete(ctx context.Context, c *Claim) error {
 	var p DeletePayload
 	if err := json.Unmarshal([]byte(c.Job.Payload), &p); err != nil {
@@ -49,6 +52,12 @@ func (x *Executor) delete(ctx context.Context, c *Claim) error {
 			JobID: c.Job.ID, GroupKey: key.String(), FileID: f.ID, Path: f.Path,
 			Decision: decision, Reason: daemon.CapMessage(reason), TrashPath: trash,
 		})
+	}
+	// A re-run (lease expired, daemon restarted) would find a file this
+	// job already moved or removed gone from its path and refuse it.
+	acted, err := x.actedOn(ctx, c.Job.ID)
+	if err != nil {
+		return err
 	}
 	total := int64(len(p.KeepFileIDs) + len(p.DeleteFileIDs))
 	var done int64
@@ -75,6 +84,11 @@ func (x *Executor) delete(ctx context.Context, c *Claim) error {
 	}
 	removed, refused := 0, 0
 	for _, id := range p.DeleteFileIDs {
+		if acted[id] {
+			removed++
+			step()
+			continue
+		}
 		if len(kept) == 0 {
 			f, _ := x.Store.GetFile(ctx, id)
 			f.ID = id
@@ -86,7 +100,9 @@ func (x *Executor) delete(ctx context.Context, c *Claim) error {
 			continue
 		}
 		decision, trash, f, reason := x.deleteOne(ctx, c.Job.ID, id, key, kept, p.Permanent)
-		if ctx.Err() != nil {
+		if reason != "" && ctx.Err() != nil {
+			// Nothing was moved; the refusal may only be the interruption
+			// itself, so the re-run decides this file.
 			return ctx.Err()
 		}
 		step()
@@ -98,8 +114,13 @@ func (x *Executor) delete(ctx context.Context, c *Claim) error {
 			continue
 		}
 		removed++
-		if err := record(f, decision, "re-hash matched the group", trash); err != nil {
+		// Recorded even when ctx has ended meanwhile: the file is gone from
+		// its path, and only this decision says where it went.
+		if err := x.recordActed(f, trash, func() error { return record(f, decision, "re-hash matched the group", trash) }); err != nil {
 			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
 	}
 	if refused > 0 && removed == 0 {
@@ -126,11 +147,58 @@ func (x *Executor) deleteOne(ctx context.Context, jobID, id int64, key store.Gro
 		// the lease is lost or the daemon stops: never act after that
 		return "", nil, f, "delete interrupted before the file was moved"
 	}
-	decision, trash, err := x.remove(jobID, f.ID, pn, kept, permanent)
+	decision, trash, err := x.remove(ctx, jobID, f.ID, pn, kept, permanent)
 	if err != nil {
 		return "", nil, f, "removal refused: " + err.Error()
 	}
 	return decision, trash, f, ""
+}
+
+// actedOn returns the files job jobID has already trashed or removed, by
+// their recorded decisions.
+func (x *Executor) actedOn(ctx context.Context, jobID int64) (map[int64]bool, error) {
+	ds, err := x.Store.Decisions(ctx, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("decisions of job %d: %w", jobID, err)
+	}
+	acted := map[int64]bool{}
+	for _, d := range ds {
+		if d.Decision == DecisionTrashed || d.Decision == DecisionRemoved {
+			acted[d.FileID] = true
+		}
+	}
+	return acted, nil
+}
+
+// actedRecordWaits are the pauses between attempts to record the decision
+// for a file already moved or removed: a busy or briefly failing database
+// usually recovers within a second, and a stopping daemon is held no
+// longer than that.
+var actedRecordWaits = []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond}
+
+// recordActed runs record, the decision for file f just moved to trash
+// (nil: removed), retrying it: a lost decision leaves the row looking
+// present, no one knowing where the trash copy is, and the retention
+// deleting it later. The waits ignore ctx, as record does. When every
+// attempt fails, the error says where the file went.
+func (x *Executor) recordActed(f store.File, trash *string, record func() error) error {
+	var err error
+	for i := 0; ; i++ {
+		if err = record(); err == nil {
+			return nil
+		}
+		if i == len(actedRecordWaits) {
+			break
+		}
+		time.Sleep(actedRecordWaits[i])
+	}
+	what := fmt.Sprintf("file %d removed", f.ID)
+	if trash != nil {
+		what = fmt.Sprintf("file %d moved to %s", f.ID, *trash)
+	}
+	err = fmt.Errorf("%s but the decision was not recorded: %w", what, err)
+	x.Log.Error("delete decision lost", "file_id", f.ID, "path", f.Path, "err", err)
+	return err
 }
 
 func sameAsKept(p *pinned, kept []*pinned) *pinned {

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,12 +14,14 @@ import (
 	"github.com/vesta-cx/euterpe/edge/library/trash"
 )
 
-// lockDeletes takes the trash lock (trash.Lock), which serialises the
-// final check and the act of every delete sharing this trash (other jobs,
-// executors and processes), so two deletes in one group cannot each see
-// the other's file as the kept copy and both act; the trash cleaner holds
-// it too.
-func (x *Executor) lockDeletes() (func(), error) { return trash.Lock(x.Trash.Path()) }
+// lockDeletes takes the trash lock (trash.LockContext), which serialises
+// the final check and the act of every delete sharing this trash (other
+// jobs, executors and processes), so two deletes in one group cannot each
+// see the other's file as the kept copy and both act; the trash cleaner
+// holds it too. It stops waiting when ctx ends.
+func (x *Executor) lockDeletes(ctx context.Context) (func(), error) {
+	return trash.LockContext(ctx, x.Trash.Path())
+}
 
 // remove moves the pinned file t to trash/<job>/<file id>/<name>, or
 // unlinks it when permanent. Under the delete lock it first re-checks that
@@ -32,15 +35,24 @@ func (x *Executor) lockDeletes() (func(), error) { return trash.Lock(x.Trash.Pat
 // the deletion refused. A permanent delete unlinks only the moved, checked
 // file. A trash on another filesystem is filled by copying from the
 // descriptor that was hashed, after the original was moved aside within
-// its own directory and checked.
-func (x *Executor) remove(jobID, fileID int64, t *pinned, kept []*pinned, permanent bool) (string, *string, error) {
-	unlock, err := x.lockDeletes()
+// its own directory and checked. Nothing is moved once ctx has ended
+// (checked after the lock is taken, before the final checks); from the
+// final checks on, the act runs to its end.
+func (x *Executor) remove(ctx context.Context, jobID, fileID int64, t *pinned, kept []*pinned, permanent bool) (string, *string, error) {
+	unlock, err := x.lockDeletes(ctx)
 	if err != nil {
 		return "", nil, err
 	}
 	defer unlock()
 	if x.beforeFinalCheck != nil {
 		x.beforeFinalCheck(t.path)
+	}
+	// The wait for the lock can be long (another delete copying to a trash
+	// on another filesystem, a sweep): a job whose lease was lost meanwhile
+	// may already be re-run elsewhere, and a stopping daemon would not get
+	// to record the act. The re-run decides instead.
+	if err := ctx.Err(); err != nil {
+		return "", nil, fmt.Errorf("interrupted while waiting for the delete lock: %w", err)
 	}
 	live := 0
 	for _, k := range kept {

@@ -19,23 +19,42 @@ const LockName = ".delete.lock"
 // Lock takes the exclusive lock (flock on <dir>/.delete.lock) that every
 // delete holds for its last check and its move into the trash, and the
 // cleaner for each job directory it empties. It is shared by every
-// executor and process using the same trash.
-func Lock(dir string) (unlock func(), err error) {
+// executor and process using the same trash. It waits as long as the lock
+// is held elsewhere; see LockContext.
+func Lock(dir string) (unlock func(), err error) { return LockContext(context.Background(), dir) }
+
+// LockContext is Lock that stops waiting when ctx ends: a delete whose
+// lease is lost or whose daemon stops must not sit behind another holder
+// (a copy to a trash on another filesystem, a sweep) and then act.
+func LockContext(ctx context.Context, dir string) (unlock func(), err error) {
 	fd, err := unix.Open(filepath.Join(dir, LockName), unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o640)
 	if err != nil {
 		return nil, fmt.Errorf("trash lock: %w", err)
 	}
+	// A blocked flock cannot be woken by a context, and a goroutine left
+	// blocked in one would outlive its caller; so the wait polls. The lock
+	// is held for one delete's last check and move or one sweep, rare
+	// enough that a try every 20 ms costs nothing.
+	wait := time.Millisecond
 	for {
-		err = unix.Flock(fd, unix.LOCK_EX)
-		if !errors.Is(err, unix.EINTR) {
-			break
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		switch {
+		case err == nil:
+			return func() { unix.Close(fd) }, nil
+		case !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR):
+			unix.Close(fd)
+			return nil, fmt.Errorf("trash lock: %w", err)
 		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			unix.Close(fd)
+			return nil, fmt.Errorf("trash lock: %w", ctx.Err())
+		case <-t.C:
+		}
+		wait = min(2*wait, 20*time.Millisecond)
 	}
-	if err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("trash lock: %w", err)
-	}
-	return func() { unix.Close(fd) }, nil
 }
 
 // Cleaner removes trash entries (trash/<job>/<file>/, where a delete puts

@@ -270,3 +270,63 @@ func TestLockExcludes(t *testing.T) {
 		t.Fatal("no lock file")
 	}
 }
+
+// TestLockContextStopsWaiting: a wait for the lock held elsewhere ends
+// with ctx (cancelled, or past its deadline), and the abandoned wait
+// never keeps the lock: once the holder lets go, the next Lock gets it.
+func TestLockContextStopsWaiting(t *testing.T) {
+	cases := []struct {
+		name string
+		ctx  func() (context.Context, context.CancelFunc)
+		want error
+	}{
+		{"cancelled", func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(50*time.Millisecond, cancel)
+			return ctx, cancel
+		}, context.Canceled},
+		{"deadline", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 50*time.Millisecond)
+		}, context.DeadlineExceeded},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			unlock, err := trash.Lock(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := c.ctx()
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				u, err := trash.LockContext(ctx, dir)
+				if err == nil {
+					u()
+				}
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if !errors.Is(err, c.want) {
+					t.Fatalf("LockContext: %v, want %v", err, c.want)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("LockContext still waiting after its context ended")
+			}
+			unlock()
+			got := make(chan struct{})
+			go func() {
+				if u, err := trash.Lock(dir); err == nil {
+					u()
+				}
+				close(got)
+			}()
+			select {
+			case <-got:
+			case <-time.After(5 * time.Second):
+				t.Fatal("lock kept by an abandoned wait")
+			}
+		})
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"time"
+	"unicode/utf8"
 
 	"github.com/vesta-cx/euterpe/sync/spool"
 	"github.com/vesta-cx/euterpe/sync/wire"
@@ -171,7 +172,7 @@ func (s *Shipper) act(ctx context.Context, st *sendState, r *Result, sub spool.P
 }
 
 // quarantineInvalid sets aside rows central would refuse whatever the
-// batch (data over wire.MaxDataBytes, a malformed id), one by one, so they
+// batch (data that is not JSON, a malformed id), one by one, so they
 // cannot make every batch they are in refused. ok is false when it did.
 func (s *Shipper) quarantineInvalid(ctx context.Context, p spool.Pending) (Result, bool) {
 	n := 0
@@ -199,9 +200,27 @@ func (s *Shipper) quarantineInvalid(ctx context.Context, p spool.Pending) (Resul
 }
 
 func (s *Shipper) event(r spool.Row) wire.Event {
-	e := wire.NewEvent(s.cfg.EdgeID, r.JobID, r.Entry, r.Type, r.Step, r.TS, []byte(r.Data))
+	e := wire.NewEvent(s.cfg.EdgeID, r.JobID, r.Entry, r.Type, r.Step, r.TS, sendable([]byte(r.Data)))
 	e.Task = r.Task
 	return e
+}
+
+// sendable makes an event's data something central stores, so that no
+// event — above all a job's terminal one, whose data is the job's result
+// and whose arrival is the job's status — is held back for its data.
+// Invalid UTF-8 (a backend's Latin-1 text, passed through as it came)
+// becomes U+FFFD, as encoding/json does when it decodes; it can only sit
+// inside JSON strings, so the data stays JSON. Data over wire.MaxDataBytes
+// is replaced by a note of its size: the whole of it stays on the edge.
+func sendable(data []byte) []byte {
+	n := len(data)
+	if !utf8.Valid(data) {
+		data = bytes.ToValidUTF8(data, []byte("\uFFFD"))
+	}
+	if len(data) > wire.MaxDataBytes {
+		return fmt.Appendf(nil, `{"truncated":true,"bytes":%d}`, n)
+	}
+	return data
 }
 
 // encode builds the largest prefix batch of p (all its gaps, as many of

@@ -380,7 +380,7 @@ func TestCredentialRefusalLoggedOnceAndRetriedSlowly(t *testing.T) {
 
 // Batches hold at most 500 events and 1 MiB: larger spools are split,
 // and an event central could never take is quarantined alone.
-func TestBatchesSplitToFitAndOversizedEventQuarantined(t *testing.T) {
+func TestBatchesSplitToFitAndUnsendableEventsHandled(t *testing.T) {
 	h := newHarness(t, 256<<20, nil)
 	big := `{"text":"` + strings.Repeat("z", 30_000) + `"}`
 	ids := h.jobs(12, 50, big) // 624 events, ~18 MiB of text
@@ -389,7 +389,12 @@ func TestBatchesSplitToFitAndOversizedEventQuarantined(t *testing.T) {
 	require.ErrorIs(t, err, jobs.ErrFinished) // finished jobs take no events; use a running one
 	c, err := h.store.Create(context.Background(), jobs.NewJob{Task: "chat", Payload: json.RawMessage(`{}`), TTL: 600})
 	require.NoError(t, err)
-	_, err = h.store.AppendEvent(context.Background(), c.ID, "delta", "x", json.RawMessage(huge))
+	hugeEntry, err := h.store.AppendEvent(context.Background(), c.ID, "delta", "x", json.RawMessage(huge))
+	require.NoError(t, err)
+	latinEntry, err := h.store.AppendEvent(context.Background(), c.ID, "delta", "x", json.RawMessage("{\"text\":\"caf\xe9\"}"))
+	require.NoError(t, err)
+	// Central could never store a NUL in a step: that event alone is set aside.
+	nulEntry, err := h.store.AppendEvent(context.Background(), c.ID, "delta", "x\x00y", json.RawMessage(`{}`))
 	require.NoError(t, err)
 	want := h.written(ids)
 	h.drain()
@@ -402,10 +407,15 @@ func TestBatchesSplitToFitAndOversizedEventQuarantined(t *testing.T) {
 	for _, n := range batches {
 		assert.LessOrEqual(t, n, wire.MaxCompressedBytes)
 	}
+	// Data over the limit travels as a note of its size, invalid UTF-8 as U+FFFD.
+	require.Contains(t, got, wire.EventID("jetson-1", c.ID, hugeEntry))
+	assert.JSONEq(t, `{"truncated":true,"bytes":65547}`, string(got[wire.EventID("jetson-1", c.ID, hugeEntry)].Data))
+	require.Contains(t, got, wire.EventID("jetson-1", c.ID, latinEntry))
+	assert.Equal(t, "{\"text\":\"caf\uFFFD\"}", string(got[wire.EventID("jetson-1", c.ID, latinEntry)].Data))
 	assert.Equal(t, int64(1), h.sh.Quarantined())
 	q, err := h.sh.Spool().QuarantineList(context.Background())
 	require.NoError(t, err)
 	require.Len(t, q, 1)
 	assert.Equal(t, "invalid_event", q[0].Code)
-	assert.NotContains(t, got, wire.EventID("jetson-1", c.ID, "x"))
+	assert.NotContains(t, got, wire.EventID("jetson-1", c.ID, nulEntry))
 }

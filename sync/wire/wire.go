@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/vesta-cx/euterpe/central/webhook"
 )
@@ -147,8 +149,15 @@ func (e Event) validate(edgeID string) error {
 		return errors.New("task must be 1-128 characters of [A-Za-z0-9._:-]")
 	case e.TS <= 0:
 		return errors.New("ts must be positive Unix milliseconds")
+	// Postgres text refuses NUL, and raw JSON (data) may hold invalid UTF-8
+	// inside its strings: an event central cannot store is refused here,
+	// as a bad request, rather than failing the insert on every resend.
+	case strings.ContainsRune(e.Step, 0):
+		return errors.New("step contains NUL")
 	case len(e.Data) > MaxDataBytes:
 		return fmt.Errorf("data exceeds %d bytes", MaxDataBytes)
+	case !utf8.Valid(e.Data):
+		return errors.New("data is not valid UTF-8")
 	case len(e.Data) > 0 && !json.Valid(e.Data):
 		return errors.New("data is not JSON")
 	}

@@ -50,6 +50,9 @@ func TestDecodeRejects(t *testing.T) {
 		"too many events": mutate(func(b *Batch) { b.Events = make([]Event, MaxEvents+1) }),
 		"oversized data":  mutate(func(b *Batch) { b.Events[0].Data = json.RawMessage(`"` + strings.Repeat("x", MaxDataBytes) + `"`) }),
 		"oversized body":  `{"edge_id":"` + strings.Repeat("x", MaxBodyBytes) + `"}`,
+		// JSON carries these; Postgres text cannot store them.
+		"latin-1 data": mutate(func(b *Batch) { b.Events[1].Data = json.RawMessage("{\"text\":\"caf\xe9\"}") }),
+		"NUL in step":  mutate(func(b *Batch) { b.Events[1].Step = "worker\x00finish" }),
 		"path-like job id": mutate(func(b *Batch) {
 			b.Events[0].JobID = "../etc"
 			b.Events[0].EventID = EventID("jetson-1", "../etc", b.Events[0].EntryID)

@@ -69,6 +69,11 @@ func checkSyncURL(v string) error {
 	if u.User != nil {
 		return errors.New("must not carry credentials; the edge signs with EUTERPE_SYNC_SECRET_FILE")
 	}
+	// The shipper appends its paths to a base URL; a query would be lost
+	// on the way and, holding a token, would reach the start-up log.
+	if u.RawQuery != "" || u.Fragment != "" || u.ForceQuery {
+		return errors.New("want a base URL without a query or fragment; the edge signs with EUTERPE_SYNC_SECRET_FILE")
+	}
 	return nil
 }
 

@@ -57,6 +57,8 @@ func TestSyncSettingsRefused(t *testing.T) {
 		{"both secrets", base(map[string]string{"EUTERPE_SYNC_EDGE_ID": "jetson-1", "EUTERPE_SYNC_SECRET_FILE": secretFile(t, 0o600), "EUTERPE_SYNC_SECRET": syncTestSecret}), "EUTERPE_SYNC_SECRET", "keep exactly one"},
 		{"url with credentials", base(map[string]string{"EUTERPE_SYNC_URL": "https://user:" + syncTestSecret + "@central.example"}), "EUTERPE_SYNC_URL", "credentials"},
 		{"not a url", base(map[string]string{"EUTERPE_SYNC_URL": "central.example"}), "EUTERPE_SYNC_URL", "base URL"},
+		{"url with a query", base(map[string]string{"EUTERPE_SYNC_URL": "https://central.example/?token=" + syncTestSecret}), "EUTERPE_SYNC_URL", "without a query"},
+		{"url with a fragment", base(map[string]string{"EUTERPE_SYNC_URL": "https://central.example/#x"}), "EUTERPE_SYNC_URL", "without a query"},
 		{"zero spool", base(map[string]string{"EUTERPE_SYNC_SPOOL_MAX_MB": "0"}), "EUTERPE_SYNC_SPOOL_MAX_MB", ""},
 		{"heartbeat", base(map[string]string{"EUTERPE_SYNC_HEARTBEAT": "10ms"}), "EUTERPE_SYNC_HEARTBEAT", ""},
 		{"negative yield pace", base(map[string]string{"EUTERPE_SYNC_YIELD_PACE": "-1s"}), "EUTERPE_SYNC_YIELD_PACE", ""},

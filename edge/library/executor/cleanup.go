@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/daemon/lease"
@@ -136,7 +137,9 @@ WHERE group_key = ? AND status IN ('ready','failed')`, group)
 			if err := x.Thumbs.Contains(r.path); err != nil {
 				return fmt.Errorf("thumbnail %d: refusing to remove %q: %w", r.id, r.path, err)
 			}
-			if err := os.Remove(r.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			// Contains judged the cleaned path; the kernel would walk a
+			// ".." after a symlink in the raw one elsewhere.
+			if err := os.Remove(filepath.Clean(r.path)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return err
 			}
 		}

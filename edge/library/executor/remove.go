@@ -184,5 +184,27 @@ func copyInto(src *os.File, dir *os.File, name string) error {
 		_ = unix.Unlinkat(int(dir.Fd()), name, 0)
 		return err
 	}
-	return out.Close()
+	if err := out.Close(); err != nil {
+		_ = unix.Unlinkat(int(dir.Fd()), name, 0)
+		return err
+	}
+	// The original is unlinked next, on another filesystem: the copy's
+	// name must be on disk before that, or a power cut could keep neither.
+	if err := syncDir(dir); err != nil {
+		_ = unix.Unlinkat(int(dir.Fd()), name, 0)
+		return fmt.Errorf("sync the trash directory: %w", err)
+	}
+	return nil
+}
+
+// syncDir fsyncs the directory dir, which may be held by an O_PATH
+// descriptor (those cannot be synced): through a descriptor of its own
+// opened on "." relative to it, so no path is walked again.
+func syncDir(dir *os.File) error {
+	fd, err := unix.Openat(int(dir.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Fsync(fd)
 }

@@ -342,6 +342,39 @@ func TestThumbnailAndCleanupLeaseRecovery(t *testing.T) {
 	}
 }
 
+// A thumbnail path that is inside the cache only once cleaned — a ".."
+// after a symlink that leads out of it — is removed as cleaned: the kernel
+// would have walked the symlink first and removed the original instead.
+func TestCleanupRemovesThePathItChecked(t *testing.T) {
+	e := newEnv(t, true)
+	ctx := context.Background()
+	a := filepath.Join(e.root, "a.jpg")
+	writeJPEG(t, a, 30, 30)
+	data, _ := os.ReadFile(a)
+	os.WriteFile(filepath.Join(e.root, "b.jpg"), data, 0o644)
+	sub := filepath.Join(e.root, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.scanAndHash()
+	e.admit(a, store.FormatJPEG, 16)
+	e.x.RunThumbnailOnce(ctx)
+	thumbs := e.x.Thumbs.Path()
+	if err := os.Symlink(sub, filepath.Join(thumbs, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	group := groupOf(t, e.file(a)).String()
+	hostile := filepath.Join(thumbs, "escape") + "/../a.jpg" // cleaned: <thumbs>/a.jpg
+	e.st.DB.Exec(`INSERT INTO thumbnails(file_id, group_key, source_path, output_path, status) VALUES (1, ?, ?, ?, 'ready')`, group, a, hostile)
+	e.p.ScheduleCleanup(ctx, group, 0)
+	if did, _ := e.x.RunCleanupOnce(ctx); !did {
+		t.Fatal("due cleanup not claimed")
+	}
+	if _, err := os.Stat(a); err != nil {
+		t.Fatalf("original removed through %s: %v", hostile, err)
+	}
+}
+
 func TestCleanupWaitsAndNeverTouchesOriginals(t *testing.T) {
 	e := newEnv(t, true)
 	ctx := context.Background()

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/sync/spool"
 	"github.com/vesta-cx/euterpe/sync/wire"
 )
@@ -123,7 +124,7 @@ func (s *Shipper) act(ctx context.Context, st *sendState, r *Result, sub spool.P
 		s.clear("network", "auth", "retry")
 	case actQuarantine:
 		st.failures = 0
-		q := spool.Quarantined{Status: r.Status, Code: r.Code, Message: string(capBytes(resp, 512)), Body: body}
+		q := spool.Quarantined{Status: r.Status, Code: r.Code, Message: daemon.CapMessage(string(resp)), Body: body}
 		if err := s.spool.Quarantine(ctx, sub, q); err != nil {
 			r.Err, r.Wait = err, s.backoff.Delay(1)
 			return
@@ -298,11 +299,4 @@ func (s *Shipper) compress(body []byte) []byte {
 	_, _ = s.gz.Write(body)
 	_ = s.gz.Close()
 	return buf.Bytes()
-}
-
-func capBytes(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[:n]
-	}
-	return b
 }

@@ -229,8 +229,9 @@ func (s *Shipper) moveLoop(ctx context.Context) {
 
 // MoveOnce moves up to MoveBatch captured events into the spool and then
 // deletes them from Redis. A crash between the two leaves them in both;
-// the spool skips a capture entry it already holds, and central dedupes
-// by event id anyway. It returns how many entries it read.
+// the spool skips a capture entry it already holds or dropped (its
+// tombstone), and central dedupes by event id anyway. It returns how many
+// entries it read.
 func (s *Shipper) MoveOnce(ctx context.Context) (int, error) {
 	msgs, err := s.rdb.XRangeN(ctx, jobs.CaptureStream, "-", "+", s.cfg.MoveBatch).Result()
 	if err != nil || len(msgs) == 0 {
@@ -268,6 +269,13 @@ func (s *Shipper) MoveOnce(ctx context.Context) (int, error) {
 	defer cancel()
 	if err := s.rdb.XDel(dctx, jobs.CaptureStream, ids...).Err(); err != nil {
 		return 0, fmt.Errorf("delete moved capture entries: %w", err)
+	}
+	// The move is complete either way: a tombstone left by a failure here
+	// can never match a capture entry again, and the spool ages it out.
+	if err := s.spool.Moved(dctx, caps); err != nil {
+		s.once("moved", func() { s.log.Warn("sync: cannot clear the spool's tombstones of moved events", "err", err) })
+	} else {
+		s.clear("moved")
 	}
 	select {
 	case s.wake <- struct{}{}:

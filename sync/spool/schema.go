@@ -1,10 +1,17 @@
 package spool
 
-// schema is sync.db at user_version 1. events.seq is the capture order (an
+// schema is sync.db at user_version 2. events.seq is the capture order (an
 // AUTOINCREMENT key never reuses a value, so a batch is always a prefix of
 // what is left); the unique (job_id, entry_id) makes a second move of the
 // same capture entry, after a crash between the spool commit and the XDEL,
 // a no-op. size is the byte cost the budget counts.
+//
+// Version 2 added inflight and tombstones. Every statement is IF NOT
+// EXISTS, so a version-1 file gains them on open and keeps its rows.
+// inflight is the top seq of the batch the sender has out, so a restart
+// still keeps the budget off rows central may already have stored.
+// tombstones are capture entries the budget dropped while they were still
+// on the capture stream, so moving them again cannot spool them again.
 const schema = `
 CREATE TABLE IF NOT EXISTS events (
   seq      INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -41,5 +48,15 @@ CREATE TABLE IF NOT EXISTS quarantine (
   gaps     INTEGER NOT NULL,
   body     TEXT    NOT NULL
 );
-PRAGMA user_version = 1;
+CREATE TABLE IF NOT EXISTS inflight (
+  id  INTEGER PRIMARY KEY CHECK (id = 1),
+  seq INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tombstones (
+  job_id   TEXT    NOT NULL,
+  entry_id TEXT    NOT NULL,
+  at_ms    INTEGER NOT NULL,
+  PRIMARY KEY (job_id, entry_id)
+) WITHOUT ROWID;
+PRAGMA user_version = 2;
 `

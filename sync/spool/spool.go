@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 	"github.com/vesta-cx/euterpe/edge/jobs"
 )
@@ -107,8 +108,11 @@ type Spool struct {
 	quarantined int64
 	// inflight is the highest seq Next handed out: rows up to it may be on
 	// their way to central and are never dropped, or central would get a
-	// gap for events it also received.
+	// gap for events it also received. It is kept in the inflight table
+	// too: central may have stored the batch just before a crash, so the
+	// protection must outlive the process.
 	inflight int64
+	tombs    int64        // rows in the tombstones table (0 spares Add and Moved a query)
 	dropped  atomic.Int64 // delta events dropped since Open
 }
 
@@ -146,8 +150,12 @@ func (s *Spool) init(ctx context.Context) error {
 	}
 	s.insFull = ins
 	_ = os.Chmod(s.path, 0o600) // job data: the daemon's user only
-	return s.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(size), 0), (SELECT COUNT(*) FROM quarantine) FROM events`).
-		Scan(&s.events, &s.bytes, &s.quarantined)
+	if err := s.pruneTombstones(ctx); err != nil {
+		return err
+	}
+	return s.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(size), 0), (SELECT COUNT(*) FROM quarantine),
+  (SELECT COALESCE(MAX(seq), 0) FROM inflight), (SELECT COUNT(*) FROM tombstones) FROM events`).
+		Scan(&s.events, &s.bytes, &s.quarantined, &s.inflight, &s.tombs)
 }
 
 // Close closes the file.
@@ -166,7 +174,7 @@ func (s *Spool) Dropped() int64 { return s.dropped.Load() }
 
 // AddResult reports what an Add did.
 type AddResult struct {
-	Added   int   // new rows (a capture entry already spooled is skipped)
+	Added   int   // new rows (a capture entry already spooled, or dropped by an earlier move of it, is skipped)
 	Dropped int   // delta events dropped to stay within the budget
 	Over    int64 // bytes still over the budget when only undroppable events are left
 }
@@ -174,20 +182,27 @@ type AddResult struct {
 // Add spools captured events in one transaction, in the order given (the
 // capture order), then drops the oldest delta events not in flight while
 // the spool is over its budget, recording each drop in its job's open gap.
-// When Add returns nil the events are durable and may leave Redis.
+// A dropped event that is one of caps is also tombstoned, and a tombstoned
+// capture is skipped, so a move repeated before its XDEL succeeded cannot
+// spool again what the first one dropped. When Add returns nil the events
+// are durable and may leave Redis; once they have, call Moved.
 func (s *Spool) Add(ctx context.Context, caps []jobs.Captured) (AddResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var res AddResult
-	events, bytes := s.events, s.bytes
+	events, bytes, tombs := s.events, s.bytes, s.tombs
 	err := sqldb.InTx(ctx, s.db, func(tx *sql.Tx) error {
 		res = AddResult{}
-		events, bytes = s.events, s.bytes
+		events, bytes, tombs = s.events, s.bytes, s.tombs
+		fresh, err := s.skipTombstoned(ctx, tx, caps)
+		if err != nil {
+			return err
+		}
 		// Multi-row INSERTs: one statement per insertChunk rows costs a
 		// fraction of one per row, which matters while workers burn down.
 		recount := false
-		for i := 0; i < len(caps); i += insertChunk {
-			chunk := caps[i:min(i+insertChunk, len(caps))]
+		for i := 0; i < len(fresh); i += insertChunk {
+			chunk := fresh[i:min(i+insertChunk, len(fresh))]
 			args := make([]any, 0, len(chunk)*8)
 			var size int64
 			for _, c := range chunk {
@@ -219,11 +234,11 @@ func (s *Spool) Add(ctx context.Context, caps []jobs.Captured) (AddResult, error
 				return err
 			}
 		}
-		n, freed, err := s.dropOver(ctx, tx, bytes)
-		if err != nil {
+		d := dropper{own: caps, tombs: tombs}
+		if err := s.dropOver(ctx, tx, bytes, &d); err != nil {
 			return err
 		}
-		res.Dropped, events, bytes = n, events-int64(n), bytes-freed
+		res.Dropped, events, bytes, tombs = d.dropped, events-int64(d.dropped), bytes-d.freed, d.tombs
 		if bytes > s.maxBytes {
 			res.Over = bytes - s.maxBytes
 		}
@@ -232,34 +247,46 @@ func (s *Spool) Add(ctx context.Context, caps []jobs.Captured) (AddResult, error
 	if err != nil {
 		return AddResult{}, err
 	}
-	s.events, s.bytes = events, bytes
+	s.events, s.bytes, s.tombs = events, bytes, tombs
 	s.dropped.Add(int64(res.Dropped))
 	return res, nil
 }
 
+// dropper is the running account of one Add's drops.
+type dropper struct {
+	own     []jobs.Captured // the Add's captures: drops among them are tombstoned
+	ownSet  map[entryKey]bool
+	dropped int
+	freed   int64
+	tombs   int64 // the tombstones table's row count
+}
+
 // dropOver deletes the oldest delta events past the in-flight ones until
 // bytes fits the budget or none is left, and records the gaps.
-func (s *Spool) dropOver(ctx context.Context, tx *sql.Tx, bytes int64) (dropped int, freed int64, err error) {
-	for bytes-freed > s.maxBytes {
+func (s *Spool) dropOver(ctx context.Context, tx *sql.Tx, bytes int64, d *dropper) error {
+	for bytes-d.freed > s.maxBytes {
 		rows, err := s.oldestDeltas(ctx, tx, 512)
 		if err != nil || len(rows) == 0 {
-			return dropped, freed, err
+			return err
 		}
 		for _, r := range rows {
-			if bytes-freed <= s.maxBytes {
+			if bytes-d.freed <= s.maxBytes {
 				break
 			}
 			if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE seq = ?`, r.seq); err != nil {
-				return dropped, freed, err
+				return err
 			}
 			if err := recordGap(ctx, tx, r); err != nil {
-				return dropped, freed, err
+				return err
 			}
-			dropped++
-			freed += r.size
+			if err := s.tombstone(ctx, tx, d, r); err != nil {
+				return err
+			}
+			d.dropped++
+			d.freed += r.size
 		}
 	}
-	return dropped, freed, nil
+	return nil
 }
 
 type dropRow struct {
@@ -313,8 +340,9 @@ func (s *Spool) Next(ctx context.Context, maxRows, maxGaps int, maxBytes int64) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var p Pending
+	var top int64
 	err := sqldb.InTx(ctx, s.db, func(tx *sql.Tx) error {
-		p = Pending{}
+		p, top = Pending{}, 0
 		rs, err := tx.QueryContext(ctx, `SELECT seq, job_id, entry_id, type, step, task, ts, data, size FROM events ORDER BY seq LIMIT ?`, maxRows)
 		if err != nil {
 			return err
@@ -334,6 +362,12 @@ func (s *Spool) Next(ctx context.Context, maxRows, maxGaps int, maxBytes int64) 
 		}
 		rs.Close()
 		if err := rs.Err(); err != nil {
+			return err
+		}
+		if n := len(p.Rows); n > 0 {
+			top = p.Rows[n-1].Seq
+		}
+		if err := s.setInflight(ctx, tx, top); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE gaps SET sealed = 1 WHERE sealed = 0`); err != nil {
@@ -356,16 +390,28 @@ func (s *Spool) Next(ctx context.Context, maxRows, maxGaps int, maxBytes int64) 
 	if err != nil {
 		return Pending{}, fmt.Errorf("spool next: %w", err)
 	}
-	s.inflight = 0
-	if n := len(p.Rows); n > 0 {
-		s.inflight = p.Rows[n-1].Seq
-	}
+	s.inflight = top
 	return p, nil
+}
+
+// setInflight records top as the in-flight marker in tx, writing only
+// when it changes: an idle sender calls Next every second.
+func (s *Spool) setInflight(ctx context.Context, tx *sql.Tx, top int64) error {
+	if top == s.inflight {
+		return nil
+	}
+	if top == 0 {
+		_, err := tx.ExecContext(ctx, `DELETE FROM inflight`)
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO inflight (id, seq) VALUES (1, ?)`, top)
+	return err
 }
 
 // Ack deletes what central accepted: p's gaps, and every row from p's first
 // to its last seq, so p.Rows must be a run of consecutive rows of one Next
-// (the shipper splits a Next only into such runs).
+// (the shipper splits a Next only into such runs). Nothing is in flight
+// afterwards: the rest of that Next, if any, was never sent.
 func (s *Spool) Ack(ctx context.Context, p Pending) error {
 	return s.remove(ctx, p, nil)
 }
@@ -379,7 +425,8 @@ type Quarantined struct {
 	Body    []byte // the batch as encoded (uncompressed JSON)
 }
 
-// Quarantine moves p into the quarantine table in one transaction.
+// Quarantine moves p into the quarantine table in one transaction; like
+// Ack, it ends the batch in flight.
 func (s *Spool) Quarantine(ctx context.Context, p Pending, q Quarantined) error {
 	return s.remove(ctx, p, &q)
 }
@@ -394,14 +441,15 @@ func (s *Spool) remove(ctx context.Context, p Pending, q *Quarantined) error {
 	err := sqldb.InTx(ctx, s.db, func(tx *sql.Tx) error {
 		freed, n = 0, 0
 		if q != nil {
-			msg := q.Message
-			if len(msg) > 512 {
-				msg = msg[:512]
-			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO quarantine (at_ms, status, code, message, events, gaps, body) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-				s.Now().UnixMilli(), q.Status, q.Code, msg, len(p.Rows), len(p.Gaps), string(q.Body)); err != nil {
+				s.Now().UnixMilli(), q.Status, q.Code, daemon.CapMessage(q.Message), len(p.Rows), len(p.Gaps), string(q.Body)); err != nil {
 				return err
 			}
+		}
+		// The sender answers for one batch at a time: whatever it had out
+		// is settled now, and rows left from its Next were never sent.
+		if err := s.setInflight(ctx, tx, 0); err != nil {
+			return err
 		}
 		if k := len(p.Rows); k > 0 {
 			lo, hi := p.Rows[0].Seq, p.Rows[k-1].Seq
@@ -424,6 +472,7 @@ func (s *Spool) remove(ctx context.Context, p Pending, q *Quarantined) error {
 	}
 	s.events -= n
 	s.bytes -= freed
+	s.inflight = 0
 	if q != nil {
 		s.quarantined++
 	}

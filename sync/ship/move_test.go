@@ -1,0 +1,135 @@
+package ship
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
+	"github.com/vesta-cx/euterpe/edge/jobs"
+)
+
+// failXDel makes the next n XDELs of a client fail.
+type failXDel struct{ n atomic.Int32 }
+
+func (f *failXDel) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (f *failXDel) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "xdel" && f.n.Add(-1) >= 0 {
+			err := errors.New("injected: connection reset")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (f *failXDel) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// tombstones counts the spool file's tombstones, read beside the shipper's
+// own connection.
+func (h *harness) tombstones() int64 {
+	h.t.Helper()
+	db, err := sql.Open("sqlite", sqldb.SQLiteDSN(h.path))
+	require.NoError(h.t, err)
+	defer db.Close()
+	var n int64
+	require.NoError(h.t, db.QueryRow(`SELECT COUNT(*) FROM tombstones`).Scan(&n))
+	return n
+}
+
+// A move whose XDEL failed, or that the edge did not live to finish, is
+// repeated; what the first try dropped from the full spool must not come
+// back: central would get those deltas and a gap counting them. The
+// tombstones that prevent it are gone once the move is complete.
+func TestRepeatedMoveShipsNoDroppedEvent(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		restart bool
+	}{{"xdel failed", false}, {"crash before xdel", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			const budget = 6_000
+			h := newHarness(t, budget, nil)
+			ids := h.jobs(2, 8, `{"text":"`+strings.Repeat("y", 900)+`"}`)
+			want := h.written(ids)
+			fail := &failXDel{}
+			fail.n.Store(1)
+			h.rdb.AddHook(fail)
+			ctx := context.Background()
+
+			_, err := h.sh.MoveOnce(ctx)
+			require.Error(t, err)
+			dropped := h.sh.Spool().Dropped()
+			require.Greater(t, dropped, int64(0))
+			require.Greater(t, h.tombstones(), int64(0), "the move dropped some of its own entries")
+			if tc.restart {
+				require.NoError(t, h.sh.Spool().Close())
+				h.sh = h.open(budget, nil)
+				dropped = 0
+			}
+
+			n, err := h.sh.MoveOnce(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, len(want), n, "the same entries, read again")
+			assert.Equal(t, dropped, h.sh.Spool().Dropped(), "nothing more dropped")
+			assert.Zero(t, h.rdb.XLen(ctx, jobs.CaptureStream).Val())
+			assert.Zero(t, h.tombstones(), "pruned after the XDEL")
+			h.drain()
+
+			got := h.rc.Events()
+			var gapped int64
+			for _, g := range h.rc.Gaps() {
+				gapped += g.Count
+			}
+			for id, e := range want {
+				if e.Type != "delta" {
+					assert.Contains(t, got, id, "a %s event was dropped", e.Type)
+				}
+			}
+			assert.Equal(t, int64(len(want)), int64(len(got))+gapped, "events stored plus gaps counted = events written")
+		})
+	}
+}
+
+// A refusal's text is capped for the quarantine table without cutting a
+// character in two.
+func TestQuarantineMessageFromCentralIsValidUTF8(t *testing.T) {
+	h := newHarness(t, 64<<20, nil)
+	prefix := `{"error":{"code":"invalid_batch","message":"`
+	if (daemon.MaxMessage-len(prefix))%2 == 0 {
+		prefix += "x" // so that the cap falls inside a 2-byte character
+	}
+	answer := prefix + strings.Repeat("é", daemon.MaxMessage) + `"}}`
+	h.rc.SetHook(func(w http.ResponseWriter, r *http.Request, n int) bool {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(answer))
+		return true
+	})
+	h.jobs(1, 0, `{}`)
+	_, err := h.sh.MoveOnce(context.Background())
+	require.NoError(t, err)
+	r := h.sh.SendOnce(context.Background())
+	require.Equal(t, actQuarantine, r.Action)
+
+	db, err := sql.Open("sqlite", sqldb.SQLiteDSN(h.path))
+	require.NoError(t, err)
+	defer db.Close()
+	var msg string
+	require.NoError(t, db.QueryRow(`SELECT message FROM quarantine`).Scan(&msg))
+	assert.True(t, utf8.ValidString(msg), "a character was cut in two")
+	assert.Equal(t, daemon.MaxMessage-1, len(msg))
+	assert.True(t, strings.HasPrefix(answer, msg))
+}

@@ -1,0 +1,267 @@
+package spool_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vesta-cx/euterpe/edge/jobs"
+	"github.com/vesta-cx/euterpe/sync/spool"
+)
+
+// deltas are job's delta events first..last, all of one size.
+func deltas(job string, first, last int) []jobs.Captured {
+	var out []jobs.Captured
+	for n := first; n <= last; n++ {
+		out = append(out, ev(job, n, "delta", `{"text":"tok"}`))
+	}
+	return out
+}
+
+// rowsBudget is a budget with room for n rows like c, and not n+1.
+func rowsBudget(n int, c jobs.Captured) int64 {
+	size := spool.SizeOf(c)
+	return int64(n)*size + size/2
+}
+
+func gapCount(gs []spool.Gap) (n int64) {
+	for _, g := range gs {
+		n += g.Count
+	}
+	return n
+}
+
+// A batch handed out by Next stays protected from the budget across a
+// restart: central may have stored it just before the edge was killed, and
+// a gap for events central has would count them twice.
+func TestSpoolInFlightBatchSurvivesRestart(t *testing.T) {
+	d := deltas("a", 1, 8)
+	for _, tc := range []struct {
+		name        string
+		budgetRows  int
+		wantDropped int
+		wantKept    []jobs.Captured
+	}{
+		{"drops the oldest rows past the batch", 6, 2, append(d[:5:5], d[7])},
+		{"drops nothing within the budget", 8, 0, d},
+		{"drops every row past the batch", 5, 3, d[:5]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			path := filepath.Join(t.TempDir(), spool.File)
+			budget := rowsBudget(tc.budgetRows, d[0])
+			sp, err := spool.Open(ctx, path, budget)
+			require.NoError(t, err)
+			res, err := sp.Add(ctx, d[:5])
+			require.NoError(t, err)
+			require.Equal(t, spool.AddResult{Added: 5}, res)
+			p, err := sp.Next(ctx, 10, 10, 1<<20)
+			require.NoError(t, err)
+			require.Len(t, p.Rows, 5)
+			require.NoError(t, sp.Close()) // SIGKILL before central's 200 is read
+
+			sp = open(t, path, budget)
+			mem, file, err := spool.InFlight(ctx, sp)
+			require.NoError(t, err)
+			assert.Equal(t, p.Rows[4].Seq, mem, "restored on open")
+			assert.Equal(t, p.Rows[4].Seq, file)
+			res, err = sp.Add(ctx, d[5:])
+			require.NoError(t, err)
+			assert.Equal(t, 3, res.Added)
+			assert.Equal(t, tc.wantDropped, res.Dropped)
+			assert.Zero(t, res.Over)
+
+			again, err := sp.Next(ctx, 10, 10, 1<<20)
+			require.NoError(t, err)
+			assert.Equal(t, entries(p.Rows), entries(again.Rows[:5]), "the batch is resent whole")
+			assert.Equal(t, entries(rowsOf(tc.wantKept)), entries(again.Rows))
+			assert.Equal(t, int64(tc.wantDropped), gapCount(again.Gaps))
+			for _, g := range again.Gaps {
+				assert.Greater(t, g.FirstEntry, p.Rows[4].Entry, "a gap covers rows of the batch in flight")
+			}
+			assert.Equal(t, int64(len(d)), int64(len(again.Rows))+gapCount(again.Gaps))
+		})
+	}
+}
+
+// Once the sender settles its batch (Ack or Quarantine) nothing is in
+// flight, on disk too: after a restart the budget may drop what the last
+// Next handed out beyond the part that was sent.
+func TestSpoolSettledBatchClearsInFlightMarker(t *testing.T) {
+	d := deltas("a", 1, 6)
+	for _, tc := range []struct {
+		name   string
+		settle func(context.Context, *spool.Spool, spool.Pending) error
+	}{
+		{"ack", func(ctx context.Context, sp *spool.Spool, p spool.Pending) error { return sp.Ack(ctx, p) }},
+		{"quarantine", func(ctx context.Context, sp *spool.Spool, p spool.Pending) error {
+			return sp.Quarantine(ctx, p, spool.Quarantined{Status: 400, Code: "invalid_batch", Body: []byte("{}")})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			path := filepath.Join(t.TempDir(), spool.File)
+			sp, err := spool.Open(ctx, path, 1<<20)
+			require.NoError(t, err)
+			_, err = sp.Add(ctx, d[:5])
+			require.NoError(t, err)
+			p, err := sp.Next(ctx, 10, 10, 1<<20)
+			require.NoError(t, err)
+			require.Len(t, p.Rows, 5)
+			// The shipper sent only a prefix (the batch was cut to fit).
+			require.NoError(t, tc.settle(ctx, sp, spool.Pending{Rows: p.Rows[:2]}))
+			mem, file, err := spool.InFlight(ctx, sp)
+			require.NoError(t, err)
+			assert.Zero(t, mem)
+			assert.Zero(t, file)
+			require.NoError(t, sp.Close())
+
+			sp = open(t, path, rowsBudget(3, d[0]))
+			mem, file, err = spool.InFlight(ctx, sp)
+			require.NoError(t, err)
+			assert.Zero(t, mem)
+			assert.Zero(t, file)
+			res, err := sp.Add(ctx, d[5:])
+			require.NoError(t, err)
+			assert.Equal(t, spool.AddResult{Added: 1, Dropped: 1}, res)
+			next, err := sp.Next(ctx, 10, 10, 1<<20)
+			require.NoError(t, err)
+			require.Len(t, next.Gaps, 1)
+			assert.Equal(t, d[2].Entry, next.Gaps[0].FirstEntry, "the oldest unsent delta went")
+		})
+	}
+}
+
+// A move repeated before its XDEL succeeded (the XDEL failed, or the edge
+// died before it) must not spool again what the first one dropped: that
+// event would be shipped and counted in a gap, and out of capture order.
+func TestSpoolRepeatedMoveSkipsWhatItDropped(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		restart bool
+	}{{"xdel failed", false}, {"crash before xdel", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			path := filepath.Join(t.TempDir(), spool.File)
+			caps := deltas("a", 1, 5)
+			budget := rowsBudget(4, caps[0])
+			sp, err := spool.Open(ctx, path, budget)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = sp.Close() })
+			res, err := sp.Add(ctx, caps)
+			require.NoError(t, err)
+			assert.Equal(t, spool.AddResult{Added: 5, Dropped: 1}, res)
+			if tc.restart {
+				require.NoError(t, sp.Close())
+				sp = open(t, path, budget)
+			}
+
+			res, err = sp.Add(ctx, caps)
+			require.NoError(t, err)
+			assert.Equal(t, spool.AddResult{}, res)
+			p, err := sp.Next(ctx, 10, 10, 1<<20)
+			require.NoError(t, err)
+			assert.Equal(t, entries(rowsOf(caps[1:])), entries(p.Rows), "capture order kept")
+			require.Len(t, p.Gaps, 1)
+			assert.Equal(t, caps[0].Entry, p.Gaps[0].FirstEntry)
+			assert.Equal(t, caps[0].Entry, p.Gaps[0].LastEntry)
+			assert.Equal(t, int64(len(caps)), int64(len(p.Rows))+gapCount(p.Gaps))
+
+			n, err := spool.Tombstones(ctx, sp)
+			require.NoError(t, err)
+			assert.Equal(t, int64(1), n)
+			require.NoError(t, sp.Moved(ctx, caps))
+			n, err = spool.Tombstones(ctx, sp)
+			require.NoError(t, err)
+			assert.Zero(t, n, "pruned once the entries left Redis")
+		})
+	}
+}
+
+// Only drops of the Add's own captures leave tombstones, and Moved
+// deletes only those of the captures it is given.
+func TestSpoolMovedForgetsOnlyItsTombstones(t *testing.T) {
+	ctx := context.Background()
+	first := deltas("a", 1, 5)
+	sp := open(t, filepath.Join(t.TempDir(), spool.File), rowsBudget(4, first[0]))
+	tombs := func() int64 {
+		t.Helper()
+		n, err := spool.Tombstones(ctx, sp)
+		require.NoError(t, err)
+		return n
+	}
+	res, err := sp.Add(ctx, first)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Dropped)
+	require.Equal(t, int64(1), tombs())
+
+	require.NoError(t, sp.Moved(ctx, deltas("b", 1, 5)))
+	assert.Equal(t, int64(1), tombs(), "another job's entries")
+	require.NoError(t, sp.Moved(ctx, first))
+	assert.Zero(t, tombs())
+
+	// Drops of rows an earlier, finished move spooled need no tombstone.
+	res, err = sp.Add(ctx, deltas("a", 6, 7))
+	require.NoError(t, err)
+	require.Equal(t, spool.AddResult{Added: 2, Dropped: 2}, res)
+	assert.Zero(t, tombs())
+	require.NoError(t, sp.Moved(ctx, nil))
+}
+
+// Tombstones a crash between the XDEL and Moved left behind go on open
+// once they are old.
+func TestSpoolOpenPrunesOldTombstones(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), spool.File)
+	caps := deltas("a", 1, 5)
+	budget := rowsBudget(4, caps[0])
+	sp, err := spool.Open(ctx, path, budget)
+	require.NoError(t, err)
+	_, err = sp.Add(ctx, caps)
+	require.NoError(t, err)
+	require.NoError(t, sp.Close())
+
+	sp, err = spool.Open(ctx, path, budget)
+	require.NoError(t, err)
+	n, err := spool.Tombstones(ctx, sp)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n, "a recent tombstone is kept")
+	require.NoError(t, spool.AgeTombstones(ctx, sp))
+	require.NoError(t, sp.Close())
+
+	sp = open(t, path, budget)
+	n, err = spool.Tombstones(ctx, sp)
+	require.NoError(t, err)
+	assert.Zero(t, n)
+}
+
+// A quarantine message is capped without splitting a UTF-8 character.
+func TestQuarantineMessageCappedOnACharacter(t *testing.T) {
+	ctx := context.Background()
+	sp := open(t, filepath.Join(t.TempDir(), spool.File), 1<<20)
+	_, err := sp.Add(ctx, deltas("a", 1, 1))
+	require.NoError(t, err)
+	p, err := sp.Next(ctx, 10, 10, 1<<20)
+	require.NoError(t, err)
+	msg := "x" + strings.Repeat("é", 400) // 2-byte runes, the cap falls inside one
+	require.NoError(t, sp.Quarantine(ctx, p, spool.Quarantined{Status: 400, Code: "invalid_batch", Message: msg, Body: []byte("{}")}))
+	got, err := spool.QuarantineMessages(ctx, sp)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.True(t, utf8.ValidString(got[0]))
+	assert.LessOrEqual(t, len(got[0]), 512)
+	assert.True(t, strings.HasPrefix(msg, got[0]))
+	assert.Greater(t, len(got[0]), 500)
+}
+
+func rowsOf(caps []jobs.Captured) []spool.Row {
+	out := make([]spool.Row, len(caps))
+	for i, c := range caps {
+		out[i] = spool.Row{JobID: c.JobID, Type: c.Type, Entry: c.Entry}
+	}
+	return out
+}

@@ -1,0 +1,57 @@
+package spool
+
+import (
+	"context"
+
+	"github.com/vesta-cx/euterpe/edge/jobs"
+)
+
+// SizeOf is what the budget counts for c once spooled.
+func SizeOf(c jobs.Captured) int64 {
+	return Row{JobID: c.JobID, Entry: c.Entry, Type: c.Type, Step: c.Step, Task: c.Task, Data: c.Data}.size()
+}
+
+// InFlight is the in-flight marker as the spool holds it in memory and in
+// the file; the test fails on a mismatch through the second result.
+func InFlight(ctx context.Context, s *Spool) (mem, file int64, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err = s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM inflight`).Scan(&file)
+	return s.inflight, file, err
+}
+
+// Tombstones counts the tombstones table's rows.
+func Tombstones(ctx context.Context, s *Spool) (n int64, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err = s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM tombstones`).Scan(&n)
+	return n, err
+}
+
+// AgeTombstones makes every tombstone older than tombstoneTTL.
+func AgeTombstones(ctx context.Context, s *Spool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, err := s.db.ExecContext(ctx, `UPDATE tombstones SET at_ms = at_ms - ?`, 2*tombstoneTTL.Milliseconds())
+	return err
+}
+
+// QuarantineMessages are the quarantine table's messages, oldest first.
+func QuarantineMessages(ctx context.Context, s *Spool) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rs, err := s.db.QueryContext(ctx, `SELECT message FROM quarantine ORDER BY id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var out []string
+	for rs.Next() {
+		var m string
+		if err := rs.Scan(&m); err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, rs.Err()
+}

@@ -185,7 +185,7 @@ func (s *Store) failTx(ctx context.Context, tx *sql.Tx, j *Job, now time.Time, f
 		if err := s.q.Move(ctx, tx, &j.Claim, StatusQueued, now, "visible_at = ?, finished_at = NULL", sqldb.Micros(now.Add(delay))); err != nil {
 			return "", err
 		}
-	case Retry[f.Code]:
+	case Retry[f.Code] || j.Attempt >= maxAttempts: // §5.2: any failure at max_attempts goes to the DLQ
 		out = OutcomeDeadLetter
 		if err := s.setDeadLetter(ctx, tx, j, now, f, j.Attempt); err != nil {
 			return "", err

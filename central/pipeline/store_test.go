@@ -303,6 +303,45 @@ func TestRetryDeadLetterRedrive(t *testing.T) {
 	})
 }
 
+// §5.2: "if attempts ≥ max_attempts, move to DLQ" — whatever the last
+// failure's code: a final code at the last attempt dead-letters the job
+// too, where before it the same code leaves it failed.
+func TestFailureAtMaxAttemptsDeadLetters(t *testing.T) {
+	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
+		for _, tt := range []struct {
+			name       string
+			max        int
+			retryFirst int // attempts failing with a retryable code before the final one
+			want       string
+		}{
+			{"final code on the last attempt", 5, 4, StatusDeadLetter},
+			{"final code with max_attempts 1", 1, 0, StatusDeadLetter},
+			{"final code before the last attempt", 5, 2, StatusFailed},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				f := newFixture(t, db, nil)
+				f.store.MaxAttempts = tt.max
+				var runs atomic.Int64
+				f.register(t, "prices", StageFunc{StageName: "storage", Fn: func(ctx context.Context, m JobMessage, in any) (any, error) {
+					if runs.Add(1) <= int64(tt.retryFirst) {
+						return nil, Fail(CodeStorageWriteFailed, "bucket said 503")
+					}
+					return nil, Fail(CodeQualityFailed, "bad data")
+				}})
+				c := f.submit(t, "prices", "AAPL", "2026-01-02")
+				f.runUntil(t, time.Second, "a terminal status", func() bool {
+					s := f.get(t, c.JobID).Status
+					return s == StatusFailed || s == StatusDeadLetter
+				})
+				r := f.get(t, c.JobID)
+				if r.Status != tt.want || r.LastError == nil || r.LastError.ErrorCode != CodeQualityFailed || r.Attempts != tt.retryFirst+1 {
+					t.Fatalf("status %s attempts %d error %+v, want %s", r.Status, r.Attempts, r.LastError, tt.want)
+				}
+			})
+		}
+	})
+}
+
 // A lease that is not renewed expires: the message reappears with the
 // attempt counted and VISIBILITY_TIMEOUT recorded, and after max_attempts
 // it is dead-lettered (fake clock, no waiting).
@@ -313,11 +352,13 @@ func TestVisibilityTimeoutReappears(t *testing.T) {
 		f := newFixture(t, db, clk.Now)
 		c := f.submit(t, "noop", "AAPL", "2026-01-02")
 		var first *Job
+		var claimedAt time.Time
 		for attempt := 1; attempt <= 5; attempt++ {
 			jobs, err := f.store.Claim(ctx, fmt.Sprint("w", attempt), 1, 30*time.Second)
 			if err != nil || len(jobs) != 1 {
 				t.Fatalf("attempt %d: claim %v %d", attempt, err, len(jobs))
 			}
+			claimedAt = jobs[0].At
 			if jobs[0].Msg.Attempt != attempt {
 				t.Fatalf("attempt %d: message attempt %d", attempt, jobs[0].Msg.Attempt)
 			}
@@ -342,6 +383,11 @@ func TestVisibilityTimeoutReappears(t *testing.T) {
 		r := f.get(t, c.JobID)
 		if r.Status != StatusDeadLetter || r.LastError.Attempt != 5 || r.LastError.ErrorCode != CodeVisibilityTimeout {
 			t.Fatalf("after 5 timeouts: %+v %+v", r, r.LastError)
+		}
+		// The lost attempt started when it was claimed, not when the
+		// reclaim noticed it was lost.
+		if r.StartedAt == nil || !r.StartedAt.Equal(claimedAt.Truncate(time.Microsecond)) {
+			t.Fatalf("started_at %v, want the last claim's %v", r.StartedAt, claimedAt)
 		}
 		// The first worker's lease is long gone: its writes are fenced out.
 		if err := f.store.SetSucceeded(ctx, first, clk.Now(), "late"); !errors.Is(err, lease.ErrStale) {

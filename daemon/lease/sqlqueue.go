@@ -216,7 +216,10 @@ func (q *Queue) buildSQL() {
 			fmt.Fprintf(&rset, ", %s = %s + 1", s.Sequence, s.Sequence)
 		}
 	}
-	if s.UpdatedAt != "" {
+	// With an OnExpire hook the hook's own move stamps UpdatedAt; the
+	// reclaim leaves it alone, so the hook still reads the time of the
+	// lost attempt's claim (the pipeline's started_at).
+	if s.UpdatedAt != "" && q.OnExpire == nil {
 		fmt.Fprintf(&rset, ", %s = ?", s.UpdatedAt)
 	}
 	rsel := fmt.Sprintf("SELECT %s FROM %s WHERE %s AND %s < ? ORDER BY %s LIMIT ?",
@@ -382,7 +385,7 @@ func (q *Queue) Reclaim(ctx context.Context, n int) (int, error) {
 func (q *Queue) reclaim(ctx context.Context, tx *sql.Tx, now time.Time, n int) (int, error) {
 	nowUS := sqldb.Micros(now)
 	var setArgs []any
-	if q.Spec.UpdatedAt != "" {
+	if q.Spec.UpdatedAt != "" && q.OnExpire == nil {
 		setArgs = append(setArgs, nowUS)
 	}
 	selArgs := []any{nowUS, n}

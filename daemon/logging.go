@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 )
 
 // secretKey matches attribute keys whose values must never be written out.
@@ -74,7 +75,18 @@ func RedactURL(s string) string {
 const MaxMessage = 512
 
 // CapMessage cuts s to MaxMessage bytes without splitting a UTF-8 sequence.
+// It also makes s text every store can hold: messages carry what others
+// sent (a webhook receiver's error page, ffmpeg's stderr, a stage's error),
+// and Postgres refuses invalid UTF-8 and NUL in text — a refused write of a
+// failure's message would leave the failure unrecorded and the work redone
+// forever. Both become U+FFFD.
 func CapMessage(s string) string {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		s = strings.ReplaceAll(s, "\x00", "\uFFFD")
+	}
 	if len(s) <= MaxMessage {
 		return s
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 )
@@ -40,6 +41,18 @@ func TestCapMessage(t *testing.T) {
 	require.LessOrEqual(t, len(got), MaxMessage)
 	require.True(t, strings.HasPrefix(long, got))
 	require.Equal(t, 0, len(got)%2, "no split rune")
+	for _, tt := range []struct{ in, want string }{
+		{"r\xe9essayez", "r\uFFFDessayez"}, // Latin-1
+		{"a\x00b", "a\uFFFDb"},             // NUL
+		{"\xff\xfe\x00", "\uFFFD\uFFFD"},   // one run of invalid bytes, then NUL
+		{"caf\u00e9 ok", "caf\u00e9 ok"},   // valid text untouched
+	} {
+		require.Equal(t, tt.want, CapMessage(tt.in), "%q", tt.in)
+	}
+	// Replacement can lengthen the text; the cap still holds.
+	got = CapMessage(strings.Repeat("\xff", 600))
+	require.LessOrEqual(t, len(got), MaxMessage)
+	require.True(t, utf8.ValidString(got))
 }
 
 func TestWorkerID(t *testing.T) {

@@ -142,6 +142,31 @@ func TestStoredErrorIsCapped(t *testing.T) {
 	})
 }
 
+// A receiver's error page in Latin-1, or with a NUL, is recorded (as
+// U+FFFD) and the event dead-lettered after its attempts: Postgres refuses
+// such bytes in text, and a refused write left the failure unrecorded and
+// the event resent at every lease expiry, never dead-lettered.
+func TestReceiverErrorBodyNotUTF8IsRecorded(t *testing.T) {
+	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
+		f := newFixture(t, db)
+		rc := newReceiver(t, func(int, *http.Request, []byte) int { return 500 })
+		rc.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rc.serve(&captureWriter{ResponseWriter: w, body: "Erreur interne: r\xe9essayez\x00 plus tard"}, r)
+		})
+		cfg := testConfig()
+		cfg.MaxAttempts = 2
+		f.start(t, cfg, "w1")
+		id := f.addEvent(t, "job_1", 1, rc.URL)
+		r := f.waitStatus(t, id, "dead_letter")
+		if r.Attempts != 2 || r.LastErr == nil || *r.LastErr != "retries exhausted: receiver answered 500: Erreur interne: r\uFFFDessayez\uFFFD plus tard" {
+			t.Fatalf("attempts %d last_error %q", r.Attempts, deref(r.LastErr))
+		}
+		if n := len(rc.receipts()); n != 2 {
+			t.Fatalf("%d requests for 2 attempts", n)
+		}
+	})
+}
+
 func TestReceiverDownThenUp(t *testing.T) {
 	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
 		f := newFixture(t, db)
@@ -498,4 +523,11 @@ func TestDeadLetterByAge(t *testing.T) {
 		}
 		waitCounter(t, m.DeadLetters, 1)
 	})
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
 }

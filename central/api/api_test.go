@@ -142,6 +142,11 @@ func validBody() map[string]any {
 	}
 }
 
+func withMetadata(b map[string]any, m map[string]any) map[string]any {
+	b["metadata"] = m
+	return b
+}
+
 func js(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
@@ -240,6 +245,28 @@ func TestEnqueueStatusAuthAndIdempotency(t *testing.T) {
 	})
 }
 
+// Metadata numbers are hashed as written: integers past 2^53, which a
+// float64 would merge, make different requests, so a reused key with the
+// other one is a conflict, not a replay of the first job.
+func TestMetadataNumbersHashedAsWritten(t *testing.T) {
+	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
+		e := start(t, db)
+		key := e.requester()
+		big := func(n string) string {
+			return strings.Replace(js(withMetadata(validBody(), map[string]any{"track_id": "N"})), `"N"`, n, 1)
+		}
+		if r5 := e.do("POST", "/transcode", key, "k-big", big("9007199254740993")); r5.Code != 202 {
+			t.Fatalf("big id: %d %s", r5.Code, r5.Raw)
+		}
+		if r6 := e.do("POST", "/transcode", key, "k-big", big("9007199254740992")); r6.Code != 409 {
+			t.Fatalf("a different big id with the same key: %d %s", r6.Code, r6.Raw)
+		}
+		if r7 := e.do("POST", "/transcode", key, "k-big", big("9007199254740993")); r7.Code != 202 {
+			t.Fatalf("the same big id again: %d %s", r7.Code, r7.Raw)
+		}
+	})
+}
+
 func TestInvalidBodiesWriteNothing(t *testing.T) {
 	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
 		e := start(t, db)
@@ -286,6 +313,10 @@ func TestInvalidBodiesWriteNothing(t *testing.T) {
 			{"webhook policy", mut(func(m map[string]any) { m["status_webhook_url"] = "http://169.254.169.254/" }), "status_webhook_url"},
 			{"refresh scheme", mut(func(m map[string]any) { m["refresh_url"] = "ftp://x/y" }), "refresh_url"},
 			{"metadata array", mut(func(m map[string]any) { m["metadata"] = []any{1} }), "metadata"},
+			// JSON carries these; Postgres text and jsonb refuse them.
+			{"latin-1 metadata", strings.Replace(mut(func(m map[string]any) { m["metadata"] = map[string]any{"t": "cafe"} }), "cafe", "caf\xe9", 1), "body"},
+			{"NUL in metadata", strings.Replace(mut(func(m map[string]any) { m["metadata"] = map[string]any{"t": "a-b"} }), "a-b", `a\u0000b`, 1), "body"},
+			{"NUL in a key", strings.Replace(mut(func(m map[string]any) { m["output"].(map[string]any)["prefix"] = "a-b" }), "a-b", `a\u0000b`, 1), "body"},
 		}
 		for i, tc := range cases {
 			r := e.do("POST", "/transcode", key, fmt.Sprintf("bad-%d", i), tc.body)

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/vesta-cx/euterpe/central/credentials"
 	"github.com/vesta-cx/euterpe/central/inbox"
@@ -61,6 +62,9 @@ const (
 // decode parses body strictly: unknown fields, trailing data and wrong
 // types are errors naming the field.
 func decode(body []byte) (*TranscodeRequest, error) {
+	if err := storableText(body); err != nil {
+		return nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	var r TranscodeRequest
@@ -83,6 +87,45 @@ func decode(body []byte) (*TranscodeRequest, error) {
 		return nil, &FieldError{Field: "body", Reason: "has data after the JSON object"}
 	}
 	return &r, nil
+}
+
+// storableText refuses a body Postgres could not store as sent: JSON lets
+// invalid UTF-8 through inside strings and NUL in as \u0000, and Postgres
+// text and jsonb refuse both — the insert would fail with a 500 after the
+// request had passed every check. (Decoding would also fold invalid bytes
+// into U+FFFD, so two different requests could share one idempotency hash.)
+func storableText(body []byte) error {
+	if !utf8.Valid(body) {
+		return &FieldError{Field: "body", Reason: "is not valid UTF-8"}
+	}
+	if !bytes.Contains(body, []byte(`\u0000`)) {
+		return nil
+	}
+	var v any
+	if json.Unmarshal(body, &v) == nil && hasNUL(v) {
+		return &FieldError{Field: "body", Reason: "must not contain NUL characters (\\u0000)"}
+	}
+	return nil
+}
+
+func hasNUL(v any) bool {
+	switch x := v.(type) {
+	case string:
+		return strings.IndexByte(x, 0) >= 0
+	case []any:
+		for _, e := range x {
+			if hasNUL(e) {
+				return true
+			}
+		}
+	case map[string]any:
+		for k, e := range x {
+			if strings.IndexByte(k, 0) >= 0 || hasNUL(e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // validate checks r; checkURL vets callback URLs (scheme and, when
@@ -281,9 +324,14 @@ func (r *TranscodeRequest) canonical() []byte {
 		RefreshURL:       r.RefreshURL,
 	}
 	if len(r.Metadata) > 0 {
+		// Map keys sorted: canonical. Numbers keep their literal text: as
+		// float64, 9007199254740993 and …992 would hash alike and a
+		// different request would replay the first one's job.
+		dec := json.NewDecoder(bytes.NewReader(r.Metadata))
+		dec.UseNumber()
 		var v any
-		if json.Unmarshal(r.Metadata, &v) == nil {
-			c.Metadata, _ = json.Marshal(v) // map keys sorted: canonical
+		if dec.Decode(&v) == nil {
+			c.Metadata, _ = json.Marshal(v)
 		}
 	}
 	b, _ := json.Marshal(c)

@@ -200,6 +200,22 @@ func (e *env) outputs(v *inbox.View) []inbox.OutputFile {
 	return out
 }
 
+// checkStored downloads each output and fails the test unless the stored
+// object's SHA-256 is the checksum recorded for it (an older attempt's
+// object would differ).
+func (e *env) checkStored(outs []inbox.OutputFile) {
+	e.t.Helper()
+	for _, o := range outs {
+		local := filepath.Join(e.t.TempDir(), "got")
+		if err := e.s3.Client.FGetObject(context.Background(), o.Bucket, o.Key, local, minio.GetObjectOptions{}); err != nil {
+			e.t.Fatal(err)
+		}
+		if got := fileSHA256(e.t, local); got != o.Checksum {
+			e.t.Fatalf("%s: stored object %s, recorded checksum %s", o.Key, got, o.Checksum)
+		}
+	}
+}
+
 // events lists the statuses of a job's outbox events in sequence order.
 func (e *env) events(id string) []string {
 	e.t.Helper()

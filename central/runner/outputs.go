@@ -19,10 +19,12 @@ import (
 //     unique per attempt (the claim version only grows), so two attempts
 //     never write the same key, and under the job's prefix, which its output
 //     credentials are scoped to;
-//  2. promote each to its final key with a server-side copy, each copy
-//     preceded by a fenced lease renewal (which fails for a stale attempt)
-//     and bounded by a lease TTL from it; then record success (fenced), then
-//     delete the attempt keys.
+//  2. promote each to its final key with a server-side copy, each try of
+//     it (the first and every one after a credential refresh) preceded by
+//     a fenced lease renewal (which fails for a stale attempt) and bounded
+//     by a lease TTL from it; then record success (fenced), then delete the
+//     attempt keys. A copy that runs out of that bound is a storage timeout:
+//     the attempt fails retryable.
 //
 // A stale attempt is refused at step 2 before it writes a final key. An
 // attempt that passed the fence holds the lease for a TTL from it, its copy
@@ -47,17 +49,20 @@ func (r *Runner) promote(ctx context.Context, j *inbox.Job, wd *watchdog, b stor
 		}
 	})
 	for _, o := range outs {
-		sent := time.Now()
-		if err := r.jobs.Heartbeat(ctx, j, r.set.LeaseTTL); err != nil {
-			return fmt.Errorf("fence before promoting %s: %w", o.final, err)
-		}
 		err := r.withRefresh(ctx, j, wd, "upload", func(c credentials.Storage) error {
+			// Every try is fenced afresh, the first and each one after a
+			// credential refresh (which may outlast a lease TTL while the
+			// heartbeat keeps the lease): a stale attempt stops here, and
+			// the copy gets a full lease TTL from this fence.
+			sent := time.Now()
+			if err := r.jobs.Heartbeat(ctx, j, r.set.LeaseTTL); err != nil {
+				return fmt.Errorf("fence before promoting %s: %w", o.final, err)
+			}
 			cr := s3Creds(&c.Output)
 			// The copy is one short request: it must land within a lease TTL
-			// of the fence.
-			cctx, cancel := context.WithDeadline(ctx, sent.Add(r.set.LeaseTTL))
-			err := r.store.Copy(cctx, b, o.tmp, o.final, cr)
-			cancel()
+			// of the fence. Running out of that bound while ctx is live is
+			// a storage timeout (retryable), not the attempt's end.
+			err := r.store.Copy(ctx, b, o.tmp, o.final, cr, storage.CopyDeadline(sent.Add(r.set.LeaseTTL)))
 			if cl, ok := storage.ClassOf(err); ok && cl == storage.Auth && ctx.Err() == nil {
 				// Output credentials may be write-only (contract §7 scopes
 				// them to writing the prefix), and a copy reads its source:

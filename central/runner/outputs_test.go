@@ -3,7 +3,6 @@ package runner_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"sync/atomic"
@@ -144,15 +143,7 @@ func TestOlderAttemptCannotOverwriteOutputs(t *testing.T) {
 		if v.Status != schema.StatusSucceeded || !reflect.DeepEqual(e.outputs(v), recorded) {
 			t.Fatalf("after A went on: %s %s", v.Status, v.Outputs)
 		}
-		for _, o := range recorded {
-			local := filepath.Join(t.TempDir(), "got")
-			if err := e.s3.Client.FGetObject(ctx, o.Bucket, o.Key, local, minio.GetObjectOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			if got := fileSHA256(t, local); got != o.Checksum {
-				t.Fatalf("%s: stored object %s, recorded checksum %s: an older attempt overwrote it", o.Key, got, o.Checksum)
-			}
-		}
+		e.checkStored(recorded)
 		var keys []string
 		for obj := range e.s3.Client.ListObjects(ctx, e.s3.Name, minio.ListObjectsOptions{Prefix: "out/" + id + "/", Recursive: true}) {
 			if obj.Err != nil {
@@ -226,15 +217,7 @@ func TestWriteOnlyOutputCredentials(t *testing.T) {
 			t.Fatal("no server-side copy was tried")
 		}
 		outs := e.outputs(v)
-		for _, o := range outs {
-			local := filepath.Join(t.TempDir(), "got")
-			if err := e.s3.Client.FGetObject(ctx, o.Bucket, o.Key, local, minio.GetObjectOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			if got := fileSHA256(t, local); got != o.Checksum {
-				t.Fatalf("%s: stored %s, recorded %s", o.Key, got, o.Checksum)
-			}
-		}
+		e.checkStored(outs)
 		n := 0
 		for obj := range e.s3.Client.ListObjects(ctx, e.s3.Name, minio.ListObjectsOptions{Prefix: "out/" + id + "/", Recursive: true}) {
 			if obj.Err != nil || strings.Contains(obj.Key, ".euterpe-attempt-") {

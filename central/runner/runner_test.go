@@ -98,7 +98,7 @@ func TestSignedURLSource(t *testing.T) {
 	})
 }
 
-func fileSHA256(t *testing.T, path string) string {
+func fileSHA256(t testing.TB, path string) string {
 	t.Helper()
 	b, err := readAll(path)
 	if err != nil {

@@ -124,7 +124,10 @@ func (e *Error) ErrorCode() string {
 // attempts. A timeout of the request itself (dial, TLS handshake, response
 // headers: they all match context.DeadlineExceeded) while ctx is still
 // live is the server's or the network's fault, retryable like any other
-// network error (contract §5).
+// network error (contract §5). ctx must therefore be the caller's context,
+// never one carrying the operation's own deadline (Copy's CopyDeadline): a
+// request that outlived its own bound while the caller is live timed out,
+// it was not given up.
 func newError(ctx context.Context, op, target string, status int, code string, err error) *Error {
 	e := &Error{Op: op, Target: target, Status: status, Code: code, Err: err}
 	switch {

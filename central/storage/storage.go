@@ -252,20 +252,70 @@ func (c *Client) Upload(ctx context.Context, b Bucket, key, path, contentType st
 	return fi.Size(), nil
 }
 
+// CopyOption adjusts one Copy.
+type CopyOption func(*copyOptions)
+
+type copyOptions struct{ deadline time.Time }
+
+// CopyDeadline bounds the copy by t. Unlike a deadline on the ctx given to
+// Copy (the caller giving up: final), running out of this one while ctx is
+// still live is the storage's fault, a copy that took too long: a
+// retryable storage_timeout (contract §5).
+func CopyDeadline(t time.Time) CopyOption {
+	return func(o *copyOptions) { o.deadline = t }
+}
+
+// abortTimeout bounds the clean-up of a copy that ran out of its deadline.
+const abortTimeout = 10 * time.Second
+
 // Copy copies bucket/src to bucket/dst on the server (no bytes pass through
-// this process; objects over 5 GiB are copied in parts).
-func (c *Client) Copy(ctx context.Context, b Bucket, src, dst string, creds Credentials) error {
+// this process). minio-go v7.4.1's ComposeObject takes its multipart path
+// (create, upload-part-copy, complete) for every non-empty object: its
+// single-CopyObject branch wants CopySrcOptions.Start == -1, which its
+// validation refuses.
+//
+// A multipart copy whose part copy fails is aborted by minio-go itself, but
+// not one whose initiation or completion request was cut (the upload ID is
+// lost with the request): when the copy runs out of its CopyDeadline while
+// ctx is live, the incomplete multipart uploads at dst are aborted, best
+// effort, within ctx (so never after the caller's own end, when the key may
+// belong to a later lease owner).
+func (c *Client) Copy(ctx context.Context, b Bucket, src, dst string, creds Credentials, opts ...CopyOption) error {
+	var o copyOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	target := b.Name + "/" + dst
 	cl, err := c.s3(b, creds)
 	if err != nil {
 		return newError(ctx, "copy", target, 0, "", err)
 	}
-	_, err = cl.ComposeObject(ctx, minio.CopyDestOptions{Bucket: b.Name, Object: dst},
+	cctx, cancel := ctx, context.CancelFunc(func() {})
+	if !o.deadline.IsZero() {
+		cctx, cancel = context.WithDeadline(ctx, o.deadline)
+	}
+	_, err = cl.ComposeObject(cctx, minio.CopyDestOptions{Bucket: b.Name, Object: dst},
 		minio.CopySrcOptions{Bucket: b.Name, Object: src})
+	expired := cctx.Err() != nil && ctx.Err() == nil
+	cancel()
 	if err != nil {
-		return s3Error(ctx, "copy", target, err)
+		// Classified against ctx, not cctx: the copy's own deadline is a
+		// storage timeout, only the caller's end is final.
+		se := s3Error(ctx, "copy", target, err)
+		if expired {
+			abortIncomplete(ctx, cl, b.Name, dst)
+		}
+		return se
 	}
 	return nil
+}
+
+// abortIncomplete aborts the incomplete multipart uploads at bucket/key,
+// best effort: a failure leaves them to the bucket's lifecycle rule.
+func abortIncomplete(ctx context.Context, cl *minio.Client, bucket, key string) {
+	actx, cancel := context.WithTimeout(ctx, abortTimeout)
+	defer cancel()
+	_ = cl.RemoveIncompleteUpload(actx, bucket, key)
 }
 
 // Remove deletes bucket/key; a key that does not exist is not an error.

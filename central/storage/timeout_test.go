@@ -1,6 +1,7 @@
 package storage_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -11,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minio/minio-go/v7"
 	"github.com/vesta-cx/euterpe/central/storage"
+	"github.com/vesta-cx/euterpe/central/storage/storagetest"
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
 )
 
 // silentServer accepts connections and never answers: a storage server
@@ -99,4 +103,93 @@ func TestTimeoutsAreRetryable(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCopyDeadlineIsRetryable: a server-side copy that outlives its own
+// CopyDeadline while the caller's context is live timed out (the storage
+// was slow): retryable storage_timeout, not final, and the incomplete
+// multipart uploads at the destination are aborted. The caller's own
+// deadline ending the copy stays final and sweeps nothing.
+func TestCopyDeadlineIsRetryable(t *testing.T) {
+	b := testsvc.S3(t)
+	p := storagetest.New(t, b.Endpoint)
+	c := storage.NewClient(storage.Options{HeaderTimeout: 5 * time.Second})
+	bucket := storage.Bucket{Endpoint: p.URL, Region: b.Region, Name: b.Name}
+	data := putRandom(t, b, "out/.euterpe-attempt-1/a.opus", 64<<10)
+	const dst = "out/a.opus"
+	ctx := context.Background()
+
+	// What a multipart copy cut at its completion (or whose initiation's
+	// answer was lost) leaves behind, which minio-go does not abort: an
+	// upload at dst that was never completed.
+	core := minio.Core{Client: b.Client}
+	incomplete := func() int {
+		n := 0
+		for u := range b.Client.ListIncompleteUploads(ctx, b.Name, dst, true) {
+			if u.Err != nil {
+				t.Fatal(u.Err)
+			}
+			if u.Key == dst {
+				n++
+			}
+		}
+		return n
+	}
+	if _, err := core.NewMultipartUpload(ctx, b.Name, dst, minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := incomplete(); n != 1 {
+		t.Fatalf("%d incomplete uploads before the copy, want 1", n)
+	}
+
+	p.SlowCopies(1, 3*time.Second)
+	start := time.Now()
+	err := c.Copy(ctx, bucket, "out/.euterpe-attempt-1/a.opus", dst, creds(b), storage.CopyDeadline(time.Now().Add(300*time.Millisecond)))
+	var se *storage.Error
+	if !errors.As(err, &se) || se.Class() != storage.Retryable || se.ErrorCode() != "storage_timeout" {
+		t.Fatalf("copy past its own deadline: %v (class %v)", err, classOf(err))
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("copy took %v past a 300ms deadline", d)
+	}
+	if n := incomplete(); n != 0 {
+		t.Fatalf("%d incomplete uploads left at %s after the timed-out copy", n, dst)
+	}
+
+	// The caller's deadline: final, as before.
+	if _, err := core.NewMultipartUpload(ctx, b.Name, dst, minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p.SlowCopies(1, 3*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	err = c.Copy(cctx, bucket, "out/.euterpe-attempt-1/a.opus", dst, creds(b), storage.CopyDeadline(time.Now().Add(time.Minute)))
+	if !errors.As(err, &se) || se.Class() != storage.Final {
+		t.Fatalf("caller's deadline: %v (class %v)", err, classOf(err))
+	}
+	if n := incomplete(); n != 1 {
+		t.Fatalf("%d incomplete uploads after the caller gave up, want 1 (no sweep outside the caller's context)", n)
+	}
+
+	// Storage fast again: the copy lands.
+	if err := c.Copy(ctx, bucket, "out/.euterpe-attempt-1/a.opus", dst, creds(b), storage.CopyDeadline(time.Now().Add(5*time.Second))); err != nil {
+		t.Fatal(err)
+	}
+	obj, err := b.Client.GetObject(ctx, b.Name, dst, minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obj.Close()
+	got, err := io.ReadAll(obj)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("copied object: %d bytes, equal %v, err %v", len(got), bytes.Equal(got, data), err)
+	}
+}
+
+func classOf(err error) string {
+	cl, ok := storage.ClassOf(err)
+	if !ok {
+		return "not a storage error"
+	}
+	return cl.String()
 }

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Proxy forwards to an upstream S3 endpoint unless told to fail.
@@ -25,6 +26,10 @@ type Proxy struct {
 	// credentials that may write but not read.
 	denyCopies bool
 	copies     int
+	// slowCopies is how many of the next server-side copies wait slowCopy
+	// before reaching the server: storage slower than the caller's bound.
+	slowCopies int
+	slowCopy   time.Duration
 }
 
 // New starts a proxy to upstream (e.g. testsvc.S3Bucket.Endpoint), closed
@@ -60,7 +65,23 @@ func New(t testing.TB, upstream string) *Proxy {
 			p.copies++
 		}
 		deny := isCopy && p.denyCopies
+		var delay time.Duration
+		if isCopy && p.slowCopies > 0 {
+			p.slowCopies--
+			delay = p.slowCopy
+		}
 		p.mu.Unlock()
+		if delay > 0 {
+			t := time.NewTimer(delay)
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+				// The client gave up first: the copy never reaches the
+				// server.
+				t.Stop()
+				return
+			}
+		}
 		if deny {
 			w.Header().Set("Content-Type", "application/xml")
 			w.WriteHeader(http.StatusForbidden)
@@ -112,6 +133,14 @@ func (p *Proxy) DenyCopies(on bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.denyCopies = on
+}
+
+// SlowCopies makes the next n server-side copies wait d before they are
+// forwarded; one whose client gives up first never reaches the server.
+func (p *Proxy) SlowCopies(n int, d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.slowCopies, p.slowCopy = n, d
 }
 
 // Copies is how many server-side copy requests reached the proxy.

@@ -85,8 +85,9 @@ func (s *Store) SetRunning(ctx context.Context, j *Job, startedAt time.Time) err
 
 // notBefore is the finish time t for jobs, moved up to the latest attempt
 // start among them. Starts are stamped by the lease's database-corrected
-// clock and finishes by the store's, whose offset estimate can differ by
-// half a round trip: a job must never finish before it started.
+// clock; a finish may come from a caller's clock, and even the store's
+// (the same lease clock) steps when it measures the database clock again:
+// a job must never finish before it started.
 func notBefore(t time.Time, jobs ...*Job) time.Time {
 	for _, j := range jobs {
 		if j.At.After(t) {
@@ -103,9 +104,11 @@ const release = "worker_id = NULL, lease_expires_at = NULL"
 // row's old values. One row version fewer per job than a write at claim.
 const startedAt = "started_at = updated_at, "
 
-// SetSucceeded records success with the result reference (fenced).
+// SetSucceeded records success with the result reference (fenced),
+// redacted (RedactRef: §8, no credentials in what is stored and returned).
 func (s *Store) SetSucceeded(ctx context.Context, j *Job, finishedAt time.Time, resultRef string) error {
 	finishedAt = notBefore(finishedAt, j)
+	resultRef = RedactRef(resultRef)
 	err := s.DB.Tx(ctx, func(tx *sql.Tx) error {
 		return s.q.Move(ctx, tx, &j.Claim, StatusSucceeded, finishedAt, "finished_at = ?, result_ref = ?, "+startedAt+release,
 			sqldb.Micros(finishedAt), nullString(resultRef))
@@ -215,11 +218,17 @@ func nullString(s string) any {
 }
 
 // SucceedMany records the success of many jobs in one transaction, each
-// fenced on its own claim; it returns an error per job (a *lease.StaleError
-// for a lost one, which leaves the others alone). If the transaction fails
-// as a whole the jobs are written one by one.
+// fenced on its own claim, with its redacted result reference (RedactRef);
+// it returns an error per job (a *lease.StaleError for a lost one, which
+// leaves the others alone). If the transaction fails as a whole the jobs
+// are written one by one.
 func (s *Store) SucceedMany(ctx context.Context, jobs []*Job, refs []string) []error {
 	now := notBefore(s.now(), jobs...)
+	redacted := make([]string, len(refs))
+	for i, r := range refs {
+		redacted[i] = RedactRef(r)
+	}
+	refs = redacted
 	saved := make([]lease.Claim, len(jobs))
 	for i, j := range jobs {
 		saved[i] = j.Claim

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -67,7 +68,9 @@ func truncate(s string, n int) string {
 
 // Exec is a job type run by an external program: the JobMessage as JSON on
 // stdin, the answer on stdout. The program runs in its own process group,
-// killed whole on timeout or when the job's lease is lost.
+// killed whole on timeout or when the job's lease is lost, with the minimal
+// environment of ExecEnv — none of central's own (its keyring, its
+// database URL).
 type Exec struct {
 	Path    string
 	Timeout time.Duration
@@ -79,6 +82,7 @@ func (x Exec) Run(ctx context.Context, m JobMessage) (string, error) {
 	defer cancel()
 	in, _ := json.Marshal(m)
 	cmd := exec.CommandContext(ctx, x.Path)
+	cmd.Env = ExecEnv()
 	cmd.Stdin = bytes.NewReader(in)
 	var out, errb limitedBuffer
 	out.max, errb.max = MaxAnswerBytes, 2048
@@ -106,6 +110,33 @@ func (x Exec) Run(ctx context.Context, m JobMessage) (string, error) {
 		return "", Fail(CodeStageUnavailable, fmt.Sprintf("exec %s: %v: %s", x.Path, err, strings.TrimSpace(errb.String())))
 	}
 	return ref, perr
+}
+
+// execEnvKept are the variables of central's environment an exec job
+// type's program sees, when set.
+var execEnvKept = []string{"PATH", "HOME", "LANG"}
+
+// defaultPath is the program's PATH when central has none.
+const defaultPath = "/usr/local/bin:/usr/bin:/bin"
+
+// ExecEnv is the whole environment of an exec job type's program: PATH,
+// HOME and LANG as central has them, and TZ=UTC (the contract's timezone).
+// Nothing else reaches it — no EUTERPE_* variable (EUTERPE_KEYRING holds
+// the KEKs, EUTERPE_DATABASE_URL the database password), no token, no
+// cloud credential: the program gets what it needs from its message and
+// its own configuration.
+func ExecEnv() []string {
+	env := make([]string, 0, len(execEnvKept)+1)
+	for _, k := range execEnvKept {
+		v, ok := os.LookupEnv(k)
+		switch {
+		case ok:
+			env = append(env, k+"="+v)
+		case k == "PATH":
+			env = append(env, k+"="+defaultPath)
+		}
+	}
+	return append(env, "TZ=UTC")
 }
 
 // limitedBuffer keeps the first max bytes and notes that more came.

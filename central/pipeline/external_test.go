@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vesta-cx/euterpe/central/credentials"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 )
 
@@ -141,6 +143,111 @@ func TestExecGarbageRecorded(t *testing.T) {
 		}
 		if !strings.Contains(f.logs.String(), `"alert":true`) {
 			t.Fatal("no alert logged")
+		}
+	})
+}
+
+// fakeSecrets sets central's secrets in the test's environment, as a pod
+// has them, and returns them.
+func fakeSecrets(t *testing.T) (keyring, dbPassword string) {
+	t.Helper()
+	keyring = "k1:" + credentials.NewKey()
+	dbPassword = "hunter2-db-password"
+	t.Setenv("EUTERPE_KEYRING", keyring)
+	t.Setenv("EUTERPE_DATABASE_URL", "postgres://euterpe:"+dbPassword+"@db.internal:5432/euterpe?sslmode=require")
+	t.Setenv("EUTERPE_OPERATOR_TOKEN", "eop_secret_token")
+	return keyring, dbPassword
+}
+
+// An exec job type's program gets a minimal environment: PATH, HOME, LANG
+// and TZ=UTC, never central's EUTERPE_* variables.
+func TestExecEnvironment(t *testing.T) {
+	keyring, pw := fakeSecrets(t)
+	t.Setenv("LANG", "C.UTF-8")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "aws-secret")
+	// The whole environment, one variable a line, as the result_ref.
+	p := script(t, `cat >/dev/null; printf '{"result_ref":"%s"}' "$(env | sort | tr '\n' ';' | tr -d '"\\')"`)
+	ref, err := Exec{Path: p, Timeout: 5 * time.Second}.Run(context.Background(), msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"EUTERPE_", keyring, pw, "eop_secret_token", "aws-secret"} {
+		if strings.Contains(ref, bad) {
+			t.Errorf("the program saw %q: %s", bad, ref)
+		}
+	}
+	for _, want := range []string{"TZ=UTC;", "PATH=" + os.Getenv("PATH") + ";", "LANG=C.UTF-8;"} {
+		if !strings.Contains(ref, want) {
+			t.Errorf("environment lacks %q: %s", want, ref)
+		}
+	}
+	for _, kv := range ExecEnv() {
+		if strings.HasPrefix(kv, "EUTERPE_") {
+			t.Errorf("ExecEnv has %s", kv)
+		}
+	}
+}
+
+// End to end on both engines: a program that echoes central's secrets
+// into its result_ref gets none to echo, and what it answers is redacted
+// before it is stored and returned (GET /v1/pipeline/jobs/{id}); a plain
+// reference is stored as it is.
+func TestExecResultRefHoldsNoSecrets(t *testing.T) {
+	keyring, pw := fakeSecrets(t)
+	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
+		f := newFixture(t, db, nil)
+		_ = f.types.Register(JobType{Name: "leaky", Runner: Exec{Timeout: 5 * time.Second, Path: script(t,
+			`cat >/dev/null; printf '{"result_ref":"s3://bucket/key keyring=%s db=%s"}' "$EUTERPE_KEYRING" "$EUTERPE_DATABASE_URL"`)}})
+		_ = f.types.Register(JobType{Name: "dsn", Runner: Exec{Timeout: 5 * time.Second, Path: script(t,
+			`cat >/dev/null; echo '{"result_ref":"DATABASE_URL=postgres://euterpe:`+pw+`@db.internal/euterpe password=`+pw+`"}'`)}})
+		_ = f.types.Register(JobType{Name: "plain", Runner: Exec{Timeout: 5 * time.Second, Path: script(t,
+			`cat >/dev/null; echo '{"result_ref":"s3://bucket/edge_daily/edge-1/2026-01-02.json"}'`)}})
+		leaky := f.submit(t, "leaky", "AAPL", "2026-01-02")
+		dsn := f.submit(t, "dsn", "AAPL", "2026-01-02")
+		plain := f.submit(t, "plain", "AAPL", "2026-01-02")
+		ids := []string{leaky.JobID, dsn.JobID, plain.JobID}
+		f.runUntil(t, 10*time.Second, "all succeeded", func() bool {
+			for _, id := range ids {
+				if f.get(t, id).Status != StatusSucceeded {
+					return false
+				}
+			}
+			return true
+		})
+		base := apiServer(t, f)
+		refs := map[string]string{}
+		for _, id := range ids {
+			resp, err := http.Get(base + "/v1/pipeline/jobs/" + id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rec JobRecord
+			err = json.NewDecoder(resp.Body).Decode(&rec)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != 200 {
+				t.Fatalf("get %s: %d %v", id, resp.StatusCode, err)
+			}
+			if stored := f.get(t, id).ResultRef; stored != rec.ResultRef {
+				t.Fatalf("stored %q, returned %q", stored, rec.ResultRef)
+			}
+			for _, bad := range []string{keyring, strings.TrimPrefix(keyring, "k1:"), pw} {
+				if strings.Contains(rec.ResultRef, bad) {
+					t.Errorf("job %s: result_ref %q holds a secret", id, rec.ResultRef)
+				}
+			}
+			refs[id] = rec.ResultRef
+		}
+		if got := refs[leaky.JobID]; got != "s3://bucket/key keyring= db=" {
+			t.Errorf("leaky: %q", got)
+		}
+		if got := refs[dsn.JobID]; got != "DATABASE_URL=postgres://euterpe:[REDACTED]@db.internal/euterpe password=[REDACTED]" {
+			t.Errorf("dsn: %q", got)
+		}
+		if got := refs[plain.JobID]; got != "s3://bucket/edge_daily/edge-1/2026-01-02.json" {
+			t.Errorf("plain: %q", got)
+		}
+		if strings.Contains(f.logs.String(), pw) {
+			t.Error("the password reached the log")
 		}
 	})
 }

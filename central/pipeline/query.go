@@ -6,7 +6,9 @@ import (
 	"encoding/base64"
 	"errors"
 	"strings"
+	"unicode/utf8"
 
+	"github.com/google/uuid"
 	"github.com/vesta-cx/euterpe/daemon/lease"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 )
@@ -42,8 +44,26 @@ func scanRecord(r scanner) (JobRecord, error) {
 	return j, nil
 }
 
+// IsJobID reports whether id has the shape of a job id (a UUID in its
+// canonical 36-character form, as NewJobID makes them). Anything else —
+// including bytes that are not UTF-8, which Postgres refuses as a parameter
+// — names no job, and is answered ErrNotFound without a query, the same on
+// both engines.
+func IsJobID(id string) bool {
+	return len(id) == 36 && uuid.Validate(id) == nil
+}
+
+// isText reports whether v can be a text parameter on both engines: UTF-8
+// without NUL (Postgres refuses either, SQLite would compare them).
+func isText(v string) bool {
+	return utf8.ValidString(v) && !strings.ContainsRune(v, 0)
+}
+
 // GetByID is get_by_id.
 func (s *Store) GetByID(ctx context.Context, id string) (JobRecord, error) {
+	if !IsJobID(id) {
+		return JobRecord{}, ErrNotFound
+	}
 	j, err := scanRecord(s.DB.QueryRowContext(ctx, s.DB.Rebind("SELECT "+recordCols+" FROM pipeline_jobs WHERE job_id = ?"), id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return j, ErrNotFound
@@ -88,21 +108,33 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 	if f.Limit <= 0 || f.Limit > 500 {
 		f.Limit = 100
 	}
+	var cursor []byte
+	if f.Cursor != "" {
+		// The cursor is the last job id of a page: anything else (bytes
+		// that are not UTF-8 among them) was not made by List.
+		var err error
+		cursor, err = base64.RawURLEncoding.DecodeString(f.Cursor)
+		if err != nil || !IsJobID(string(cursor)) {
+			return Page{}, ErrBadCursor
+		}
+	}
 	var where []string
 	var args []any
 	for _, c := range []struct{ col, v string }{{"status", f.Status}, {"job_type", f.JobType}, {"symbol", f.Symbol}, {"asof", f.Asof}} {
+		if !isText(c.v) {
+			// No job has such a value (submits are UTF-8 text), and
+			// Postgres would refuse the parameter: no page, on both
+			// engines. The API refuses it first (400 invalid_request).
+			return Page{Jobs: []JobRecord{}}, nil
+		}
 		if c.v != "" {
 			where = append(where, c.col+" = ?")
 			args = append(args, c.v)
 		}
 	}
-	if f.Cursor != "" {
-		b, err := base64.RawURLEncoding.DecodeString(f.Cursor)
-		if err != nil || len(b) == 0 || len(b) > 64 {
-			return Page{}, ErrBadCursor
-		}
+	if cursor != nil {
 		where = append(where, "job_id < ?")
-		args = append(args, string(b))
+		args = append(args, string(cursor))
 	}
 	q := "SELECT " + recordCols + " FROM pipeline_jobs"
 	if len(where) > 0 {
@@ -139,6 +171,9 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 // (the unique index says so); a *lease.TransitionError for a job that is
 // not dead-lettered.
 func (s *Store) Redrive(ctx context.Context, id string) (JobRecord, error) {
+	if !IsJobID(id) {
+		return JobRecord{}, ErrNotFound
+	}
 	now := sqldb.Micros(s.now())
 	err := s.DB.Tx(ctx, func(tx *sql.Tx) error {
 		var st string

@@ -70,7 +70,7 @@ func (s *Scheduler) Due(now time.Time) []time.Time {
 // RunOnce enqueues what is due and not yet scheduled; it returns how many
 // jobs it marked.
 func (s *Scheduler) RunOnce(ctx context.Context) (int, error) {
-	due := s.Due(s.Store.now())
+	due := s.Due(s.Store.clock())
 	oldest := due[len(due)-1].Format(DateLayout)
 	done := map[string]bool{}
 	rows, err := s.Store.DB.QueryContext(ctx, s.Store.DB.Rebind("SELECT job_type, symbol, asof FROM pipeline_schedule_runs WHERE asof >= ?"), oldest)
@@ -159,7 +159,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		} else if n > 0 {
 			s.Log.Info("pipeline scheduler: enqueued the daily jobs", "jobs", n)
 		}
-		now := s.Store.now().UTC()
+		now := s.Store.clock().UTC()
 		next := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC).Add(s.At)
 		if !next.After(now) {
 			next = next.AddDate(0, 0, 1)

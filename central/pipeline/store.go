@@ -30,20 +30,33 @@ type Store struct {
 	// OnSubmit, when set, runs after a submit created a job (wakes the
 	// local worker).
 	OnSubmit func()
-	now      func() time.Time
-	q        *lease.Queue
-	locked   lockGuard
+	// clock is this process's clock (NewStore's now, or time.Now): the
+	// scheduler's, for the days it owes. Every time the store writes is
+	// the database's (now).
+	clock  func() time.Time
+	q      *lease.Queue
+	locked lockGuard
 }
 
-// NewStore returns a store on db; now is the clock (nil: time.Now).
+// NewStore returns a store on db; now is this process's clock (nil:
+// time.Now), corrected to the database clock by the lease queue: every
+// time the store writes — visible_at of a submit, an enqueue, a retry and a
+// redrive, which a claim compares with the lease queue's clock, and
+// created_at, updated_at, finished_at — is the database's, so a pod whose
+// clock runs ahead (or behind) does not delay (or hasten) the jobs it
+// writes. A fake now (tests) moves the store's time with it.
 func NewStore(db *sqldb.DB, now func() time.Time) *Store {
-	if now == nil {
-		now = time.Now
+	clock := now
+	if clock == nil {
+		clock = time.Now
 	}
 	s := &Store{DB: db, MaxAttempts: 5, Backoff: lease.Backoff{Base: 5 * time.Second, Cap: 5 * time.Minute},
-		Log: slog.New(slog.DiscardHandler), now: now}
+		Log: slog.New(slog.DiscardHandler), clock: clock}
 	spec := Lease
 	spec.Returning = []string{"idempotency_key", "job_type", "symbol", "asof", "requested_by", "created_at", "max_attempts"}
+	// Now stays nil for the real clock: the queue then measures the
+	// database clock again every lease.ClockResync (a fake Now is measured
+	// once).
 	s.q = &lease.Queue{DB: db, Spec: spec, Machine: Transitions, Now: now, OnExpire: s.onExpire,
 		Extra: func() []any {
 			return []any{new(string), new(string), new(string), new(string), new(string), new(int64), new(int)}
@@ -54,7 +67,12 @@ func NewStore(db *sqldb.DB, now func() time.Time) *Store {
 // LeaseQueue is the store's lease.Queue (for Validate at start).
 func (s *Store) LeaseQueue() *lease.Queue { return s.q }
 
-// Now is the store's clock.
+// now is the time by the database's clock (lease.Queue.Time): the clock
+// of every time the store writes and of every ready time a claim compares.
+func (s *Store) now() time.Time { return s.q.Time() }
+
+// Now is the store's time: this process's clock corrected to the
+// database's (lease.Queue.Time).
 func (s *Store) Now() time.Time { return s.now() }
 
 // ErrNotFound is returned for an unknown job id.
@@ -152,6 +170,9 @@ var activeList = "'" + strings.Join(ActiveStatuses, "', '") + "'"
 func (s *Store) CreateQueued(ctx context.Context, m JobMessage) (Created, error) {
 	if err := m.Validate(); err != nil {
 		return Created{}, err
+	}
+	if !IsJobID(m.JobID) {
+		return Created{}, invalid("job_id must be a UUID (NewJobID)")
 	}
 	var out Created
 	err := s.DB.Tx(ctx, func(tx *sql.Tx) error {

@@ -460,6 +460,10 @@ func TestRedact(t *testing.T) {
 		`{"secret_key":"s3cr3t"}`:                               `{"secret_key":"[REDACTED]"}`,
 		"password=abc port=5432":                                "password=[REDACTED] port=5432",
 		"plain message":                                         "plain message",
+		"s3://bucket/edge_daily/e/2026-01-02.json":              "s3://bucket/edge_daily/e/2026-01-02.json",
+		"EUTERPE_DATABASE_URL=postgres://u:pw@db:5432/x":        "EUTERPE_DATABASE_URL=postgres://u:[REDACTED]@db:5432/x",
+		"dsn=postgres://u:p@ss@db/x;":                           "dsn=postgres://u:[REDACTED]@db/x;",
+		"https://host:8080/a@b":                                 "https://host:8080/a@b",
 	}
 	for in, want := range cases {
 		if got := Redact(in); got != want {
@@ -471,6 +475,14 @@ func TestRedact(t *testing.T) {
 	}
 	if n := len(Redact(strings.Repeat("é", 600))); n > 512 {
 		t.Errorf("capped to %d bytes", n)
+	}
+	// A result_ref is redacted alike but not capped (up to 2048).
+	long := "s3://bucket/" + strings.Repeat("k", 1500)
+	if got := RedactRef(long); got != long {
+		t.Errorf("RedactRef changed a plain reference")
+	}
+	if got := RedactRef("s3://b/k?X-Amz-Signature=abc"); got != "s3://b/k?X-Amz-Signature=[REDACTED]" {
+		t.Errorf("RedactRef: %q", got)
 	}
 }
 

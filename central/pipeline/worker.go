@@ -100,6 +100,7 @@ func (w *Worker) RunJob(ctx context.Context, j *Job) {
 	var jerr error
 	err := s.Keep(ctx, j, w.Cfg.Visibility, func(ctx context.Context) error {
 		ref, jerr = w.execute(ctx, j)
+		ref = RedactRef(ref) // as stored: the log line below shows no more
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

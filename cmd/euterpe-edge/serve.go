@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -41,7 +42,7 @@ func newServeConfig(getenv func(string) string) (*daemon.Config, *serveSettings)
 	cfg.Duration(&s.Grace, "shutdown-grace", "EUTERPE_SHUTDOWN_GRACE", 10*time.Second, 0, 10*time.Minute, "time in-flight work gets to finish on shutdown")
 	cfg.String(&s.LogLevel, "log-level", "EUTERPE_LOG_LEVEL", "info", "log level: debug, info, warn, error", daemon.CheckOneOf("debug", "info", "warn", "error"))
 	cfg.String(&s.Origins, "trusted-origins", "EUTERPE_TRUSTED_ORIGINS", "",
-		"comma-separated origins (scheme://host[:port]) whose browsers may POST besides the daemon's own, e.g. a proxy in front of the console", console.CheckOrigins)
+		"comma-separated origins (scheme://host[:port]) whose browsers may POST besides the daemon's own and whose host names it answers to, e.g. a proxy in front of the console", console.CheckOrigins)
 	s.Gateway.Declare(cfg)
 	for _, p := range plugins {
 		if p.Settings != nil {
@@ -132,7 +133,14 @@ func runDaemon(parent context.Context, log *slog.Logger, s *serveSettings, geten
 	if err != nil {
 		return &daemon.SettingError{Setting: "EUTERPE_TRUSTED_ORIGINS", Value: s.Origins, Reason: err.Error()}
 	}
-	e.Use(xorigin)
+	// Nor may a page elsewhere reach it by DNS rebinding, which makes it
+	// that page's own origin (console.KnownHosts).
+	host, _ := os.Hostname()
+	known, err := console.KnownHostsList(s.Origins, host)
+	if err != nil {
+		return &daemon.SettingError{Setting: "EUTERPE_TRUSTED_ORIGINS", Value: s.Origins, Reason: err.Error()}
+	}
+	e.Use(known, xorigin)
 	checks := []daemon.Check{{Name: "redis", Probe: ping}}
 	for _, c := range comps {
 		if ch, ok := c.c.(checker); ok {

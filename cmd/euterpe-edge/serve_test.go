@@ -192,3 +192,37 @@ func TestMetricsEndpoint(t *testing.T) {
 	assert.Contains(t, string(body), "go_goroutines ")
 	assert.Contains(t, string(body), "process_start_time_seconds ")
 }
+
+// DNS rebinding: a page on a name its owner re-points at 127.0.0.1 sends
+// what the browser sees as same-origin requests (Sec-Fetch-Site
+// same-origin, Origin equal to Host). The edge has no sign-in, so without a
+// Host check that page could submit and cancel jobs, trash library files
+// and read the console. It is refused; the daemon's own names are not.
+func TestDNSRebindingRefused(t *testing.T) {
+	_, opt := testsvc.Redis(t)
+	base := serveInProcess(t, map[string]string{
+		"EUTERPE_REDIS_URL":     fmt.Sprintf("redis://%s/%d", opt.Addr, opt.DB),
+		"EUTERPE_TASK_BACKENDS": "tool=exec:/bin/cat",
+	})
+	port := base[strings.LastIndex(base, ":")+1:]
+	do := func(host, method, path, body string) int {
+		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Host = host
+		req.Header.Set("Origin", "http://"+host)
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	evil := "rebind.attacker.example:" + port
+	assert.Equal(t, http.StatusMisdirectedRequest, do(evil, "POST", "/v1/jobs", `{"task":"tool","payload":{"x":1}}`))
+	assert.Equal(t, http.StatusMisdirectedRequest, do(evil, "GET", "/ui/", ""))
+	assert.Equal(t, http.StatusOK, do(evil, "GET", "/healthz", ""), "probes answer any name")
+	for _, own := range []string{"127.0.0.1:" + port, "localhost:" + port} {
+		assert.Equal(t, http.StatusAccepted, do(own, "POST", "/v1/jobs", `{"task":"tool","payload":{"x":1}}`), own)
+	}
+}

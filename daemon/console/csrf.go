@@ -30,13 +30,17 @@ func CrossOrigin(trusted ...string) (echo.MiddlewareFunc, error) {
 // CrossOriginList is CrossOrigin for a setting's comma-separated list of
 // origins (blanks ignored).
 func CrossOriginList(list string) (echo.MiddlewareFunc, error) {
-	var trusted []string
+	return crossOrigin(splitOrigins(list))
+}
+
+func splitOrigins(list string) []string {
+	var out []string
 	for _, o := range strings.Split(list, ",") {
 		if o = strings.TrimSpace(o); o != "" {
-			trusted = append(trusted, o)
+			out = append(out, o)
 		}
 	}
-	return crossOrigin(trusted)
+	return out
 }
 
 // CheckOrigins validates a CrossOriginList setting.

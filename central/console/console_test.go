@@ -154,3 +154,25 @@ func TestSecureCookie(t *testing.T) {
 		}
 	}
 }
+
+// The console's routes do not swallow the server's other paths: an API
+// client's typo is a 404, not a console sign-in redirect (a group on the
+// empty prefix registers a catch-all for the whole server).
+func TestUnknownPathsAreNotTheConsoles(t *testing.T) {
+	c := startCentral(t, sqldb.SQLite, nil)
+	cl := c.client(t)
+	for _, m := range []string{http.MethodGet, http.MethodPost} {
+		for _, p := range []string{"/v1/jobs/x/typo", "/v1/typo", "/nope"} {
+			req, _ := http.NewRequest(m, c.base+p, nil)
+			req.Header.Set("Authorization", "Bearer "+c.req.APIKey)
+			res, err := cl.http.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != http.StatusNotFound {
+				t.Errorf("%s %s with a requester key: %d (Location %q), want 404", m, p, res.StatusCode, res.Header.Get("Location"))
+			}
+		}
+	}
+}

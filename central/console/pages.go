@@ -88,25 +88,31 @@ func (p *pages) mount(e *echo.Echo) {
 	p.c.Mount(e)
 	e.GET(signinPath, r.getSignin)
 	e.POST(signinPath, r.postSignin, cross)
-	g := e.Group("", cross, r.requireSession, requireCSRF)
-	g.POST(signoutPath, r.postSignout)
-	g.GET(pathOverview, r.overviewPage)
-	g.GET(pathHistory, echo.WrapHandler(r.history))
-	g.GET(pathJobs, r.jobsPage)
-	g.GET(pathJob, r.jobPage)
-	g.GET(pathDead, r.deadPage)
-	g.POST(pathRedrive, r.redriveWebhook)
+	// Per route, not through an e.Group("", …): a group's middleware
+	// registers a catch-all for its prefix, which for "" is the whole
+	// server, and every unknown path of the API would answer with a
+	// console sign-in redirect instead of a 404.
+	mw := []echo.MiddlewareFunc{cross, r.requireSession, requireCSRF}
+	get := func(path string, h echo.HandlerFunc) { e.GET(path, h, mw...) }
+	post := func(path string, h echo.HandlerFunc) { e.POST(path, h, mw...) }
+	post(signoutPath, r.postSignout)
+	get(pathOverview, r.overviewPage)
+	get(pathHistory, echo.WrapHandler(r.history))
+	get(pathJobs, r.jobsPage)
+	get(pathJob, r.jobPage)
+	get(pathDead, r.deadPage)
+	post(pathRedrive, r.redriveWebhook)
 	if r.withFleet {
-		g.GET(pathFleet, r.fleetPage)
-		g.GET(pathEdge, r.edgePage)
-		g.GET(pathEdgeJob, r.edgeJobPage)
-		g.GET(pathTail, r.tail.Tail)
+		get(pathFleet, r.fleetPage)
+		get(pathEdge, r.edgePage)
+		get(pathEdgeJob, r.edgeJobPage)
+		get(pathTail, r.tail.Tail)
 	}
 	if r.withPipeline {
-		g.GET(pathPipeline, r.pipelinePage)
-		g.GET(pathDLQ, r.dlqPage)
-		g.POST(pathPRedrive, r.redrivePipeline)
-		g.GET(pathReport, r.reportPage)
+		get(pathPipeline, r.pipelinePage)
+		get(pathDLQ, r.dlqPage)
+		post(pathPRedrive, r.redrivePipeline)
+		get(pathReport, r.reportPage)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"path"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -110,6 +111,12 @@ func SecurityHeaders(h http.Header) {
 	h.Set("Cache-Control", "no-store")
 }
 
+// servable reports whether an asset request names a file as written: the
+// file server cleans the path after our checks, so an unclean one
+// (base.html/. is base.html) could reach what a suffix check refused, and
+// one ending in / is a directory listing.
+func servable(p string) bool { return path.Clean(p) == p && !strings.HasSuffix(p, "/") }
+
 // Mount serves the assets under /ui/assets/ (cacheable: they change only
 // with the binary) and redirects /ui to /ui/. Pages are added by the
 // daemon on the same echo instance.
@@ -120,7 +127,7 @@ func (c *Console) Mount(e *echo.Echo) {
 	}
 	files := http.StripPrefix(Prefix+"assets/", http.FileServer(http.FS(sub)))
 	e.GET(Prefix+"assets/*", func(ec echo.Context) error {
-		if strings.HasSuffix(ec.Request().URL.Path, ".html") || strings.HasSuffix(ec.Request().URL.Path, "/") {
+		if p := ec.Request().URL.Path; !servable(p) || strings.HasSuffix(p, ".html") {
 			return echo.ErrNotFound // templates and listings are not assets
 		}
 		h := ec.Response().Header()
@@ -132,7 +139,7 @@ func (c *Console) Mount(e *echo.Echo) {
 	if c.opt.Assets != nil {
 		app := http.StripPrefix(Prefix+"app/", http.FileServer(http.FS(c.opt.Assets)))
 		e.GET(Prefix+"app/*", func(ec echo.Context) error {
-			if strings.HasSuffix(ec.Request().URL.Path, "/") {
+			if !servable(ec.Request().URL.Path) {
 				return echo.ErrNotFound
 			}
 			h := ec.Response().Header()

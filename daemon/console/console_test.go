@@ -60,6 +60,8 @@ func TestAssetsServed(t *testing.T) {
 		{"/ui/assets/console.js", 200, "javascript"},
 		{"/ui/assets/console.css", 200, "text/css"},
 		{"/ui/assets/base.html", 404, ""},
+		{"/ui/assets/base.html/.", 404, ""}, // cleaned to base.html by the file server
+		{"/ui/assets/x/../base.html", 404, ""},
 		{"/ui/assets/", 404, ""},
 		{"/ui/assets/nope.js", 404, ""},
 	} {

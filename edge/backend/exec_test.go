@@ -34,6 +34,8 @@ func TestExecBackend(t *testing.T) {
 		{"empty output", `cat >/dev/null`, `{}`, "", 0},
 		{"exit status and stderr", `echo "bad thing happened" >&2; exit 3`, "", CodeBackendError, 3},
 		{"not json", `echo hello`, "", CodeInvalidResult, 0},
+		// JSON lets Latin-1 through inside strings; GET and SSE promise UTF-8.
+		{"latin-1 result", `printf '{"text":"caf\351 \377\376"}'`, "{\"text\":\"caf\uFFFD \uFFFD\"}", "", 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

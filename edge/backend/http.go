@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"time"
+	"unicode/utf8"
 )
 
 // HTTP POSTs the payload JSON to URL and takes the JSON response body as the
@@ -56,6 +57,13 @@ func jsonResult(b []byte, status int, what string) (json.RawMessage, error) {
 	}
 	if !json.Valid(b) {
 		return nil, Errorf(CodeInvalidResult, status, "%s: result is not JSON: %s", what, describe(b))
+	}
+	// JSON lets invalid UTF-8 through inside strings (a program printing
+	// Latin-1); clients of GET and SSE are promised JSON, which is UTF-8,
+	// so the bad bytes become U+FFFD, as encoding/json decodes them. They
+	// can only sit inside strings, so the result stays JSON.
+	if !utf8.Valid(b) {
+		b = bytes.ToValidUTF8(b, []byte("\uFFFD"))
 	}
 	return json.RawMessage(b), nil
 }

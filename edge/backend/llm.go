@@ -265,6 +265,11 @@ func do(ctx context.Context, c *http.Client, req *http.Request, what string) (*h
 		if msg == "" {
 			msg = http.StatusText(resp.StatusCode)
 		}
+		// A server or proxy refusing a key may quote it back; the
+		// message becomes the job's error, which every client can read.
+		if tok := credential(req); len(tok) >= 4 {
+			msg = strings.ReplaceAll(msg, tok, "[REDACTED]")
+		}
 		return nil, Errorf(CodeBackendError, resp.StatusCode, "%s: %s", what, msg)
 	}
 	return resp, nil
@@ -321,4 +326,14 @@ func describe(b []byte) string {
 		return fmt.Sprintf("%q...", b[:80])
 	}
 	return fmt.Sprintf("%q", b)
+}
+
+// credential is the secret of req's Authorization header: a bearer
+// token, or the whole value of any other scheme.
+func credential(req *http.Request) string {
+	v := strings.TrimSpace(req.Header.Get("Authorization"))
+	if scheme, tok, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "bearer") {
+		return strings.TrimSpace(tok)
+	}
+	return v
 }

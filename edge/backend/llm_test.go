@@ -127,6 +127,8 @@ func TestLLMErrors(t *testing.T) {
 	}{
 		{"upstream 500 with long body", &fakeLLM{status: 500, errBody: `{"error":{"message":"` + long + `"}}`}, `{"prompt":"x"}`, CodeBackendError, 500, "xxxx"},
 		{"upstream 429 plain text", &fakeLLM{status: 429, errBody: "slow down"}, `{"prompt":"x"}`, CodeBackendError, 429, "slow down"},
+		// A server or proxy that quotes the refused key back.
+		{"upstream 401 echoing the key", &fakeLLM{status: 401, errBody: `{"error":{"message":"invalid api key: sk-test-secret"}}`}, `{"prompt":"x"}`, CodeBackendError, 401, "invalid api key: [REDACTED]"},
 		{"no prompt", &fakeLLM{}, `{"foo":1}`, CodeInvalidPayload, 0, "messages"},
 		{"raw payload", &fakeLLM{}, `{"_raw":"not json"}`, CodeInvalidPayload, 0, "prompt"},
 		{"embed without input", &fakeLLM{}, `{}`, CodeInvalidPayload, 0, "input"},

@@ -64,6 +64,7 @@ func testCreateRejectsBadInput(t *testing.T) {
 		{"payload array", `{"task":"chat","payload":[1]}`, nil, 400, "invalid_payload"},
 		{"payload string", `{"task":"chat","payload":"x"}`, nil, 400, "invalid_payload"},
 		{"payload null", `{"task":"chat","payload":null}`, nil, 400, "invalid_payload"},
+		{"payload not UTF-8", "{\"task\":\"chat\",\"payload\":{\"prompt\":\"caf\xe9\"}}", nil, 400, "invalid_payload"},
 		{"ttl zero", `{"task":"chat","payload":{},"ttl_s":0}`, nil, 400, "invalid_ttl"},
 		{"ttl negative", `{"task":"chat","payload":{},"ttl_s":-5}`, nil, 400, "invalid_ttl"},
 		{"ttl fraction", `{"task":"chat","payload":{},"ttl_s":1.5}`, nil, 400, "invalid_ttl"},

@@ -115,9 +115,35 @@ func testSSEFutureLastEventIDDoesNotStallOthers(t *testing.T) {
 			rest := framesWithin(t, b, 10*time.Second)
 			require.Len(t, rest, 1, ids(rest))
 			assert.Equal(t, "done", rest[0].Event)
-			_ = a.resp.Body.Close()
+			// The client ahead saw nothing new, but its stream ends with
+			// the job rather than idling on heartbeats until the job's TTL.
+			assert.Empty(t, framesWithin(t, a, 10*time.Second))
 		})
 	}
+}
+
+// The largest possible Last-Event-ID on a finished job with more than a
+// catch-up page of events ends the stream at once: its successor once
+// wrapped to 0-0, and the replay fetched the first page for ever.
+func TestSSELargestLastEventIDEnds(t *testing.T) {
+	testsvc.EachRedis(t, testSSELargestLastEventIDEnds)
+}
+
+func testSSELargestLastEventIDEnds(t *testing.T) {
+	s := startServer(t, testSettings())
+	ctx := context.Background()
+	id := newJob(t, s)
+	for i := range 250 {
+		progress(t, s, id, i)
+	}
+	_, err := s.Store.SetRunning(ctx, id, "worker.start", nil)
+	require.NoError(t, err)
+	_, err = s.Store.Finish(ctx, id, jobs.Done, "worker.finish", json.RawMessage(`{}`), nil, "")
+	require.NoError(t, err)
+	c := s.events(t, id, map[string]string{"Last-Event-ID": "18446744073709551615-18446744073709551615"}, "")
+	fs := framesWithin(t, c, 5*time.Second)
+	require.Len(t, fs, 1, ids(fs))
+	assert.Equal(t, "hello", fs[0].Event)
 }
 
 // Ids between two entries (here in the gap between two milliseconds, with

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/edge/jobs"
@@ -71,6 +72,9 @@ func ParseCreate(body []byte, maxTTL int64) (CreateRequest, error) {
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, raw.Payload); err != nil {
 		return CreateRequest{}, bad("invalid_payload", "payload is not valid JSON")
+	}
+	if !utf8.Valid(raw.Payload) { // JSON text is UTF-8; json.Compact does not check
+		return CreateRequest{}, bad("invalid_payload", "payload is not valid UTF-8")
 	}
 	req.Payload = buf.Bytes()
 	if len(raw.TTLS) > 0 && string(raw.TTLS) != "null" {

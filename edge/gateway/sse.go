@@ -86,12 +86,15 @@ func (g *Gateway) replay(ctx context.Context, id string, cursor jobs.StreamID, s
 		if err != nil {
 			return err
 		}
+		from := cursor
 		for _, ev := range evs {
 			if err := s.event(&cursor, ev); err != nil {
 				return err
 			}
 		}
-		if len(evs) < catchUpPage {
+		// A page that moved the cursor nowhere would be fetched again
+		// for ever.
+		if len(evs) < catchUpPage || cursor == from {
 			return nil
 		}
 	}
@@ -184,7 +187,12 @@ type sseWriter struct {
 func (s *sseWriter) event(cursor *jobs.StreamID, ev jobs.Event) error {
 	eid := jobs.MustStreamID(ev.ID)
 	if !cursor.Less(eid) {
-		return nil // already sent
+		// Already sent — or the client's Last-Event-ID is past it. A
+		// terminal event still ends the stream: the job is over either way.
+		if jobs.IsTerminal(ev.Type) {
+			return errStreamEnd
+		}
+		return nil
 	}
 	data, _ := json.Marshal(ev)
 	s.frame(ev.ID, ev.Type, data)

@@ -47,9 +47,16 @@ func (id StreamID) Less(o StreamID) bool {
 }
 
 // Next is the smallest id greater than id. XRANGE with Next(after) as its
-// start is the exclusive range "(after" of Redis 6.2, on Redis 6.0.
+// start is the exclusive range "(after" of Redis 6.2, on Redis 6.0. The
+// largest id has no successor and is its own Next: wrapping to 0-0 would
+// turn "after the end" (a client's Last-Event-ID may say anything) into
+// "from the start".
 func (id StreamID) Next() StreamID {
-	if id.Seq == ^uint64(0) {
+	const max = ^uint64(0)
+	switch {
+	case id.MS == max && id.Seq == max:
+		return id
+	case id.Seq == max:
 		return StreamID{MS: id.MS + 1}
 	}
 	return StreamID{MS: id.MS, Seq: id.Seq + 1}

@@ -36,6 +36,10 @@ func TestStreamID(t *testing.T) {
 			assert.True(t, got.Less(got.Next()))
 		})
 	}
+	// The largest id has no successor: Next must not wrap to 0-0.
+	last := StreamID{^uint64(0), ^uint64(0)}
+	assert.Equal(t, last, last.Next())
+	assert.Equal(t, StreamID{^uint64(0), 0}, StreamID{^uint64(0) - 1, ^uint64(0)}.Next())
 }
 
 func TestDecodeField(t *testing.T) {

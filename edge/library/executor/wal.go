@@ -3,9 +3,11 @@ package executor
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/daemon/lease"
@@ -155,12 +157,12 @@ func (x *Executor) RunWALOnce(ctx context.Context) (bool, error) {
 			code = re.code
 		}
 		res, err = x.exec(bg, sqlWALFailure, code, daemon.CapMessage(err.Error()), now, id, tok)
-	case busy > 0 && retries+1 >= int64(x.MaxWALRetries):
-		res, err = x.exec(bg, sqlWALFailure, CodeCheckpointBusy,
-			fmt.Sprintf("checkpoint still busy after %d attempts", retries+1), now, id, tok)
 	case busy > 0:
+		// §4.5: a busy checkpoint is always retryable, its stats kept; only
+		// an execution error fails. Readers that keep the WAL pinned for long
+		// only make the retries rarer.
 		res, err = x.exec(bg, sqlWALRetry, busy, logFrames, done, now, id, tok,
-			now+x.Retry.Delay(int(retries)+1).Milliseconds())
+			now+x.walBackoff(retries+1).Milliseconds())
 	default:
 		res, err = x.exec(bg, sqlWALSuccess, busy, logFrames, done, now, id, tok)
 	}
@@ -171,6 +173,18 @@ func (x *Executor) RunWALOnce(ctx context.Context) (bool, error) {
 		return true, stale("wal_maintenance_jobs", id)
 	}
 	return true, nil
+}
+
+// walBackoff is the wait before retrying a checkpoint that was busy on its
+// attempt-th try: the regular backoff up to MaxWALRetries attempts, then the
+// backoff's larger bucket, so a reader that pins the WAL for hours is polled
+// seldom rather than given up on (the row stays due for the policy's
+// CheckWAL, which schedules no second checkpoint meanwhile).
+func (x *Executor) walBackoff(attempt int64) time.Duration {
+	if attempt < int64(x.MaxWALRetries) {
+		return x.Retry.Delay(int(attempt))
+	}
+	return x.Retry.Larger(int(attempt))
 }
 
 // checkpoint runs PRAGMA wal_checkpoint on a dedicated connection whose
@@ -186,9 +200,21 @@ func (x *Executor) checkpoint(ctx context.Context, mode string, busy, logFrames,
 	if ms <= 0 {
 		ms = 2000
 	}
-	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", ms)); err != nil {
-		return err
+	// The connection goes back to the pool afterwards, so it must leave with
+	// the timeout it came with (the DSN's), not a guess at it.
+	var prev int64
+	if err := conn.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&prev); err != nil {
+		return fmt.Errorf("read busy_timeout: %w", err)
 	}
-	defer conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA busy_timeout = 10000") //nolint:errcheck
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", ms)); err != nil {
+		return fmt.Errorf("set busy_timeout: %w", err)
+	}
+	defer func() {
+		if _, err := conn.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("PRAGMA busy_timeout = %d", prev)); err != nil {
+			// A pooled connection with the short timeout would make ordinary
+			// writers fail as busy: drop it from the pool instead.
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}()
 	return conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint("+mode+")").Scan(busy, logFrames, done)
 }

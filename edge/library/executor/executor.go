@@ -59,7 +59,9 @@ type Executor struct {
 	// exceeds it, before anything is decoded (0 = DefaultMaxPixels).
 	MaxPixels int64
 	Retry     lease.Backoff
-	// MaxWALRetries is how many busy checkpoints are retried before failing.
+	// MaxWALRetries is how many busy checkpoints are retried at the regular
+	// backoff; later ones wait the backoff's larger bucket. A busy
+	// checkpoint is never failed (§4.5).
 	MaxWALRetries int
 	// CheckpointBusyTimeout bounds how long a checkpoint waits for readers
 	// before it reports busy (default 2s).

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/edge/library/pathsafe"
@@ -84,7 +85,7 @@ func (x *Executor) scan(ctx context.Context, c *Claim) error {
 				return nil // vanished during the walk
 			}
 			counts.Seen++
-			batch = append(batch, store.FileStat{Root: root, Path: p, Size: info.Size(), MtimeNS: info.ModTime().UnixNano()})
+			batch = append(batch, store.FileStat{Root: root, Path: p, Size: info.Size(), MtimeNS: info.ModTime().UnixNano(), Ident: identOf(info)})
 			if len(batch) >= scanBatch {
 				return flush()
 			}
@@ -127,4 +128,19 @@ func (x *Executor) skipDir(p string) bool {
 		}
 	}
 	return false
+}
+
+// identOf is the ctime and (device, inode) of a stat, which the catalog
+// compares besides size and mtime: a rewrite that keeps the size and
+// restores the mtime (a tag editor preserving it) cannot restore the ctime.
+func identOf(info fs.FileInfo) *store.FileIdent {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	return &store.FileIdent{
+		CtimeNS: st.Ctim.Nano(),
+		Dev:     int64(st.Dev),
+		Inode:   int64(st.Ino),
+	}
 }

@@ -176,8 +176,8 @@ func (x *Executor) RunWALOnce(ctx context.Context) (bool, error) {
 }
 
 // walBackoff is the wait before retrying a checkpoint that was busy on its
-// attempt-th try: the regular backoff up to MaxWALRetries attempts, then the
-// backoff's larger bucket, so a reader that pins the WAL for hours is polled
+// attempt-th try: the regular backoff before the MaxWALRetries-th attempt,
+// from then on the backoff's larger bucket, so a reader that pins the WAL for hours is polled
 // seldom rather than given up on (the row stays due for the policy's
 // CheckWAL, which schedules no second checkpoint meanwhile).
 func (x *Executor) walBackoff(attempt int64) time.Duration {

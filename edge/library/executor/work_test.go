@@ -252,6 +252,60 @@ func TestThumbnailsImagesAndVideo(t *testing.T) {
 	}
 }
 
+// TestThumbnailRerenderedWhenSourceChanged: a ready thumbnail whose cache
+// file is still there is not served once its source file changed: the
+// next request after the rescan replaces the row with a new pending one
+// (the old picture removed), and what is served after rendering is the new
+// picture, in the new file's group.
+func TestThumbnailRerenderedWhenSourceChanged(t *testing.T) {
+	e := newEnv(t, true)
+	ctx := context.Background()
+	jpg := filepath.Join(e.root, "p.jpg")
+	writeJPEG(t, jpg, 400, 200)
+	e.scanAndHash()
+	first := e.admit(jpg, store.FormatJPEG, 100)
+	if did, err := e.x.RunThumbnailOnce(ctx); !did || err != nil {
+		t.Fatalf("did=%v err=%v", did, err)
+	}
+	if th := e.admit(jpg, store.FormatJPEG, 100); th.ID != first.ID || th.Status != store.StatusReady || *th.Width != 100 || *th.Height != 50 {
+		t.Fatalf("first render %+v", th)
+	}
+
+	writeJPEG(t, jpg, 100, 300)
+	e.scanAndHash()
+	th := e.admit(jpg, store.FormatJPEG, 100)
+	if th.ID == first.ID || th.Status != store.StatusPending {
+		t.Fatalf("after the source changed: row %d %s, want a new pending row (old %d)", th.ID, th.Status, first.ID)
+	}
+	if _, err := os.Stat(first.OutputPath); !os.IsNotExist(err) {
+		t.Fatalf("old picture still in the cache: %v", err)
+	}
+	if did, err := e.x.RunThumbnailOnce(ctx); !did || err != nil {
+		t.Fatalf("did=%v err=%v", did, err)
+	}
+	th = e.admit(jpg, store.FormatJPEG, 100)
+	if th.Status != store.StatusReady || *th.Width != 33 || *th.Height != 100 {
+		t.Fatalf("served after the re-render: %s %vx%v, want ready 33x100", th.Status, derefI(th.Width), derefI(th.Height))
+	}
+	served, err := os.Open(th.OutputPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer served.Close()
+	cfg, err := jpeg.DecodeConfig(served)
+	if err != nil || cfg.Width != 33 || cfg.Height != 100 {
+		t.Fatalf("served file %dx%d (%v), want the new 33x100 picture", cfg.Width, cfg.Height, err)
+	}
+	if g := groupOf(t, e.file(jpg)).String(); th.GroupKey == nil || *th.GroupKey != g {
+		t.Fatalf("row group %v, want the file's new group %s", th.GroupKey, g)
+	}
+	var rows int
+	e.st.DB.QueryRow(`SELECT COUNT(*) FROM thumbnails`).Scan(&rows)
+	if rows != 1 {
+		t.Fatalf("%d thumbnail rows, want the one re-rendered row", rows)
+	}
+}
+
 func TestThumbnailSymlinkEscapeRefused(t *testing.T) {
 	e := newEnv(t, true)
 	secret := filepath.Join(e.outside, "secret.jpg")

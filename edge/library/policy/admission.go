@@ -14,6 +14,7 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/vesta-cx/euterpe/edge/library/pathsafe"
 	"github.com/vesta-cx/euterpe/edge/library/store"
 )
 
@@ -82,11 +83,22 @@ func (p *Policy) EnqueueScan(ctx context.Context) (store.Job, error) {
 	return p.insertJob(ctx, store.KindScan, struct{}{})
 }
 
-// EnqueueHash adds a pending hash job with the configured algorithm.
+// hashAlgorithm is the configured algorithm (blake3 when unset).
+func (p *Policy) hashAlgorithm() string {
+	if p.HashAlgorithm == "" {
+		return store.AlgoBLAKE3
+	}
+	return p.HashAlgorithm
+}
+
+// EnqueueHash adds a pending hash job with the configured algorithm. Files
+// hashed with another algorithm (the setting was changed) are put back in
+// the hash queue first, so the pass re-hashes them and their duplicates
+// group again under one algorithm; a hash pass only hashes needs_hash rows.
 func (p *Policy) EnqueueHash(ctx context.Context) (store.Job, error) {
-	algo := p.HashAlgorithm
-	if algo == "" {
-		algo = store.AlgoBLAKE3
+	algo := p.hashAlgorithm()
+	if _, err := p.Store.MarkOtherAlgorithm(ctx, algo); err != nil {
+		return store.Job{}, fmt.Errorf("enqueue hash: %w", err)
 	}
 	return p.insertJob(ctx, store.KindHash, map[string]string{"algorithm": algo})
 }
@@ -221,14 +233,21 @@ type Thumb struct {
 	ErrorMessage *string `json:"error_message"`
 	ErrorCount   int64   `json:"error_count"`
 	RetryAfter   *int64  `json:"retry_after"`
+	// What the row was admitted for: the file's group and its catalog
+	// stat at the time (see sourceChanged).
+	GroupKey    *string `json:"-"`
+	SourceSize  *int64  `json:"-"`
+	SourceMtime *int64  `json:"-"`
+	SourceCtime *int64  `json:"-"`
 }
 
-const thumbCols = `id, file_id, status, media_type, format, max_size, output_path, width, height, error_code, error_message, error_count, retry_after`
+const thumbCols = `id, file_id, status, media_type, format, max_size, output_path, width, height, error_code, error_message,
+error_count, retry_after, group_key, source_size_bytes, source_mtime_ns, source_ctime_ns`
 
 func scanThumb(r interface{ Scan(...any) error }) (Thumb, error) {
 	var t Thumb
 	err := r.Scan(&t.ID, &t.FileID, &t.Status, &t.MediaType, &t.Format, &t.MaxSize, &t.OutputPath, &t.Width, &t.Height,
-		&t.ErrorCode, &t.ErrorMessage, &t.ErrorCount, &t.RetryAfter)
+		&t.ErrorCode, &t.ErrorMessage, &t.ErrorCount, &t.RetryAfter, &t.GroupKey, &t.SourceSize, &t.SourceMtime, &t.SourceCtime)
 	return t, err
 }
 
@@ -244,10 +263,57 @@ func MediaType(path string) string {
 	return ""
 }
 
+// fileGroup is f's group key, nil while it has no current digest.
+func fileGroup(f store.File) *string {
+	if f.HashAlgorithm == nil || f.ContentHash == nil || f.NeedsHash {
+		return nil
+	}
+	g := *f.HashAlgorithm + ":" + *f.ContentHash
+	return &g
+}
+
+// sourceChanged reports whether t was admitted for another version of f
+// than the catalog describes now: another size, mtime or ctime, or another
+// duplicate group (the group's cleanup would then miss the row). A row
+// without a stamp (admitted before 0012) cannot show what it was rendered
+// from and counts as changed. An unrecorded ctime or group on either side
+// is no difference: a file hashed after its thumbnail was admitted keeps
+// its thumbnail.
+func sourceChanged(t Thumb, f store.File) bool {
+	if t.SourceSize == nil || t.SourceMtime == nil || *t.SourceSize != f.SizeBytes || *t.SourceMtime != f.MtimeNS {
+		return true
+	}
+	if t.SourceCtime != nil && f.CtimeNS != nil && *t.SourceCtime != *f.CtimeNS {
+		return true
+	}
+	g := fileGroup(f)
+	return t.GroupKey != nil && g != nil && *t.GroupKey != *g
+}
+
+// replaceable reports a terminal row that must be rendered again rather
+// than served or retried: its source changed, or (ready) its cache file is
+// gone. ready and failed are the states a cleanup may delete (§4.4).
+func replaceable(t Thumb, f store.File) bool {
+	switch t.Status {
+	case store.StatusReady:
+		return sourceChanged(t, f) || !cacheFilePresent(t.OutputPath)
+	case store.StatusFailed:
+		return sourceChanged(t, f)
+	}
+	return false
+}
+
+func (p *Policy) latestThumb(ctx context.Context, fileID int64, format string, size int) (Thumb, error) {
+	return scanThumb(p.Store.DB.QueryRowContext(ctx, `SELECT `+thumbCols+` FROM thumbnails
+WHERE file_id = ? AND format = ? AND max_size = ? ORDER BY id DESC LIMIT 1`, fileID, format, size))
+}
+
 // AdmitThumbnail returns the thumbnail of f at format/size, admitting a
 // new pending row when none exists. Admission is one conditional INSERT,
 // so concurrent requests can never exceed ThumbQueueCapacity. A failed row
-// is requeued only once its retry_after has passed.
+// is requeued only once its retry_after has passed. A ready or failed row
+// made for another version of the file (sourceChanged), or a ready row
+// whose cache file is gone, is replaced by a new pending row.
 func (p *Policy) AdmitThumbnail(ctx context.Context, f store.File, format string, size int) (Thumb, error) {
 	media := MediaType(f.Path)
 	if media == "" {
@@ -256,24 +322,19 @@ func (p *Policy) AdmitThumbnail(ctx context.Context, f store.File, format string
 	if f.IsMissing {
 		return Thumb{}, fmt.Errorf("file %d is missing: %w", f.ID, store.ErrNotFound)
 	}
-	t, err := scanThumb(p.Store.DB.QueryRowContext(ctx, `SELECT `+thumbCols+` FROM thumbnails
-WHERE file_id = ? AND format = ? AND max_size = ? ORDER BY id DESC LIMIT 1`, f.ID, format, size))
+	t, err := p.latestThumb(ctx, f.ID, format, size)
 	var stale *Thumb
 	if err == nil {
 		switch {
+		case replaceable(t, f):
+			stale = &t
 		case t.Status == store.StatusFailed:
 			return p.requeueThumb(ctx, t)
-		case t.Status == store.StatusReady && !cacheFilePresent(t.OutputPath):
-			stale = &t
 		default:
 			return t, nil
 		}
 	} else if !errors.Is(err, sql.ErrNoRows) {
 		return t, err
-	}
-	var group any
-	if f.HashAlgorithm != nil && f.ContentHash != nil && !f.NeedsHash {
-		group = *f.HashAlgorithm + ":" + *f.ContentHash
 	}
 	out := filepath.Join(p.ThumbsDir, thumbName(f.ID, size, format))
 	now := p.Store.NowMS()
@@ -281,36 +342,40 @@ WHERE file_id = ? AND format = ? AND max_size = ? ORDER BY id DESC LIMIT 1`, f.I
 		QueryRowContext(context.Context, string, ...any) *sql.Row
 	}) (Thumb, error) {
 		return scanThumb(q.QueryRowContext(ctx, `INSERT INTO thumbnails(file_id, group_key, source_path, output_path,
-  status, media_type, format, max_size, created_at, updated_at)
-SELECT ?1, ?2, ?3, ?4, 'pending', ?5, ?6, ?7, ?8, ?8
+  status, media_type, format, max_size, source_size_bytes, source_mtime_ns, source_ctime_ns, created_at, updated_at)
+SELECT ?1, ?2, ?3, ?4, 'pending', ?5, ?6, ?7, ?10, ?11, ?12, ?8, ?8
 WHERE (SELECT COUNT(*) FROM thumbnails WHERE status IN ('pending','running')) < ?9
   AND NOT EXISTS (SELECT 1 FROM thumbnails WHERE file_id = ?1 AND format = ?6 AND max_size = ?7)
-RETURNING `+thumbCols, f.ID, group, f.Path, out, media, format, size, now, p.ThumbQueueCapacity))
+RETURNING `+thumbCols, f.ID, fileGroup(f), f.Path, out, media, format, size, now, p.ThumbQueueCapacity,
+			f.SizeBytes, f.MtimeNS, f.CtimeNS))
 	}
 	if stale != nil {
-		// A ready row whose cache file is gone (a cleared cache): the row is
-		// replaced by a fresh pending one in one transaction, under the same
-		// capacity rule. ready stays terminal (§4.3); the row is deleted, as a
-		// cleanup would delete it (§4.4), and admitted again.
+		// The row is replaced by a fresh pending one in one transaction,
+		// under the same capacity rule. ready stays terminal (§4.3); the row
+		// is deleted, as a cleanup would delete it (§4.4), and admitted
+		// again.
 		err = p.Store.Tx(ctx, func(tx *sql.Tx) error {
-			res, err := tx.ExecContext(ctx, `DELETE FROM thumbnails WHERE id = ? AND status = 'ready'`, stale.ID)
+			res, err := tx.ExecContext(ctx, `DELETE FROM thumbnails WHERE id = ? AND status = ?`, stale.ID, stale.Status)
 			if err != nil {
 				return err
 			}
 			if n, _ := res.RowsAffected(); n == 0 {
 				return sql.ErrNoRows // a concurrent request replaced it first
 			}
-			t, err = admit(tx)
-			return err
+			if t, err = admit(tx); err != nil {
+				return err
+			}
+			// No renderer can hold the path now: the deleted row was the
+			// file's only one and the new one is not committed yet.
+			return p.removeCacheFile(stale.OutputPath)
 		})
 	} else {
 		t, err = admit(p.Store.DB)
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		// Either the queue is full or a concurrent request admitted it.
-		t, err2 := scanThumb(p.Store.DB.QueryRowContext(ctx, `SELECT `+thumbCols+` FROM thumbnails
-WHERE file_id = ? AND format = ? AND max_size = ? ORDER BY id DESC LIMIT 1`, f.ID, format, size))
-		if err2 == nil && !(t.Status == store.StatusReady && !cacheFilePresent(t.OutputPath)) {
+		t, err2 := p.latestThumb(ctx, f.ID, format, size)
+		if err2 == nil && !replaceable(t, f) {
 			return t, nil
 		}
 		return Thumb{}, ErrQueueFull
@@ -320,6 +385,30 @@ WHERE file_id = ? AND format = ? AND max_size = ? ORDER BY id DESC LIMIT 1`, f.I
 	}
 	p.wake()
 	return t, nil
+}
+
+// removeCacheFile removes a replaced row's cache file, so a render that
+// fails leaves no picture of the old content behind. Only a regular file
+// inside the thumbnails directory (symlinks in its path resolved) is
+// removed, as a cleanup would; a row pointing anywhere else is not ours to
+// act on, and its path is left alone.
+func (p *Policy) removeCacheFile(path string) error {
+	if path == "" || !cacheFilePresent(path) {
+		return nil
+	}
+	dir, err := pathsafe.NewDir(p.ThumbsDir)
+	if err != nil {
+		return fmt.Errorf("thumbnails directory: %w", err)
+	}
+	if dir.Contains(path) != nil {
+		return nil
+	}
+	// Contains judged the cleaned path; the kernel would walk a ".." after
+	// a symlink in the raw one elsewhere.
+	if err := os.Remove(filepath.Clean(path)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove stale thumbnail %s: %w", path, err)
+	}
+	return nil
 }
 
 func (p *Policy) requeueThumb(ctx context.Context, t Thumb) (Thumb, error) {

@@ -84,7 +84,14 @@ func TestAdmitThumbnail(t *testing.T) {
 		errorCount int64
 		retryAfter *int64 // nil = NULL
 		cached     bool   // a ready row's cache file exists
+		// The row's source stamp matches the file unless other (admitted
+		// for another size/mtime/ctime) or unstamped (from before 0012).
+		other, unstamped bool
+		group            *string // the row's group_key
+		outside          bool    // output_path outside the thumbnails directory
 	}
+	hashA, hashB := strings.Repeat("a", 64), strings.Repeat("b", 64)
+	groupA := "blake3:" + hashA
 	cases := []struct {
 		name     string
 		path     string
@@ -96,6 +103,7 @@ func TestAdmitThumbnail(t *testing.T) {
 		want     string    // resulting status of this file's row
 		newRow   bool      // the file's row is replaced by a new one
 		wantErr  error
+		hashed   bool // the file has a current digest (hashB)
 	}{
 		{name: "new row admitted", path: "/lib/a.jpg", capacity: 2, want: store.StatusPending},
 		{name: "video admitted", path: "/lib/a.mkv", capacity: 2, want: store.StatusPending},
@@ -122,6 +130,22 @@ func TestAdmitThumbnail(t *testing.T) {
 			row: &existing{status: "failed", errorCount: 1, retryAfter: at(-time.Minute)}, want: store.StatusFailed},
 		{name: "failed with attempts spent stays failed", path: "/lib/a.jpg", capacity: 2,
 			row: &existing{status: "failed", errorCount: 3, retryAfter: at(-time.Minute)}, want: store.StatusFailed},
+		{name: "ready for another version of the file is queued again", path: "/lib/a.jpg", capacity: 2, queued: 1,
+			row: &existing{status: "ready", cached: true, other: true}, want: store.StatusPending, newRow: true},
+		{name: "ready from before source stamps is queued again", path: "/lib/a.jpg", capacity: 2,
+			row: &existing{status: "ready", cached: true, unstamped: true}, want: store.StatusPending, newRow: true},
+		{name: "ready for another version and a full queue is refused", path: "/lib/a.jpg", capacity: 2, queued: 2,
+			row: &existing{status: "ready", cached: true, other: true}, wantErr: policy.ErrQueueFull},
+		{name: "ready of another group is queued again", path: "/lib/a.jpg", capacity: 2, hashed: true,
+			row: &existing{status: "ready", cached: true, group: &groupA}, want: store.StatusPending, newRow: true},
+		{name: "ready admitted before the file was hashed is kept", path: "/lib/a.jpg", capacity: 2, hashed: true,
+			row: &existing{status: "ready", cached: true}, want: store.StatusReady},
+		{name: "failed for another version is queued again before retry_after", path: "/lib/a.jpg", capacity: 2,
+			row: &existing{status: "failed", errorCount: 3, retryAfter: at(time.Hour), other: true}, want: store.StatusPending, newRow: true},
+		{name: "pending for another version is left to finish", path: "/lib/a.jpg", capacity: 2,
+			row: &existing{status: "pending", other: true}, want: store.StatusPending},
+		{name: "replaced row pointing outside the thumbnails directory: that file is left alone", path: "/lib/a.jpg", capacity: 2,
+			row: &existing{status: "ready", cached: true, other: true, outside: true}, want: store.StatusPending, newRow: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -135,20 +159,46 @@ func TestAdmitThumbnail(t *testing.T) {
 			for i := 0; i < c.ready; i++ {
 				e.insert("thumbnails", map[string]any{"file_id": 200 + i, "status": "ready", "format": "jpeg", "max_size": 64})
 			}
+			f := store.File{ID: 1, Path: c.path, IsMissing: c.missing, SizeBytes: 10, MtimeNS: 5, CtimeNS: ptr(int64(7))}
+			if c.hashed {
+				f.HashAlgorithm, f.ContentHash = ptr(store.AlgoBLAKE3), &hashB
+			}
 			var rowID int64
+			out := filepath.Join(e.p.ThumbsDir, "1_64.jpg")
 			if c.row != nil {
-				out := filepath.Join(e.p.ThumbsDir, "1_64.jpg")
+				path := out
+				if c.row.outside {
+					path = filepath.Join(filepath.Dir(e.p.ThumbsDir), "victim.jpg")
+				}
 				if c.row.cached {
 					os.MkdirAll(e.p.ThumbsDir, 0o750)
-					if err := os.WriteFile(out, []byte("jpeg"), 0o644); err != nil {
+					if err := os.WriteFile(path, []byte("jpeg"), 0o644); err != nil {
 						t.Fatal(err)
 					}
 				}
+				var size, mtime, ctime any = f.SizeBytes, f.MtimeNS, *f.CtimeNS
+				switch {
+				case c.row.unstamped:
+					size, mtime, ctime = nil, nil, nil
+				case c.row.other:
+					ctime = *f.CtimeNS + 1 // rewritten in place, size and mtime kept
+				}
+				var group any
+				if c.row.group != nil {
+					group = *c.row.group
+				}
 				rowID = e.insert("thumbnails", map[string]any{"file_id": 1, "status": c.row.status, "format": "jpeg",
-					"max_size": 64, "error_count": c.row.errorCount, "retry_after": nullable(c.row.retryAfter), "output_path": out})
+					"max_size": 64, "error_count": c.row.errorCount, "retry_after": nullable(c.row.retryAfter), "output_path": path,
+					"source_size_bytes": size, "source_mtime_ns": mtime, "source_ctime_ns": ctime, "group_key": group})
+				t.Cleanup(func() {
+					if c.row.outside {
+						if _, err := os.Stat(path); err != nil {
+							t.Errorf("file outside the thumbnails directory touched: %v", err)
+						}
+					}
+				})
 			}
 			before := e.count(`SELECT COUNT(*) FROM thumbnails`)
-			f := store.File{ID: 1, Path: c.path, IsMissing: c.missing}
 			th, err := e.p.AdmitThumbnail(ctx, f, store.FormatJPEG, 64)
 			if c.wantErr != nil {
 				if !errors.Is(err, c.wantErr) {
@@ -159,6 +209,11 @@ func TestAdmitThumbnail(t *testing.T) {
 				}
 				if c.row != nil && e.count(`SELECT COUNT(*) FROM thumbnails WHERE id = ?`, rowID) != 1 {
 					t.Fatalf("refused admission removed the existing row")
+				}
+				if c.row != nil && c.row.cached {
+					if _, err := os.Stat(out); err != nil {
+						t.Fatalf("refused admission removed the cache file: %v", err)
+					}
 				}
 				return
 			}
@@ -178,6 +233,16 @@ func TestAdmitThumbnail(t *testing.T) {
 			}
 			if n := e.count(`SELECT COUNT(*) FROM thumbnails WHERE file_id = 1`); n != 1 {
 				t.Fatalf("%d rows for the file", n)
+			}
+			if c.newRow {
+				// The new row records what it is made for; the old picture is gone.
+				if th.ID == rowID || th.SourceSize == nil || *th.SourceSize != f.SizeBytes || th.SourceCtime == nil ||
+					*th.SourceCtime != *f.CtimeNS || th.ErrorCount != 0 {
+					t.Fatalf("replacement row %+v", th)
+				}
+				if _, err := os.Stat(out); !os.IsNotExist(err) {
+					t.Fatalf("stale cache file left: %v", err)
+				}
 			}
 			if q := e.count(`SELECT COUNT(*) FROM thumbnails WHERE status IN ('pending','running')`); q > max(c.capacity, c.queued+1) {
 				t.Fatalf("%d queued rows exceed capacity %d", q, c.capacity)

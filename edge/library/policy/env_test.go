@@ -146,3 +146,5 @@ func policySched(e *env) *policy.Scheduler {
 		WALPath: e.st.Path + "-wal", WALBytes: walThreshold, WALMode: store.ModeRestart,
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -114,20 +114,38 @@ WHERE id IN (SELECT id FROM thumbnails WHERE status = 'failed' AND retry_after I
 
 // AutoHash enqueues a hash job when the latest scan/hash job is a
 // completed scan and files need hashing: each scan is followed by one hash
-// pass, and a file that cannot be hashed does not cause endless jobs.
+// pass, and a file that cannot be hashed does not cause endless jobs. It
+// also enqueues one, after any completed scan or hash job, while files
+// hashed with another algorithm than the configured one remain: that is
+// how a changed EUTERPE_LIBRARY_HASH re-hashes the library without waiting
+// for a file to change. EnqueueHash marks those files, so once a pass with
+// the configured algorithm has run none remain (a file it could not read
+// keeps needs_hash = 1 and waits for the next scan).
 func (p *Policy) AutoHash(ctx context.Context) (bool, error) {
 	var kind, status string
 	err := p.Store.DB.QueryRowContext(ctx, `SELECT kind, status FROM jobs WHERE kind IN ('scan','hash')
 ORDER BY id DESC LIMIT 1`).Scan(&kind, &status)
-	if errors.Is(err, sql.ErrNoRows) || kind != store.KindScan || status != store.StatusCompleted {
+	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("latest scan/hash job: %w", err)
 	}
-	n, _, err := p.Store.PendingHashWork(ctx)
-	if err != nil || n == 0 {
-		return false, err
+	if status != store.StatusCompleted {
+		return false, nil
+	}
+	need := false
+	if kind == store.KindScan {
+		n, _, err := p.Store.PendingHashWork(ctx)
+		if err != nil {
+			return false, fmt.Errorf("pending hash work: %w", err)
+		}
+		need = n > 0
+	}
+	if !need {
+		if need, err = p.Store.HashedWithOtherAlgorithm(ctx, p.hashAlgorithm()); err != nil || !need {
+			return false, err
+		}
 	}
 	_, err = p.EnqueueHash(ctx)
 	if errors.Is(err, ErrActive) {

@@ -235,3 +235,65 @@ func TestRequeueFailedThumbnails(t *testing.T) {
 		})
 	}
 }
+
+// TestAutoHash: a hash pass follows a completed scan that left work, and any
+// completed scan or hash while files hashed with another algorithm than the
+// configured one remain (the setting was changed); never while a scan/hash
+// job is active or failed, and never for files it already could not hash.
+// The pass it enqueues has the configured algorithm and first puts the other
+// algorithm's files back in the hash queue.
+func TestAutoHash(t *testing.T) {
+	type file struct {
+		algo      any // nil: never hashed
+		needsHash int
+		missing   int
+	}
+	const digest = "ab"
+	cases := []struct {
+		name       string
+		jobKind    string // "" = no scan/hash job yet
+		jobStatus  string
+		files      []file
+		want       bool
+		wantMarked int // files with needs_hash = 1 afterwards
+	}{
+		{"no job yet", "", "", []file{{nil, 1, 0}}, false, 1},
+		{"completed scan, files to hash", store.KindScan, store.StatusCompleted, []file{{nil, 1, 0}}, true, 1},
+		{"completed scan, nothing to hash", store.KindScan, store.StatusCompleted, []file{{store.AlgoBLAKE3, 0, 0}}, false, 0},
+		{"running scan", store.KindScan, store.StatusRunning, []file{{nil, 1, 0}}, false, 1},
+		{"completed hash left an unreadable file", store.KindHash, store.StatusCompleted, []file{{nil, 1, 0}}, false, 1},
+		{"completed hash, files of the other algorithm", store.KindHash, store.StatusCompleted,
+			[]file{{store.AlgoSHA256, 0, 0}, {store.AlgoSHA256, 0, 0}, {store.AlgoBLAKE3, 0, 0}}, true, 2},
+		{"completed scan, files of the other algorithm", store.KindScan, store.StatusCompleted,
+			[]file{{store.AlgoSHA256, 0, 0}}, true, 1},
+		{"failed hash, files of the other algorithm", store.KindHash, store.StatusFailed, []file{{store.AlgoSHA256, 0, 0}}, false, 0},
+		{"other algorithm only on a missing file", store.KindHash, store.StatusCompleted, []file{{store.AlgoSHA256, 0, 1}}, false, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			ctx := context.Background()
+			if c.jobKind != "" {
+				e.insert("jobs", map[string]any{"kind": c.jobKind, "status": c.jobStatus})
+			}
+			for i, f := range c.files {
+				var hash any
+				if f.algo != nil {
+					hash = digest
+				}
+				e.insert("library_files", map[string]any{"root": "/lib", "path": "/lib/" + string(rune('a'+i)),
+					"size_bytes": 1, "hash_algorithm": f.algo, "content_hash": hash, "needs_hash": f.needsHash, "is_missing": f.missing})
+			}
+			got, err := e.p.AutoHash(ctx)
+			if err != nil || got != c.want {
+				t.Fatalf("AutoHash = %v, %v; want %v", got, err, c.want)
+			}
+			if n := e.count(`SELECT COUNT(*) FROM jobs WHERE kind = 'hash' AND status = 'pending' AND payload = '{"algorithm":"blake3"}'`); (n == 1) != c.want {
+				t.Fatalf("%d pending blake3 hash jobs", n)
+			}
+			if n := e.count(`SELECT COUNT(*) FROM library_files WHERE needs_hash = 1`); n != c.wantMarked {
+				t.Fatalf("%d files queued for hashing, want %d", n, c.wantMarked)
+			}
+		})
+	}
+}

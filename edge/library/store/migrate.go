@@ -29,6 +29,7 @@ var Migrations = []Migration{
 		`CREATE INDEX IF NOT EXISTS ix_delete_decisions_job ON delete_decisions(job_id)`)},
 	{10, "0010_lowercase_enums_single_active_scan_hash", migrate0010},
 	{11, "0011_duplicate_group_query_indexes", migrate0011},
+	{12, "0012_source_identity", migrate0012},
 }
 
 // ErrMigration wraps every migration failure.
@@ -288,4 +289,16 @@ func migrate0011(ctx context.Context, tx *sql.Tx) error {
 		}
 	}
 	return execAll(stmts...)(ctx, tx)
+}
+
+// migrate0012 adds what change detection compares beyond size and mtime:
+// library_files.ctime_ns/dev/inode, recorded by each scan, and the source
+// stamp of a thumbnail row (thumbnails.source_*), written at admission. All
+// are nullable, so existing rows stay valid: a file's identity is filled in
+// by the next scan, and a thumbnail without a stamp is rendered again.
+func migrate0012(ctx context.Context, tx *sql.Tx) error {
+	if err := ensureColumns(ctx, tx, "library_files", LibraryFileColumns); err != nil {
+		return err
+	}
+	return ensureColumns(ctx, tx, "thumbnails", thumbnailColumns)
 }

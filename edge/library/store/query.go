@@ -149,14 +149,20 @@ type File struct {
 	NeedsHash     bool    `json:"needs_hash"`
 	HashAlgorithm *string `json:"hash_algorithm"`
 	ContentHash   *string `json:"content_hash"`
+	// CtimeNS, Dev and Inode are what the last scan saw besides size and
+	// mtime; nil until a scan recorded them.
+	CtimeNS *int64 `json:"-"`
+	Dev     *int64 `json:"-"`
+	Inode   *int64 `json:"-"`
 }
 
 // FileColumns is the select list matching scanFile.
-const FileColumns = `id, root, path, size_bytes, mtime_ns, is_missing, needs_hash, hash_algorithm, content_hash`
+const FileColumns = `id, root, path, size_bytes, mtime_ns, is_missing, needs_hash, hash_algorithm, content_hash, ctime_ns, dev, inode`
 
 func scanFile(r rowScanner) (File, error) {
 	var f File
-	err := r.Scan(&f.ID, &f.Root, &f.Path, &f.SizeBytes, &f.MtimeNS, &f.IsMissing, &f.NeedsHash, &f.HashAlgorithm, &f.ContentHash)
+	err := r.Scan(&f.ID, &f.Root, &f.Path, &f.SizeBytes, &f.MtimeNS, &f.IsMissing, &f.NeedsHash, &f.HashAlgorithm, &f.ContentHash,
+		&f.CtimeNS, &f.Dev, &f.Inode)
 	return f, err
 }
 

@@ -54,6 +54,14 @@ var (
 		{"last_seen_scan_id", "INTEGER"},
 		{"created_at", "INTEGER NOT NULL DEFAULT 0"},
 		{"updated_at", "INTEGER NOT NULL DEFAULT 0"},
+		// What else the scan saw of the file (0012). A rewrite that keeps the
+		// size and restores the mtime still changes the ctime, which utimes
+		// cannot set, and a file replaced by another has a new inode. NULL:
+		// not recorded yet (a row from before 0012), filled in by the next
+		// scan without counting as a change.
+		{"ctime_ns", "INTEGER"},
+		{"dev", "INTEGER"},
+		{"inode", "INTEGER"},
 	}
 	thumbnailColumns = []Column{
 		{"file_id", "INTEGER NOT NULL DEFAULT 0"},
@@ -78,6 +86,13 @@ var (
 		{"started_at", "INTEGER"},
 		{"finished_at", "INTEGER"},
 		{"updated_at", "INTEGER NOT NULL DEFAULT 0"},
+		// The catalog's record of the source when the row was admitted
+		// (0012; policy-only, outside the §7.2 whitelists): a row whose
+		// source no longer matches is rendered again. NULL on rows from
+		// before 0012, which are therefore rendered again once.
+		{"source_size_bytes", "INTEGER"},
+		{"source_mtime_ns", "INTEGER"},
+		{"source_ctime_ns", "INTEGER"},
 	}
 	cleanupColumns = []Column{
 		{"group_key", "TEXT NOT NULL DEFAULT ''"},

@@ -191,7 +191,7 @@ func TestMigrateLegacyDatabase(t *testing.T) {
 				}
 			}
 			v, _ := AppliedVersions(ctx, s.DB)
-			if len(v) != len(Migrations) || v[len(v)-1] != 11 {
+			if len(v) != len(Migrations) || v[len(v)-1] != 12 {
 				t.Fatalf("versions %v", v)
 			}
 			// Idempotent on a second run.
@@ -256,5 +256,127 @@ func TestMigrationFailureRecordsNoVersion(t *testing.T) {
 	cols, _ := TableColumns(ctx, s.DB, "library_files")
 	if cols["content_hash"] {
 		t.Fatal("0011's column backfill was not rolled back")
+	}
+}
+
+// A database at version 11 gets the source identity columns from 0012; its
+// rows are kept, their new columns NULL.
+func TestMigration0012AddsSourceIdentity(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	// Back to the version 11 shape.
+	for _, q := range []string{
+		`ALTER TABLE library_files DROP COLUMN ctime_ns`, `ALTER TABLE library_files DROP COLUMN dev`,
+		`ALTER TABLE library_files DROP COLUMN inode`, `ALTER TABLE thumbnails DROP COLUMN source_size_bytes`,
+		`ALTER TABLE thumbnails DROP COLUMN source_mtime_ns`, `ALTER TABLE thumbnails DROP COLUMN source_ctime_ns`,
+		`DELETE FROM schema_migrations WHERE version = 12`,
+		`INSERT INTO library_files(root, path, size_bytes, mtime_ns) VALUES ('/lib', '/lib/a', 10, 5)`,
+		`INSERT INTO thumbnails(file_id, status, output_path) VALUES (1, 'ready', '/state/thumbs/1_320.jpg')`,
+	} {
+		mustExec(t, s.DB, q)
+	}
+	if err := Migrate(ctx, s.DB); err != nil {
+		t.Fatal(err)
+	}
+	for table, cols := range map[string][]string{
+		"library_files": {"ctime_ns", "dev", "inode"},
+		"thumbnails":    {"source_size_bytes", "source_mtime_ns", "source_ctime_ns"},
+	} {
+		have, _ := TableColumns(ctx, s.DB, table)
+		for _, c := range cols {
+			if !have[c] {
+				t.Errorf("%s.%s missing after 0012", table, c)
+			}
+		}
+	}
+	var n int
+	s.DB.QueryRow(`SELECT COUNT(*) FROM library_files WHERE ctime_ns IS NULL AND dev IS NULL AND inode IS NULL AND size_bytes = 10`).Scan(&n)
+	if n != 1 {
+		t.Fatal("library_files row not kept with NULL identity")
+	}
+	s.DB.QueryRow(`SELECT COUNT(*) FROM thumbnails WHERE source_size_bytes IS NULL AND status = 'ready'`).Scan(&n)
+	if n != 1 {
+		t.Fatal("thumbnail row not kept with a NULL source stamp")
+	}
+	if v, _ := AppliedVersions(ctx, s.DB); v[len(v)-1] != 12 {
+		t.Fatalf("versions %v", v)
+	}
+}
+
+// TestUpsertFilesDetectsRewrite: besides size and mtime, a scan that sees
+// another ctime, device or inode makes the file need a hash again and takes
+// it out of its group; an unrecorded identity (a row from before 0012, or a
+// stat without one) is filled in without counting as a change.
+func TestUpsertFilesDetectsRewrite(t *testing.T) {
+	base := FileIdent{CtimeNS: 1000, Dev: 7, Inode: 42}
+	with := func(f func(*FileIdent)) *FileIdent { id := base; f(&id); return &id }
+	cases := []struct {
+		name    string
+		first   *FileIdent // identity of the first scan
+		size    int64
+		mtime   int64
+		second  *FileIdent
+		changed bool
+	}{
+		{"unchanged", &base, 10, 5, &base, false},
+		{"size", &base, 11, 5, &base, true},
+		{"mtime", &base, 10, 6, &base, true},
+		{"rewritten in place, mtime restored: ctime", &base, 10, 5, with(func(i *FileIdent) { i.CtimeNS++ }), true},
+		{"replaced by another file: inode", &base, 10, 5, with(func(i *FileIdent) { i.Inode = 43 }), true},
+		{"other device", &base, 10, 5, with(func(i *FileIdent) { i.Dev = 8 }), true},
+		{"row without identity gets one", nil, 10, 5, &base, false},
+		{"stat without identity", &base, 10, 5, nil, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := openTest(t)
+			ctx := context.Background()
+			sid, err := s.StartScanSession(ctx, 1, []string{"/lib"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := s.UpsertFiles(ctx, sid, []FileStat{{Root: "/lib", Path: "/lib/a", Size: 10, MtimeNS: 5, Ident: c.first}}); err != nil {
+				t.Fatal(err)
+			}
+			mustExec(t, s.DB, `INSERT INTO library_files(root, path, size_bytes, mtime_ns) VALUES ('/lib', '/lib/b', 10, 5)`)
+			for _, p := range []string{"/lib/a", "/lib/b"} {
+				f, err := scanFile(s.DB.QueryRow(`SELECT `+FileColumns+` FROM library_files WHERE path = ?`, p))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ok, err := s.RecordHash(ctx, f, AlgoBLAKE3, strings.Repeat("ab", 32)); !ok || err != nil {
+					t.Fatalf("record hash of %s: %v %v", p, ok, err)
+				}
+			}
+			if n, _ := s.GroupSize(ctx, GroupKey{Algorithm: AlgoBLAKE3, HashHex: strings.Repeat("ab", 32)}); n != 2 {
+				t.Fatalf("group of %d before the rescan", n)
+			}
+			_, changed, err := s.UpsertFiles(ctx, sid, []FileStat{{Root: "/lib", Path: "/lib/a", Size: c.size, MtimeNS: c.mtime, Ident: c.second}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := scanFile(s.DB.QueryRow(`SELECT ` + FileColumns + ` FROM library_files WHERE path = '/lib/a'`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (changed == 1) != c.changed || f.NeedsHash != c.changed || (f.ContentHash == nil) != c.changed {
+				t.Fatalf("changed=%d needs_hash=%v hash=%v, want changed=%v", changed, f.NeedsHash, f.ContentHash, c.changed)
+			}
+			want := 2
+			if c.changed {
+				want = 1 // only b is left
+			}
+			if n, _ := s.GroupSize(ctx, GroupKey{Algorithm: AlgoBLAKE3, HashHex: strings.Repeat("ab", 32)}); n != int64(want) {
+				t.Fatalf("group of %d after the rescan, want %d", n, want)
+			}
+			// The identity last seen is kept for the next comparison.
+			wantIdent := c.second
+			if wantIdent == nil {
+				wantIdent = c.first
+			}
+			if f.CtimeNS == nil || *f.CtimeNS != wantIdent.CtimeNS || *f.Dev != wantIdent.Dev || *f.Inode != wantIdent.Inode {
+				t.Fatalf("recorded identity %v %v %v, want %+v", f.CtimeNS, f.Dev, f.Inode, *wantIdent)
+			}
+		})
 	}
 }

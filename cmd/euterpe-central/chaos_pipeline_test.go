@@ -87,7 +87,10 @@ func pipelineChaos(t *testing.T, e sqldb.Engine) {
 
 	dir := t.TempDir()
 	script := filepath.Join(dir, "chaos-stage")
-	if err := os.WriteFile(script, []byte(chaosStage), 0o755); err != nil {
+	// The stage sees none of central's environment (pipeline.ExecEnv):
+	// its directory is written into the script.
+	stage := strings.ReplaceAll(chaosStage, "$EUTERPE_CHAOS_STAGE_DIR", dir)
+	if err := os.WriteFile(script, []byte(stage), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Mkdir(filepath.Join(dir, "results"), 0o755); err != nil {
@@ -108,7 +111,7 @@ func pipelineChaos(t *testing.T, e sqldb.Engine) {
 			"EUTERPE_CENTRAL_ROLES=api,pipeline", "EUTERPE_PIPELINE_TYPES=chaos=exec:" + script,
 			"EUTERPE_PIPELINE_VISIBILITY=" + pipelineVisibility.String(), "EUTERPE_PIPELINE_CONCURRENCY=8",
 			"EUTERPE_PIPELINE_POLL=50ms", "EUTERPE_PIPELINE_BACKOFF_BASE=50ms", "EUTERPE_PIPELINE_BACKOFF_MAX=500ms",
-			"EUTERPE_PIPELINE_CATCHUP_DAYS=1", "EUTERPE_CHAOS_STAGE_DIR=" + dir, "EUTERPE_LOG_LEVEL=info",
+			"EUTERPE_PIPELINE_CATCHUP_DAYS=1", "EUTERPE_LOG_LEVEL=info",
 			"EUTERPE_STATE_DIR=" + t.TempDir()}
 	}}
 	c.startPods(3)

@@ -165,8 +165,20 @@ func (g *Gateway) pump(ctx context.Context, sub *Sub, cursor *jobs.StreamID, s *
 			if err := s.flush(); err != nil {
 				return err
 			}
-			if ok, err := g.store.Exists(ctx, sub.Job); err == nil && !ok {
+			status, err := g.store.Redis().HGet(ctx, jobs.JobKey(sub.Job), "status").Result()
+			switch {
+			case errors.Is(err, redis.Nil):
 				return errStreamEnd // expired without a terminal event
+			case err == nil && jobs.IsTerminal(status):
+				// The terminal entry is stored, but it may never come live
+				// to this subscriber: it joined after the reader had passed
+				// it, with a Last-Event-ID ahead of the stream. Send what is
+				// stored after the cursor (nothing, or what is in flight)
+				// and end, as for a job already finished at connect.
+				if err := g.replay(ctx, sub.Job, *cursor, s); err != nil && !errors.Is(err, errStreamEnd) {
+					return err
+				}
+				return errStreamEnd
 			}
 		}
 	}

@@ -20,6 +20,7 @@ plan=(
   "./sync/ship               .                          1x"
   "./edge/library/executor   .                          1x"
   "./edge/library/store      .                          1x"
+  "./edge/library/filehash   Segment                    2s"
   "./central/inbox           .                          1x"
   "./central/outbox          .                          1x"
   "./central/runner          .                          1x"

@@ -65,11 +65,16 @@ func RedactURL(s string) string {
 			changed = true
 		}
 	}
-	if !changed {
-		return s
+	if changed {
+		s = strings.Join(fields, " ")
 	}
-	return strings.Join(fields, " ")
+	// A URL glued to other text ("url=redis://u:pw@h", "(dsn:postgres://…")
+	// is no field of its own and does not parse; its password still goes.
+	return userinfo.ReplaceAllString(s, "${1}"+redacted+"@")
 }
+
+// userinfo matches a URL's scheme, user and colon, then its password.
+var userinfo = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)[^\s/?#]+@`)
 
 // MaxMessage is the longest error message stored or returned anywhere.
 const MaxMessage = 512

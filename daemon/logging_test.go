@@ -63,3 +63,19 @@ func TestWorkerID(t *testing.T) {
 	require.Len(t, id, 36)
 	require.Equal(t, id, WorkerID(env(nil)), "stable within one process")
 }
+
+func TestRedactURL(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"no url here", "no url here"},
+		{"dial redis://:hunter2@10.0.0.5:6379 failed", "dial redis://:[REDACTED]@10.0.0.5:6379 failed"},
+		{`connect "postgres://u:pw@db/x"`, `connect "postgres://u:[REDACTED]@db/x"`},
+		{"ssh://git@github.com:22/x", "ssh://git@github.com:22/x"}, // a user without a password
+		// Glued to other text: no field of its own, and it does not parse.
+		{"url=redis://u:pw@h:6379", "url=redis://u:[REDACTED]@h:6379"},
+		{"(dsn:postgres://u:p@ss@db/x)", "(dsn:postgres://u:[REDACTED]@db/x)"},
+	} {
+		if got := RedactURL(tt.in); got != tt.want {
+			t.Errorf("RedactURL(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}

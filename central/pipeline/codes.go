@@ -74,10 +74,6 @@ func Fail(code, message string) *JobError {
 // a secret (as in URL queries, DSNs and program output).
 var secretish = regexp.MustCompile(`(?i)(bearer\s+)\S+|eop_[A-Za-z0-9_-]+|((?:secret|password|passwd|pwd|token|signature|x-amz-credential|x-amz-signature|access_key|secret_key|api_key)[A-Za-z_-]*"?\s*[=:]\s*"?)[^\s&"',;]+`)
 
-// userinfo matches the password of a URL inside any text, also where
-// daemon.RedactURL does not see a URL of its own (NAME=postgres://u:p@h).
-var userinfo = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)[^\s/?#]+@`)
-
 // Redact removes URL passwords and secret-looking values, then caps the
 // message at 512 characters.
 func Redact(s string) string {
@@ -91,7 +87,6 @@ func RedactRef(s string) string { return redactSecrets(s) }
 
 func redactSecrets(s string) string {
 	s = daemon.RedactURL(s)
-	s = userinfo.ReplaceAllString(s, "${1}[REDACTED]@")
 	return secretish.ReplaceAllStringFunc(s, func(m string) string {
 		sub := secretish.FindStringSubmatch(m)
 		switch {

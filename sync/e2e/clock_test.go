@@ -1,12 +1,9 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,9 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vesta-cx/euterpe/daemon/sqldb/sqltest"
 	"github.com/vesta-cx/euterpe/daemon/testsvc"
-	"github.com/vesta-cx/euterpe/edge/jobs"
 	"github.com/vesta-cx/euterpe/sync/ship"
-	"github.com/vesta-cx/euterpe/sync/spool"
 )
 
 // An edge whose clock is two hours off still syncs to a real central: the
@@ -36,39 +31,15 @@ func TestEdgeClockTwoHoursOffStillSyncs(t *testing.T) {
 				c := newCentral(t, eng)
 				c.start()
 				rdb, _ := testsvc.Redis(t)
-				st := jobs.NewStore(rdb)
-				st.Capture = jobs.CaptureStream
-				ctx := context.Background()
+				st := capturingStore(rdb)
 				ids := make([]string, 20)
 				for i := range ids {
-					cr, err := st.Create(ctx, jobs.NewJob{Task: "tool", Payload: json.RawMessage(`{}`), TTL: 600})
-					require.NoError(t, err)
-					ids[i] = cr.ID
-					_, err = st.SetRunning(ctx, cr.ID, "worker.start", nil)
-					require.NoError(t, err)
-					_, err = st.Finish(ctx, cr.ID, jobs.Done, "worker.finish", json.RawMessage(`{"ok":true}`), nil, "")
-					require.NoError(t, err)
+					ids[i] = finishedJob(t, st, "tool", json.RawMessage(`{"ok":true}`))
 				}
 				want := written(t, rdb, ids)
-
-				sp, err := spool.Open(ctx, filepath.Join(t.TempDir(), spool.File), 64<<20)
-				require.NoError(t, err)
-				t.Cleanup(func() { _ = sp.Close() })
-				logs := &testsvc.LogBuffer{}
-				sh, err := ship.New(slog.New(slog.NewTextHandler(logs, nil)), rdb, sp, ship.Config{
-					URL: c.URL, EdgeID: c.EdgeID, Secret: []byte(c.secret), BackoffMax: time.Second, Heartbeat: time.Second,
+				_, logs, stop := c.shipTo(rdb, ship.Config{BackoffMax: time.Second, Heartbeat: time.Second,
 					Now: func() time.Time { return time.Now().Add(off) }})
-				require.NoError(t, err)
-				runCtx, cancel := context.WithCancel(ctx)
-				stopped := make(chan struct{})
-				go func() { defer close(stopped); _ = sh.Run(runCtx) }()
-				t.Cleanup(func() { cancel(); <-stopped })
-
-				total := 0
-				for _, w := range want {
-					total += len(w)
-				}
-				c.waitEvents(total, 30*time.Second)
+				c.waitEvents(eventCount(want), 30*time.Second)
 				checkExactlyOnce(t, c, want)
 				require.Eventually(t, func() bool {
 					return c.count(`SELECT COUNT(*) FROM edges WHERE id = ? AND last_status IS NOT NULL`, c.EdgeID) == 1
@@ -80,8 +51,7 @@ func TestEdgeClockTwoHoursOffStillSyncs(t *testing.T) {
 				resp.Body.Close()
 				assert.True(t, strings.Contains(string(body), `euterpe_sync_refused_total{reason="clock_skew"}`), "central counted the refusal")
 				assert.NotContains(t, logs.String(), c.secret)
-				cancel()
-				<-stopped
+				stop()
 				c.proc.stop(t)
 				c.noSecretLogged(c.proc)
 			})

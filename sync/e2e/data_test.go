@@ -1,10 +1,7 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
-	"log/slog"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,9 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vesta-cx/euterpe/daemon/sqldb/sqltest"
 	"github.com/vesta-cx/euterpe/daemon/testsvc"
-	"github.com/vesta-cx/euterpe/edge/jobs"
 	"github.com/vesta-cx/euterpe/sync/ship"
-	"github.com/vesta-cx/euterpe/sync/spool"
 	"github.com/vesta-cx/euterpe/sync/wire"
 )
 
@@ -38,39 +33,16 @@ func TestResultsCentralCannotStoreAsWrittenStillSync(t *testing.T) {
 			c := newCentral(t, eng)
 			c.start()
 			rdb, _ := testsvc.Redis(t)
-			st := jobs.NewStore(rdb)
-			st.Capture = jobs.CaptureStream
-			ctx := context.Background()
+			st := capturingStore(rdb)
 			var ids []string
 			job := map[string]string{} // case -> job id
 			for _, name := range []string{"latin-1", "oversized", "plain"} {
-				cr, err := st.Create(ctx, jobs.NewJob{Task: "chat", Payload: json.RawMessage(`{}`), TTL: 600})
-				require.NoError(t, err)
-				_, err = st.SetRunning(ctx, cr.ID, "worker.start", nil)
-				require.NoError(t, err)
-				_, err = st.Finish(ctx, cr.ID, jobs.Done, "worker.finish", json.RawMessage(results[name].result), nil, "")
-				require.NoError(t, err)
-				ids, job[name] = append(ids, cr.ID), cr.ID
+				id := finishedJob(t, st, "chat", json.RawMessage(results[name].result))
+				ids, job[name] = append(ids, id), id
 			}
 			want := written(t, rdb, ids)
-
-			sp, err := spool.Open(ctx, filepath.Join(t.TempDir(), spool.File), 64<<20)
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = sp.Close() })
-			logs := &testsvc.LogBuffer{}
-			sh, err := ship.New(slog.New(slog.NewTextHandler(logs, nil)), rdb, sp, ship.Config{
-				URL: c.URL, EdgeID: c.EdgeID, Secret: []byte(c.secret), BackoffMax: time.Second})
-			require.NoError(t, err)
-			runCtx, cancel := context.WithCancel(ctx)
-			stopped := make(chan struct{})
-			go func() { defer close(stopped); _ = sh.Run(runCtx) }()
-			t.Cleanup(func() { cancel(); <-stopped })
-
-			total := 0
-			for _, w := range want {
-				total += len(w)
-			}
-			c.waitEvents(total, 30*time.Second)
+			sh, _, stop := c.shipTo(rdb, ship.Config{BackoffMax: time.Second})
+			c.waitEvents(eventCount(want), 30*time.Second)
 			checkExactlyOnce(t, c, want) // every job "done" on central too
 			for name, r := range results {
 				var data string
@@ -80,8 +52,7 @@ func TestResultsCentralCannotStoreAsWrittenStillSync(t *testing.T) {
 			}
 			assert.Zero(t, sh.Quarantined())
 			assert.NotContains(t, c.proc.logs.String(), "sync request failed", "central never failed to store a batch")
-			cancel()
-			<-stopped
+			stop()
 			c.proc.stop(t)
 			c.noSecretLogged(c.proc)
 		})

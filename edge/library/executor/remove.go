@@ -109,7 +109,7 @@ func (x *Executor) remove(ctx context.Context, jobID, fileID int64, t *pinned, k
 		return "", nil, err
 	}
 	restore := func(why error) error {
-		if err := renameNoReplace(at.dir, at.name, t.dir, name); err != nil {
+		if err := putBack(at.dir, at.name, t.dir, name); err != nil {
 			return fmt.Errorf("%w; could not put it back (%v): it is at %s", why, err, at.path)
 		}
 		return why
@@ -145,22 +145,6 @@ type place struct {
 	dir  *os.File
 	name string
 	path string // for messages
-}
-
-// renameNoReplace renames by name between two directory descriptors
-// without replacing an existing entry. Filesystems without
-// RENAME_NOREPLACE (EINVAL) get a check for the destination, then a plain
-// renameat.
-func renameNoReplace(from *os.File, fromName string, to *os.File, toName string) error {
-	err := unix.Renameat2(int(from.Fd()), fromName, int(to.Fd()), toName, unix.RENAME_NOREPLACE)
-	if !errors.Is(err, unix.EINVAL) {
-		return err
-	}
-	var st unix.Stat_t
-	if err := unix.Fstatat(int(to.Fd()), toName, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
-		return fmt.Errorf("rename %s: %w", toName, unix.EEXIST)
-	}
-	return unix.Renameat(int(from.Fd()), fromName, int(to.Fd()), toName)
 }
 
 // copyInto copies src from its start into a new file name in dir and

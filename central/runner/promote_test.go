@@ -127,8 +127,9 @@ func TestSlowPromotionCopyRetried(t *testing.T) {
 }
 
 // noStagedLeft fails unless the job's prefix holds exactly n objects, none
-// of them staged, and no incomplete multipart upload (minio-go copies
-// every object with a multipart copy: one a timeout cut must be aborted).
+// of them staged, and no incomplete multipart upload (a source above
+// storage.Client.CopyPartSize is copied in parts: one a timeout cut must be
+// aborted).
 func (e *env) noStagedLeft(id string, n int) {
 	e.t.Helper()
 	for u := range e.s3.Client.ListIncompleteUploads(context.Background(), e.s3.Name, "out/"+id+"/", true) {

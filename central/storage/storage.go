@@ -51,6 +51,10 @@ type Client struct {
 	tr   http.RoundTripper
 	// PartSize is the multipart part size for uploads (default 16 MiB).
 	PartSize uint64
+	// CopyPartSize is the largest source Copy sends as one CopyObject
+	// request, and the part size of a multipart copy of a larger one
+	// (default and S3's maximum 5 GiB, at least S3's minimum 5 MiB).
+	CopyPartSize int64
 }
 
 // Options tune a Client.
@@ -88,7 +92,7 @@ func NewClient(o Options) *Client {
 		http: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse // a redirect could point anywhere; 3xx is an error
 		}},
-		tr: tr, PartSize: 16 << 20,
+		tr: tr, PartSize: 16 << 20, CopyPartSize: maxCopyPart,
 	}
 }
 
@@ -265,21 +269,36 @@ func CopyDeadline(t time.Time) CopyOption {
 	return func(o *copyOptions) { o.deadline = t }
 }
 
-// abortTimeout bounds the clean-up of a copy that ran out of its deadline.
+// abortTimeout bounds the clean-up of a failed copy.
 const abortTimeout = 10 * time.Second
 
+// Copy sizes S3 sets: one CopyObject request (and one part of a multipart
+// copy) copies at most 5 GiB; every part but the last is at least 5 MiB.
+const (
+	maxCopyPart = 5 << 30
+	minCopyPart = 5 << 20
+)
+
 // Copy copies bucket/src to bucket/dst on the server (no bytes pass through
-// this process). minio-go v7.4.1's ComposeObject takes its multipart path
-// (create, upload-part-copy, complete) for every non-empty object: its
-// single-CopyObject branch wants CopySrcOptions.Start == -1, which its
-// validation refuses.
+// this process): a single CopyObject request for a source up to
+// CopyPartSize (5 GiB by default), a multipart copy in parts of that size
+// above it. The destination gets the source's Content-Type and metadata.
 //
-// A multipart copy whose part copy fails is aborted by minio-go itself, but
-// not one whose initiation or completion request was cut (the upload ID is
-// lost with the request): when the copy runs out of its CopyDeadline while
-// ctx is live, the incomplete multipart uploads at dst are aborted, best
-// effort, within ctx (so never after the caller's own end, when the key may
-// belong to a later lease owner).
+// Every request of the copy (the source's stat included) runs under ctx
+// bounded by the CopyDeadline, so none outlives either: the copy is built
+// from minio-go's CopyObject and Core calls rather than its ComposeObject,
+// which (v7.4.1, api-compose-object.go) stats its sources with
+// context.Background(), bounded only by the transport's response-header
+// timeout, and aborts a failed multipart copy detached from ctx for up to
+// a minute.
+//
+// A multipart copy whose part copy or completion fails is aborted here
+// while ctx and its deadline are live, but not one whose initiation or
+// completion request was cut (the upload ID may be lost with the request):
+// when the copy runs out of its CopyDeadline while ctx is live, the
+// incomplete multipart uploads at dst are aborted, best effort, within ctx
+// (so never after the caller's own end, when the key may belong to a later
+// lease owner).
 func (c *Client) Copy(ctx context.Context, b Bucket, src, dst string, creds Credentials, opts ...CopyOption) error {
 	var o copyOptions
 	for _, opt := range opts {
@@ -294,8 +313,7 @@ func (c *Client) Copy(ctx context.Context, b Bucket, src, dst string, creds Cred
 	if !o.deadline.IsZero() {
 		cctx, cancel = context.WithDeadline(ctx, o.deadline)
 	}
-	_, err = cl.ComposeObject(cctx, minio.CopyDestOptions{Bucket: b.Name, Object: dst},
-		minio.CopySrcOptions{Bucket: b.Name, Object: src})
+	err = c.serverCopy(cctx, cl, b.Name, src, dst)
 	expired := cctx.Err() != nil && ctx.Err() == nil
 	cancel()
 	if err != nil {
@@ -308,6 +326,85 @@ func (c *Client) Copy(ctx context.Context, b Bucket, src, dst string, creds Cred
 		return se
 	}
 	return nil
+}
+
+// copyPartSize is CopyPartSize within the sizes S3 accepts.
+func (c *Client) copyPartSize() int64 {
+	switch p := c.CopyPartSize; {
+	case p <= 0 || p > maxCopyPart:
+		return maxCopyPart
+	case p < minCopyPart:
+		return minCopyPart
+	default:
+		return p
+	}
+}
+
+// serverCopy copies bucket/src to bucket/dst with every request under ctx.
+func (c *Client) serverCopy(ctx context.Context, cl *minio.Client, bucket, src, dst string) error {
+	st, err := cl.StatObject(ctx, bucket, src, minio.StatObjectOptions{})
+	if err != nil {
+		return err
+	}
+	part := c.copyPartSize()
+	if st.Size <= part {
+		// No metadata directive: the server copies the source's
+		// Content-Type and metadata (COPY).
+		_, err = cl.CopyObject(ctx, minio.CopyDestOptions{Bucket: bucket, Object: dst},
+			minio.CopySrcOptions{Bucket: bucket, Object: src})
+		return err
+	}
+	return copyParts(ctx, minio.Core{Client: cl}, bucket, src, dst, st, part)
+}
+
+// copyParts copies the object st describes from src to dst in parts of
+// part bytes (the last one shorter), one part at a time.
+func copyParts(ctx context.Context, core minio.Core, bucket, src, dst string, st minio.ObjectInfo, part int64) error {
+	// A multipart upload starts with no metadata of its own: give it the
+	// source's, as CopyObject's COPY directive does.
+	id, err := core.NewMultipartUpload(ctx, bucket, dst, minio.PutObjectOptions{
+		ContentType:        st.ContentType,
+		ContentEncoding:    st.Metadata.Get("Content-Encoding"),
+		ContentDisposition: st.Metadata.Get("Content-Disposition"),
+		ContentLanguage:    st.Metadata.Get("Content-Language"),
+		CacheControl:       st.Metadata.Get("Cache-Control"),
+		UserMetadata:       st.UserMetadata,
+	})
+	if err != nil {
+		return err
+	}
+	// Each part must come from the object that was stat'd: parts of two
+	// versions of the source would make an object that is neither.
+	var match map[string]string
+	if st.ETag != "" {
+		match = map[string]string{"x-amz-copy-source-if-match": `"` + st.ETag + `"`}
+	}
+	var parts []minio.CompletePart
+	for off, n := int64(0), 1; off < st.Size; off, n = off+part, n+1 {
+		p, err := core.CopyObjectPart(ctx, bucket, src, bucket, dst, id, n, off, min(part, st.Size-off), match)
+		if err != nil {
+			abortUpload(ctx, core, bucket, dst, id)
+			return err
+		}
+		parts = append(parts, p)
+	}
+	if _, err := core.CompleteMultipartUpload(ctx, bucket, dst, id, parts, minio.PutObjectOptions{}); err != nil {
+		abortUpload(ctx, core, bucket, dst, id)
+		return err
+	}
+	return nil
+}
+
+// abortUpload aborts the multipart upload id at bucket/key, best effort,
+// only while ctx is live: once the copy's deadline has passed Copy sweeps
+// the key itself, and after the caller's end nothing is sent.
+func abortUpload(ctx context.Context, core minio.Core, bucket, key, id string) {
+	if ctx.Err() != nil {
+		return
+	}
+	actx, cancel := context.WithTimeout(ctx, abortTimeout)
+	defer cancel()
+	_ = core.AbortMultipartUpload(actx, bucket, key, id)
 }
 
 // abortIncomplete aborts the incomplete multipart uploads at bucket/key,

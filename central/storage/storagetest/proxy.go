@@ -30,6 +30,10 @@ type Proxy struct {
 	// before reaching the server: storage slower than the caller's bound.
 	slowCopies int
 	slowCopy   time.Duration
+	// slowStats is how many of the next HEAD requests (an object's stat)
+	// wait slowStat before reaching the server.
+	slowStats int
+	slowStat  time.Duration
 }
 
 // New starts a proxy to upstream (e.g. testsvc.S3Bucket.Endpoint), closed
@@ -70,14 +74,18 @@ func New(t testing.TB, upstream string) *Proxy {
 			p.slowCopies--
 			delay = p.slowCopy
 		}
+		if r.Method == http.MethodHead && p.slowStats > 0 {
+			p.slowStats--
+			delay = p.slowStat
+		}
 		p.mu.Unlock()
 		if delay > 0 {
 			t := time.NewTimer(delay)
 			select {
 			case <-t.C:
 			case <-r.Context().Done():
-				// The client gave up first: the copy never reaches the
-				// server.
+				// The client gave up first: the request never reaches
+				// the server.
 				t.Stop()
 				return
 			}
@@ -141,6 +149,14 @@ func (p *Proxy) SlowCopies(n int, d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.slowCopies, p.slowCopy = n, d
+}
+
+// SlowStats makes the next n HEAD requests (stats) wait d before they are
+// forwarded; one whose client gives up first never reaches the server.
+func (p *Proxy) SlowStats(n int, d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.slowStats, p.slowStat = n, d
 }
 
 // Copies is how many server-side copy requests reached the proxy.

@@ -33,6 +33,10 @@ func NewEcho(log *slog.Logger) *echo.Echo {
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
+	// c.RealIP is the peer the connection came from. Without an extractor
+	// echo takes the first X-Forwarded-For or X-Real-IP entry, which any
+	// client can write: an audit line would blame whoever it named.
+	e.IPExtractor = echo.ExtractIPDirect()
 	e.HTTPErrorHandler = func(err error, c echo.Context) {
 		if c.Response().Committed {
 			return

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
@@ -70,6 +71,10 @@ func (r *Role) requireSession(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		c.Set(ctxOperator, op)
 		c.Set(ctxSession, id)
+		daemon.SetRecheck(c, func(ctx context.Context) error {
+			_, err := r.sessions.Lookup(ctx, id)
+			return err
+		})
 		return next(c)
 	}
 }

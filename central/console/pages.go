@@ -85,14 +85,15 @@ func (p *pages) mount(e *echo.Echo) {
 	if err != nil {
 		panic(err) // checked when the setting was parsed
 	}
+	form := dconsole.FormBody(dconsole.MaxForm)
 	p.c.Mount(e)
 	e.GET(signinPath, r.getSignin)
-	e.POST(signinPath, r.postSignin, cross)
+	e.POST(signinPath, r.postSignin, form, cross)
 	// Per route, not through an e.Group("", …): a group's middleware
 	// registers a catch-all for its prefix, which for "" is the whole
 	// server, and every unknown path of the API would answer with a
 	// console sign-in redirect instead of a 404.
-	mw := []echo.MiddlewareFunc{cross, r.requireSession, requireCSRF}
+	mw := []echo.MiddlewareFunc{form, cross, r.requireSession, requireCSRF}
 	get := func(path string, h echo.HandlerFunc) { e.GET(path, h, mw...) }
 	post := func(path string, h echo.HandlerFunc) { e.POST(path, h, mw...) }
 	post(signoutPath, r.postSignout)

@@ -149,6 +149,10 @@ func Auth(s Authenticator) echo.MiddlewareFunc {
 				return daemon.Errorf(http.StatusServiceUnavailable, "unavailable", "the operator store cannot be reached")
 			}
 			c.Set(operatorKey, op)
+			daemon.SetRecheck(c, func(ctx context.Context) error {
+				_, err := s.Authenticate(ctx, strings.TrimSpace(token))
+				return err
+			})
 			return next(c)
 		}
 	}

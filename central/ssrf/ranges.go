@@ -25,6 +25,9 @@ var blocked = func() []blockedRange {
 		{"::1/128", "loopback"},
 		{"::/96", "IPv4-compatible (deprecated)"},
 		{"100::/64", "discard-only"},
+		// Local-use NAT64 (RFC 8215) reaches whatever IPv4 network the
+		// local translator serves; it is never a public destination.
+		{"64:ff9b:1::/48", "local-use NAT64 (RFC 8215)"},
 		{"fc00::/7", "private (unique local)"},
 		{"fe80::/10", "link-local"},
 		{"fec0::/10", "site-local (deprecated)"},
@@ -40,12 +43,13 @@ var blocked = func() []blockedRange {
 // IPv6 forms that carry an IPv4 address which must itself be checked.
 var (
 	nat64  = netip.MustParsePrefix("64:ff9b::/96")
+	siit   = netip.MustParsePrefix("::ffff:0:0:0/96") // IPv4-translated (RFC 2765)
 	sixTo4 = netip.MustParsePrefix("2002::/16")
 )
 
 // Reason returns why ip is refused, or "" when it is a public address.
-// IPv4-mapped, NAT64 and 6to4 addresses are judged by the IPv4 address they
-// embed.
+// IPv4-mapped, NAT64, IPv4-translated (SIIT) and 6to4 addresses are judged
+// by the IPv4 address they embed.
 func Reason(ip netip.Addr) string {
 	if !ip.IsValid() {
 		return "invalid address"
@@ -59,6 +63,11 @@ func Reason(ip netip.Addr) string {
 		if nat64.Contains(ip) {
 			if r := Reason(netip.AddrFrom4([4]byte(b[12:16]))); r != "" {
 				return r + " via NAT64"
+			}
+		}
+		if siit.Contains(ip) {
+			if r := Reason(netip.AddrFrom4([4]byte(b[12:16]))); r != "" {
+				return r + " via IPv4 translation"
 			}
 		}
 		if sixTo4.Contains(ip) {

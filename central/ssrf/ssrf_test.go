@@ -23,8 +23,10 @@ func TestReason(t *testing.T) {
 		{"fe80::1%eth0", true}, {"ff02::1", true},
 		{"::ffff:127.0.0.1", true}, {"::ffff:169.254.169.254", true}, {"::ffff:10.0.0.1", true},
 		{"64:ff9b::7f00:1", true}, {"2002:7f00:1::", true}, {"::127.0.0.1", true},
+		{"64:ff9b:1::7f00:1", true}, {"64:ff9b:1:ffff::808:808", true}, {"::ffff:0:7f00:1", true}, {"::ffff:0:a9fe:a9fe", true},
 		{"8.8.8.8", false}, {"1.1.1.1", false}, {"172.32.0.1", false}, {"100.128.0.1", false},
 		{"2606:4700:4700::1111", false}, {"::ffff:8.8.8.8", false}, {"64:ff9b::808:808", false},
+		{"::ffff:0:808:808", false},
 	}
 	for _, c := range cases {
 		t.Run(c.ip, func(t *testing.T) {

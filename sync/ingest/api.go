@@ -216,14 +216,18 @@ func (a *API) Tail(c echo.Context) error {
 			}
 			return nil
 		}
+		var frames []byte
 		for _, e := range page {
 			if edge != "" && e.EdgeID != edge {
 				continue
 			}
 			data, _ := json.Marshal(e)
-			if write(fmt.Appendf(nil, "id: %d\nevent: edge_event\ndata: %s\n\n", e.Seq, data)) != nil {
-				return nil
-			}
+			frames = fmt.Appendf(frames, "id: %d\nevent: edge_event\ndata: %s\n\n", e.Seq, data)
+		}
+		// The credential that opened the stream may have ended since
+		// (sign-out, expiry, a disabled operator): nothing more is sent.
+		if len(frames) > 0 && (daemon.Recheck(c) != nil || write(frames) != nil) {
+			return nil
 		}
 		cur = next
 		if len(page) == tailPage {
@@ -235,7 +239,7 @@ func (a *API) Tail(c echo.Context) error {
 		case <-wake:
 		case <-poll.C:
 		case <-beat.C:
-			if write([]byte(": ping\n\n")) != nil {
+			if daemon.Recheck(c) != nil || write([]byte(": ping\n\n")) != nil {
 				return nil
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vesta-cx/euterpe/central/operators"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 	"github.com/vesta-cx/euterpe/sync/wire"
 )
@@ -233,5 +234,64 @@ func TestTailHeartbeats(t *testing.T) {
 			}
 		}
 		t.Fatalf("no heartbeat before the stream ended: %v", sc.Err())
+	})
+}
+
+// A tail opened with an operator token ends once the operator is
+// disabled: nothing stored after that reaches it, and a heartbeat ends an
+// idle one.
+func TestTailEndsWhenOperatorDisabled(t *testing.T) {
+	sqltestEach(t, func(t *testing.T, db *sqldb.DB) {
+		s := startServer(t, db)
+		ops := operators.New(db)
+		op, err := ops.Create(context.Background(), "on-call")
+		if err != nil {
+			t.Fatal(err)
+		}
+		edge, secret := s.register("jetson-1")
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.url+"/v1/edges/events", nil)
+		req.Header.Set("Authorization", "Bearer "+op.Token)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("tail: %d", res.StatusCode)
+		}
+		send := func(job string) {
+			u := sign(t, wire.Batch{EdgeID: edge, SentAt: time.Now(), Events: events(edge, job, time.Now().UnixMilli(), "delta")}, secret, time.Now())
+			if r := s.send(u); r.status != http.StatusOK {
+				t.Fatalf("batch: %d %s", r.status, r.body)
+			}
+		}
+		lines := make(chan string, 64)
+		go func() {
+			defer close(lines)
+			sc := bufio.NewScanner(res.Body)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+		}()
+		send("while-enabled")
+		for l := range lines {
+			if strings.Contains(l, "while-enabled") {
+				break
+			}
+		}
+		if err := ops.Disable(context.Background(), op.OperatorID); err != nil {
+			t.Fatal(err)
+		}
+		send("after-disable")
+		for l := range lines {
+			if strings.Contains(l, "after-disable") {
+				t.Fatal("an event stored after the operator was disabled reached its tail")
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the tail did not end")
+		}
 	})
 }

@@ -25,7 +25,7 @@ type Catalog interface {
 	StartScanSession(ctx context.Context, jobID int64, roots []string) (int64, error)
 	FinishScanSession(ctx context.Context, id int64, status string, c store.ScanCounts, errMsg string) error
 	UpsertFiles(ctx context.Context, sessionID int64, batch []store.FileStat) (newN, changedN int64, err error)
-	MarkMissing(ctx context.Context, sessionID int64, roots []string) (int64, error)
+	MarkMissing(ctx context.Context, sessionID int64, walked []store.WalkedRoot) (int64, error)
 	RecordHash(ctx context.Context, f store.File, algo, hashHex string) (bool, error)
 	MarkNeedsHash(ctx context.Context, id int64) error
 	RecordDecision(ctx context.Context, d store.Decision) error
@@ -82,6 +82,11 @@ type Executor struct {
 	// hashChunk, when set, is called after each chunk a hash job reads
 	// with the job's bytes done so far. Tests use it to observe progress.
 	hashChunk func(bytesDone int64)
+	// scanDir, when set, is called for each directory a scan is about to
+	// list; an error it returns is taken as that directory's read error.
+	// Tests use it to deny a directory as EACCES would when they run as
+	// root (who reads any directory), and to hold a scan mid-walk.
+	scanDir func(path string) error
 }
 
 func (x *Executor) init() {

@@ -22,6 +22,10 @@ func SetDeleteHooks(x *Executor, beforeFinalCheck, beforeMove func(path string))
 // is verified, before it takes the delete lock.
 func SetAfterVerify(x *Executor, fn func(path string)) { x.afterVerify = fn }
 
+// SetScanDir installs a function a scan calls for each directory before it
+// lists it; its error stands for the directory's read error.
+func SetScanDir(x *Executor, fn func(path string) error) { x.scanDir = fn }
+
 // SetHashChunk installs a function called after every chunk a hash job reads.
 func SetHashChunk(x *Executor, fn func(bytesDone int64)) { x.hashChunk = fn }
 

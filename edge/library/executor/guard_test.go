@@ -100,6 +100,8 @@ func TestGuardTriggersNamedCases(t *testing.T) {
 		{"record_hash writes a hash", "library_files", store.PathRecordHash, "content_hash = '" + strings.Repeat("cd", 32) + "', updated_at = 4", true},
 		{"record_decision may not write needs_hash", "library_files", store.PathRecordDecision, "needs_hash = 1", false},
 		{"scan_finish may not write job_id", "scan_sessions", store.PathScanFinish, "job_id = 99", false},
+		{"scan_recover closes a session", "scan_sessions", store.PathScanRecover, "status = 'failed', finished_at = 5, error_message = 'interrupted'", true},
+		{"scan_recover may not write counts", "scan_sessions", store.PathScanRecover, "files_missing = 3", false},
 		{"delete_decisions are append-only", "delete_decisions", store.PathRecordDecision, "reason = 'other'", false},
 		{"io reserve may not rename its bucket", "io_rate_limits", "reserve", "bucket_key = 'other'", false},
 	}

@@ -16,11 +16,25 @@ import (
 
 const scanBatch = 2000
 
+// unreadNamed is how many unreadable paths a session's message names; all
+// of them are counted.
+const unreadNamed = 20
+
 // scan walks every root without following symlinks, records what it saw
 // in a scan session and library_files, and marks files of the fully walked
 // roots that it did not see as missing. A symlink is never followed: one
 // that resolves outside every root is counted as refused, one inside a root
 // is skipped because its target is walked on its own.
+//
+// Not seeing a file proves it gone only where the scan could look. A
+// directory it cannot list or a file it cannot stat (permission denied, an
+// I/O error) is counted as unreadable, and the catalogued files at or under
+// it keep their state; the scan still succeeds, since one such directory
+// (lost+found on a mounted disk, owned by root) would otherwise fail every
+// scan. A root that cannot be walked, or in which the walk finds nothing at
+// all (no file, nothing unreadable) while the catalog holds files there (a
+// disk not mounted on its mount point), is not walked: nothing of it is
+// marked missing and the scan fails.
 func (x *Executor) scan(ctx context.Context, c *Claim) error {
 	roots := x.Roots.List()
 	sid, err := x.Catalog.StartScanSession(ctx, c.Job.ID, roots)
@@ -33,8 +47,8 @@ func (x *Executor) scan(ctx context.Context, c *Claim) error {
 			x.Log.Warn("finish scan session", "session", sid, "err", err)
 		}
 	}
-	var walked []string
-	var rootErrs []string
+	var walked []store.WalkedRoot
+	var rootErrs, unread []string
 	batch := make([]store.FileStat, 0, scanBatch)
 	flush := func() error {
 		if len(batch) == 0 {
@@ -51,24 +65,44 @@ func (x *Executor) scan(ctx context.Context, c *Claim) error {
 		return nil
 	}
 	for _, root := range roots {
+		var rootUnread []string
+		notRead := func(p string, err error) {
+			counts.Unreadable++
+			rootUnread = append(rootUnread, p)
+			if len(unread) < unreadNamed {
+				unread = append(unread, pathError(p, err))
+			}
+			x.Log.Debug("scan: path not read", "path", p, "err", err)
+		}
+		seenBefore := counts.Seen
 		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err == nil && d.IsDir() {
+				if x.skipDir(p) {
+					return fs.SkipDir
+				}
+				if x.scanDir != nil {
+					err = x.scanDir(p)
+				}
+			}
 			if err != nil {
 				if p == root {
 					return err
 				}
-				x.Log.Debug("scan: skip unreadable entry", "path", p, "err", err)
+				// Below the root, WalkDir reports only directories it
+				// could not list; one that no longer exists took its files
+				// with it, any other was simply not read.
 				if d != nil && d.IsDir() {
+					if !errors.Is(err, fs.ErrNotExist) {
+						notRead(p, err)
+					}
 					return fs.SkipDir
 				}
 				return nil
 			}
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
 			if d.IsDir() {
-				if x.skipDir(p) {
-					return fs.SkipDir
-				}
 				return nil
 			}
 			if d.Type()&fs.ModeSymlink != 0 {
@@ -81,8 +115,12 @@ func (x *Executor) scan(ctx context.Context, c *Claim) error {
 				return nil
 			}
 			info, err := d.Info()
-			if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
 				return nil // vanished during the walk
+			}
+			if err != nil {
+				notRead(p, err)
+				return nil
 			}
 			counts.Seen++
 			batch = append(batch, store.FileStat{Root: root, Path: p, Size: info.Size(), MtimeNS: info.ModTime().UnixNano(), Ident: identOf(info)})
@@ -94,31 +132,92 @@ func (x *Executor) scan(ctx context.Context, c *Claim) error {
 		if err == nil {
 			err = flush()
 		}
+		if errors.Is(err, store.ErrScanSessionClosed) {
+			// This run lost its lease and its session was closed (the job
+			// was recovered, or runs again): whoever runs the job next
+			// owns the catalog, and this run's counts mean nothing.
+			return err
+		}
 		if ctx.Err() != nil {
 			finish(store.StatusFailed, "scan interrupted")
 			return ctx.Err()
+		}
+		// A root with something unreadable in it is there (mounted); one
+		// showing nothing at all may be an empty mount point.
+		if err == nil && counts.Seen == seenBefore && len(rootUnread) == 0 {
+			err = x.checkEmptyRoot(ctx, root)
 		}
 		if err != nil {
 			rootErrs = append(rootErrs, fmt.Sprintf("%s: %v", root, err))
 			batch = batch[:0]
 			continue
 		}
-		walked = append(walked, root)
+		walked = append(walked, store.WalkedRoot{Root: root, Unread: rootUnread})
 	}
 	missing, err := x.Catalog.MarkMissing(ctx, sid, walked)
 	if err != nil {
-		finish(store.StatusFailed, err.Error())
+		if !errors.Is(err, store.ErrScanSessionClosed) {
+			finish(store.StatusFailed, err.Error())
+		}
 		return fmt.Errorf("mark missing: %w", err)
 	}
 	counts.Missing = missing
 	c.SetProgress(counts.Seen, 1)
+	var msgs []string
 	if len(rootErrs) > 0 {
-		msg := daemon.CapMessage("roots not walked: " + strings.Join(rootErrs, "; "))
+		msgs = append(msgs, "roots not walked: "+strings.Join(rootErrs, "; "))
+	}
+	if counts.Unreadable > 0 {
+		x.Log.Warn("scan: paths not read; their catalogued files keep their state",
+			"session", sid, "count", counts.Unreadable, "paths", strings.Join(unread, "; "))
+		noun := "paths"
+		if counts.Unreadable == 1 {
+			noun = "path"
+		}
+		msgs = append(msgs, fmt.Sprintf("%d %s not read, their files kept: %s", counts.Unreadable, noun, strings.Join(unread, "; ")))
+	}
+	msg := daemon.CapMessage(strings.Join(msgs, "; "))
+	if len(rootErrs) > 0 {
 		finish(store.StatusFailed, msg)
 		return errors.New(msg)
 	}
-	finish(store.StatusSucceeded, "")
+	finish(store.StatusSucceeded, msg)
 	return nil
+}
+
+// EmptyRootError is a root in which a scan found no file while the catalog
+// holds files there: most likely a disk that is not mounted, whose empty
+// mount point must not make the whole disk look deleted.
+type EmptyRootError struct {
+	Root  string
+	Files int64 // live files the catalog holds in Root
+}
+
+func (e *EmptyRootError) Error() string {
+	return fmt.Sprintf("no file found, while the catalog holds %d there (not mounted?)", e.Files)
+}
+
+// checkEmptyRoot is called for a root whose walk found no file: it fails
+// with *EmptyRootError when the catalog holds live files of root.
+func (x *Executor) checkEmptyRoot(ctx context.Context, root string) error {
+	n, err := x.Store.LiveFiles(ctx, root)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		return &EmptyRootError{Root: root, Files: n}
+	}
+	return nil
+}
+
+// pathError is err as "path: reason", without repeating a path the error
+// already names.
+func pathError(p string, err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Path == p {
+		return err.Error()
+	}
+	return p + ": " + err.Error()
 }
 
 func (x *Executor) skipDir(p string) bool {

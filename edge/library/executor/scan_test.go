@@ -1,6 +1,8 @@
 package executor_test
 
 import (
+	"context"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/edge/library/executor"
 	"github.com/vesta-cx/euterpe/edge/library/pathsafe"
 	"github.com/vesta-cx/euterpe/edge/library/store"
 )
@@ -117,4 +120,267 @@ func TestRewriteKeepingSizeAndMtimeIsRehashed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// scanSession is the latest scan session.
+type scanSession struct {
+	id, job               int64
+	status                string
+	seen, missing, unread int64
+	finished              *int64
+	msg                   *string
+}
+
+func (e *env) lastSession() scanSession {
+	e.t.Helper()
+	var s scanSession
+	if err := e.st.DB.QueryRow(`SELECT id, job_id, status, files_seen, files_missing, paths_unreadable, finished_at, error_message
+FROM scan_sessions ORDER BY id DESC LIMIT 1`).Scan(&s.id, &s.job, &s.status, &s.seen, &s.missing, &s.unread, &s.finished, &s.msg); err != nil {
+		e.t.Fatal(err)
+	}
+	return s
+}
+
+func (e *env) scan() store.Job {
+	e.t.Helper()
+	if _, err := e.p.EnqueueScan(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+	return e.runJob()
+}
+
+// denyAsRoot skips a case that needs file permissions to deny access: root
+// reads every directory whatever its mode.
+func denyAsRoot(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root ignores directory permissions; the injected cases cover this path")
+	}
+}
+
+// chmod sets path's mode for the test and gives it back afterwards, so the
+// temporary directory can be removed.
+func chmod(t *testing.T, path string, mode os.FileMode) {
+	t.Helper()
+	if err := os.Chmod(path, mode); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(path, 0o755) })
+}
+
+func denyDir(dir string, errno syscall.Errno) func(string) error {
+	return func(p string) error {
+		if p == dir {
+			return &fs.PathError{Op: "open", Path: p, Err: errno}
+		}
+		return nil
+	}
+}
+
+// TestScanKeepsFilesOfUnreadableDirectory: a directory below a root that
+// the scan cannot read says nothing about the files catalogued under it.
+// They keep their state (and their duplicate group), the scan counts and
+// names the path and still completes, and a file that really disappeared
+// elsewhere is marked missing. A directory that is really gone takes its
+// files with it.
+func TestScanKeepsFilesOfUnreadableDirectory(t *testing.T) {
+	cases := []struct {
+		name   string
+		deny   func(t *testing.T, e *env, locked string)
+		unread int64 // paths the scan reports unread
+		kept   bool  // the files under locked keep their state
+	}{
+		{"permission denied", func(t *testing.T, e *env, locked string) {
+			executor.SetScanDir(e.x, denyDir(locked, syscall.EACCES))
+		}, 1, true},
+		{"I/O error", func(t *testing.T, e *env, locked string) {
+			executor.SetScanDir(e.x, denyDir(locked, syscall.EIO))
+		}, 1, true},
+		{"mode 000", func(t *testing.T, e *env, locked string) {
+			denyAsRoot(t)
+			chmod(t, locked, 0)
+		}, 1, true},
+		{"listable, not searchable (mode 644)", func(t *testing.T, e *env, locked string) {
+			denyAsRoot(t)
+			chmod(t, locked, 0o644) // b.flac cannot be stat'ed, sub cannot be opened
+		}, 2, true},
+		{"directory removed", func(t *testing.T, e *env, locked string) {
+			if err := os.RemoveAll(locked); err != nil {
+				t.Fatal(err)
+			}
+		}, 0, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, true)
+			a := e.write("ok/a.flac", "same!")
+			b := e.write("locked/b.flac", "same!")
+			sub := e.write("locked/sub/c.flac", "other")
+			gone := e.write("gone.flac", "gone!")
+			locked := filepath.Join(e.root, "locked")
+			e.scanAndHash()
+			if gs := e.groups(); len(gs) != 1 || gs[0].FileCount != 2 {
+				t.Fatalf("groups before %+v", gs)
+			}
+			if err := os.Remove(gone); err != nil {
+				t.Fatal(err)
+			}
+			c.deny(t, e, locked)
+			if j := e.scan(); j.Status != store.StatusCompleted {
+				t.Fatalf("scan %s: %s", j.Status, deref(j.ErrorMessage))
+			}
+			s := e.lastSession()
+			wantMissing := int64(1)
+			if !c.kept {
+				wantMissing = 3
+			}
+			if s.status != store.StatusSucceeded || s.unread != c.unread || s.missing != wantMissing {
+				t.Fatalf("session %s unread=%d missing=%d %q, want succeeded unread=%d missing=%d",
+					s.status, s.unread, s.missing, deref(s.msg), c.unread, wantMissing)
+			}
+			if c.unread > 0 && !strings.Contains(deref(s.msg), locked) {
+				t.Fatalf("session message %q does not name %s", deref(s.msg), locked)
+			}
+			if !e.file(gone).IsMissing || e.file(a).IsMissing {
+				t.Fatal("gone.flac must be missing and ok/a.flac not")
+			}
+			for _, p := range []string{b, sub} {
+				if f := e.file(p); f.IsMissing == c.kept {
+					t.Fatalf("%s missing=%v, want %v", p, f.IsMissing, !c.kept)
+				}
+			}
+			wantGroups := 0
+			if c.kept {
+				wantGroups = 1
+			}
+			if gs := e.groups(); len(gs) != wantGroups {
+				t.Fatalf("groups after %+v, want %d", gs, wantGroups)
+			}
+			if !c.kept {
+				return
+			}
+			// Readable again: a clean scan, the group intact.
+			executor.SetScanDir(e.x, nil)
+			os.Chmod(locked, 0o755)
+			if j := e.scan(); j.Status != store.StatusCompleted {
+				t.Fatalf("scan %s: %s", j.Status, deref(j.ErrorMessage))
+			}
+			if s := e.lastSession(); s.unread != 0 || s.missing != 0 || s.msg != nil {
+				t.Fatalf("scan once readable: unread=%d missing=%d %q", s.unread, s.missing, deref(s.msg))
+			}
+			if gs := e.groups(); len(gs) != 1 || gs[0].FileCount != 2 {
+				t.Fatalf("groups once readable %+v", gs)
+			}
+		})
+	}
+}
+
+// TestScanRootWhoseOnlyDirectoryIsUnreadable: a root in which the scan
+// sees no file but finds a directory it cannot read is there (not an empty
+// mount point): the scan completes and the files under that directory keep
+// their state.
+func TestScanRootWhoseOnlyDirectoryIsUnreadable(t *testing.T) {
+	e := newEnv(t, true)
+	b, c := e.write("locked/b.flac", "b"), e.write("locked/c.flac", "c")
+	if j := e.scan(); j.Status != store.StatusCompleted {
+		t.Fatalf("first scan %s: %s", j.Status, deref(j.ErrorMessage))
+	}
+	locked := filepath.Join(e.root, "locked")
+	executor.SetScanDir(e.x, denyDir(locked, syscall.EACCES))
+	if j := e.scan(); j.Status != store.StatusCompleted {
+		t.Fatalf("scan %s: %s", j.Status, deref(j.ErrorMessage))
+	}
+	want := "1 path not read, their files kept: open " + locked + ": permission denied"
+	if s := e.lastSession(); s.status != store.StatusSucceeded || s.seen != 0 || s.unread != 1 || s.missing != 0 || deref(s.msg) != want {
+		t.Fatalf("session %s seen=%d unread=%d missing=%d %q, want %q", s.status, s.seen, s.unread, s.missing, deref(s.msg), want)
+	}
+	for _, p := range []string{b, c} {
+		if e.file(p).IsMissing {
+			t.Fatalf("%s marked missing", p)
+		}
+	}
+}
+
+// TestScanRootNotWalkedKeepsItsFiles: a root that is gone, cannot be read,
+// or shows no file at all while the catalog holds some (a disk not mounted
+// on its mount point) is not walked: none of its files is marked missing
+// and the scan fails naming it, while a file deleted from another root is
+// still marked missing.
+func TestScanRootNotWalkedKeepsItsFiles(t *testing.T) {
+	cases := []struct {
+		name string
+		// lose makes root unusable.
+		lose func(t *testing.T, e *env, root string)
+		want string // in the session message
+	}{
+		{"root removed", func(t *testing.T, e *env, root string) {
+			if err := os.RemoveAll(root); err != nil {
+				t.Fatal(err)
+			}
+		}, "no such file or directory"},
+		{"root permission denied", func(t *testing.T, e *env, root string) {
+			executor.SetScanDir(e.x, denyDir(root, syscall.EACCES))
+		}, "permission denied"},
+		{"root mode 000", func(t *testing.T, e *env, root string) {
+			denyAsRoot(t)
+			chmod(t, root, 0)
+		}, "permission denied"},
+		{"root empty: disk not mounted", func(t *testing.T, e *env, root string) {
+			if err := os.Rename(root, root+".away"); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(root, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, "no file found, while the catalog holds 2 there (not mounted?)"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, true)
+			other := filepath.Join(filepath.Dir(e.root), "other")
+			if err := os.Mkdir(other, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			rs, err := pathsafe.NewRoots([]string{e.root, other})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.x.Roots = rs
+			a, b := e.write("a.flac", "a"), e.write("sub/b.flac", "b")
+			kept, gone := filepath.Join(other, "kept.flac"), filepath.Join(other, "gone.flac")
+			for _, p := range []string{kept, gone} {
+				if err := os.WriteFile(p, []byte(p), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if j := e.scan(); j.Status != store.StatusCompleted {
+				t.Fatalf("first scan %s: %s", j.Status, deref(j.ErrorMessage))
+			}
+			if err := os.Remove(gone); err != nil {
+				t.Fatal(err)
+			}
+			c.lose(t, e, e.root)
+			if j := e.scan(); j.Status != store.StatusFailed || deref(j.ErrorCode) != executor.CodeScanFailed {
+				t.Fatalf("scan %s %s, want failed %s", j.Status, deref(j.ErrorCode), executor.CodeScanFailed)
+			}
+			s := e.lastSession()
+			prefix := "roots not walked: " + e.root + ": "
+			if s.status != store.StatusFailed || s.missing != 1 || !strings.HasPrefix(deref(s.msg), prefix) || !strings.Contains(deref(s.msg), c.want) {
+				t.Fatalf("session %s missing=%d %q, want failed missing=1 %q…%q", s.status, s.missing, deref(s.msg), prefix, c.want)
+			}
+			for _, p := range []string{a, b, kept} {
+				if e.file(p).IsMissing {
+					t.Fatalf("%s marked missing", p)
+				}
+			}
+			if !e.file(gone).IsMissing {
+				t.Fatal("file deleted from the other root not marked missing")
+			}
+		})
+	}
+	t.Run("empty root, empty catalog", func(t *testing.T) {
+		e := newEnv(t, true)
+		if j := e.scan(); j.Status != store.StatusCompleted {
+			t.Fatalf("scan of an empty library %s: %s", j.Status, deref(j.ErrorMessage))
+		}
+	})
 }

@@ -4,6 +4,7 @@
 // thumbnails atomically under the queue capacity, authorises deletions
 // (the group must exist, every id must be a current member, at least one
 // copy must be kept), schedules thumbnail cleanup and WAL checkpoints,
-// recovers stale leases, and requeues failed or retryable rows only once
-// their retry time has come. The executor package carries the work out.
+// recovers stale leases (closing the scan sessions a killed scan left
+// running), and requeues failed or retryable rows only once their retry
+// time has come. The executor package carries the work out.
 package policy

@@ -194,6 +194,12 @@ func (s *Scheduler) Tick(ctx context.Context) error {
 	if _, err := p.RecoverStaleJobs(ctx); err != nil {
 		return fmt.Errorf("recover stale jobs: %w", err)
 	}
+	// After the jobs: a scan whose lease was just recovered (its process
+	// killed) has its session closed in the same tick, and the first tick
+	// after a restart closes those whose job was recovered meanwhile.
+	if _, err := p.Store.CloseStaleScanSessions(ctx); err != nil {
+		return err
+	}
 	if err := p.RequeueRetryable(ctx, s.Backoff); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -293,6 +294,56 @@ func TestAutoHash(t *testing.T) {
 			}
 			if n := e.count(`SELECT COUNT(*) FROM library_files WHERE needs_hash = 1`); n != c.wantMarked {
 				t.Fatalf("%d files queued for hashing, want %d", n, c.wantMarked)
+			}
+		})
+	}
+}
+
+// TestSchedulerTickClosesStaleScanSessions: a scan killed mid-walk leaves
+// its job running and its session running. The tick that recovers the job
+// once its lease has expired also closes the session (failed, finished
+// then); while the lease is live both are left alone.
+func TestSchedulerTickClosesStaleScanSessions(t *testing.T) {
+	cases := []struct {
+		name   string
+		lease  time.Duration // lease_expires_at relative to the tick
+		closed bool
+	}{
+		{"lease expired", -time.Second, true},
+		{"lease expires now", 0, true},
+		{"lease live", time.Second, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			ctx := context.Background()
+			job := e.insert("jobs", map[string]any{"kind": store.KindScan, "status": store.StatusRunning, "worker_id": "dead#1",
+				"worker_heartbeat_at": t0 - 10_000, "lease_expires_at": *at(c.lease)})
+			sid := e.insert("scan_sessions", map[string]any{"job_id": job, "status": store.StatusRunning, "started_at": t0 - 10_000})
+			if err := policySched(e).Tick(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var status string
+			var finished *int64
+			var msg *string
+			if err := e.st.DB.QueryRow(`SELECT status, finished_at, error_message FROM scan_sessions WHERE id = ?`, sid).
+				Scan(&status, &finished, &msg); err != nil {
+				t.Fatal(err)
+			}
+			j := e.job(job)
+			if !c.closed {
+				if status != store.StatusRunning || finished != nil || j.Status != store.StatusRunning {
+					t.Fatalf("live scan touched: session %s finished %v, job %s", status, derefInt(finished), j.Status)
+				}
+				return
+			}
+			want := "interrupted: job " + strconv.FormatInt(job, 10) + " is no longer running"
+			if j.Status != store.StatusRetryable || status != store.StatusFailed || finished == nil || *finished != t0 || deref(msg) != want {
+				t.Fatalf("job %s; session %s finished %v %q, want retryable, failed at %d %q",
+					j.Status, status, derefInt(finished), deref(msg), t0, want)
+			}
+			if n := e.count(`SELECT COUNT(*) FROM scan_sessions WHERE status = 'running'`); n != 0 {
+				t.Fatalf("%d sessions still running", n)
 			}
 		})
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 )
 
@@ -18,8 +20,9 @@ import (
 
 // Catalog write paths.
 const (
-	PathScanStart      = "scan_start"      // scan_sessions INSERT
+	PathScanStart      = "scan_start"      // scan_sessions INSERT (no UPDATE; see PathScanRecover)
 	PathScanFinish     = "scan_finish"     // scan_sessions UPDATE
+	PathScanRecover    = "scan_recover"    // scan_sessions UPDATE: a running session whose scan is gone
 	PathScanUpsert     = "scan_upsert"     // library_files INSERT … ON CONFLICT DO UPDATE
 	PathMarkMissing    = "mark_missing"    // library_files UPDATE
 	PathRecordHash     = "record_hash"     // library_files UPDATE
@@ -31,7 +34,8 @@ const (
 // may change. delete_decisions is append-only: no path may update it.
 var CatalogWrites = map[string]map[string][]string{
 	"scan_sessions": {
-		PathScanFinish: {"status", "files_seen", "files_new", "files_changed", "files_missing", "files_refused", "error_message", "finished_at"},
+		PathScanFinish:  {"status", "files_seen", "files_new", "files_changed", "files_missing", "files_refused", "paths_unreadable", "error_message", "finished_at"},
+		PathScanRecover: {"status", "error_message", "finished_at"},
 	},
 	"library_files": {
 		PathScanUpsert:     {"root", "size_bytes", "mtime_ns", "ctime_ns", "dev", "inode", "is_missing", "needs_hash", "content_hash", "hash_algorithm", "last_seen_scan_id", "updated_at"},
@@ -76,20 +80,93 @@ func (f FileStat) identArgs() (ctime, dev, inode any) {
 const changedSQL = `(size_bytes <> excluded.size_bytes OR mtime_ns <> excluded.mtime_ns
     OR ctime_ns <> excluded.ctime_ns OR dev <> excluded.dev OR inode <> excluded.inode)`
 
-// ScanCounts are the totals a scan session records.
+// ScanCounts are the totals a scan session records. Unreadable counts the
+// directories the scan could not list and the files it could not stat
+// below a walked root; the catalogued files there keep their state.
 type ScanCounts struct {
-	Seen, New, Changed, Missing, Refused int64
+	Seen, New, Changed, Missing, Refused, Unreadable int64
 }
 
-// StartScanSession records a running scan session for job.
+// ErrScanSessionClosed is returned by the writes of a scan whose session is
+// no longer running: it was closed as interrupted because its job stopped
+// running or ran again. Such a scan (a worker that lost its lease but has
+// not noticed yet) must not record files or mark any missing: a newer scan
+// owns the catalog.
+var ErrScanSessionClosed = errors.New("scan session is no longer running")
+
+// A session closed because its scan is gone ends failed: §3.2 allows no
+// other end state, and the scan did not complete.
+var statusInterrupted = MustMove(ScanSessionMachine, StatusRunning, StatusFailed)
+
+// jobNotRunningSQL holds for a session whose job is not running: the process
+// that ran the scan was killed, or its lease expired and was recovered, so
+// nothing will ever finish the session.
+const jobNotRunningSQL = `NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.id = scan_sessions.job_id AND jobs.status = 'running')`
+
+// StartScanSession records a running scan session for job. In the same
+// transaction it closes as interrupted every other running session of that
+// job (an earlier run of it that ended without finishing, e.g. killed) and
+// of a job that is not running: under the single active scan rule no other
+// scan can be running, so no session but the new one reports one.
 func (s *Store) StartScanSession(ctx context.Context, jobID int64, roots []string) (int64, error) {
 	b, _ := json.Marshal(roots)
 	var id int64
-	err := s.OnPath(ctx, WritePath{"scan_sessions", PathScanStart}, func(q Querier) error {
-		return q.QueryRowContext(ctx, `INSERT INTO scan_sessions(job_id, roots, status, started_at)
-VALUES (?, ?, ?, ?) RETURNING id`, jobID, string(b), StatusRunning, s.NowMS()).Scan(&id)
+	err := s.TxOnPath(ctx, []WritePath{{"scan_sessions", PathScanRecover}}, func(tx *sql.Tx) error {
+		now := s.NowMS()
+		if err := tx.QueryRowContext(ctx, `INSERT INTO scan_sessions(job_id, roots, status, started_at)
+VALUES (?, ?, ?, ?) RETURNING id`, jobID, string(b), StatusRunning, now).Scan(&id); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE scan_sessions SET status = ?1, finished_at = ?2,
+  error_message = 'interrupted: job ' || COALESCE(job_id, '?') || CASE WHEN job_id = ?3
+    THEN ' ran again as scan session ' || ?4 ELSE ' is no longer running' END
+WHERE status = 'running' AND id <> ?4 AND (job_id = ?3 OR `+jobNotRunningSQL+`)`,
+			statusInterrupted, now, jobID, id)
+		if err != nil {
+			return fmt.Errorf("close earlier scan sessions: %w", err)
+		}
+		return nil
 	})
-	return id, err
+	if err != nil {
+		return 0, fmt.Errorf("start scan session of job %d: %w", jobID, err)
+	}
+	return id, nil
+}
+
+// CloseStaleScanSessions closes as interrupted (failed, finished now) every
+// running session whose job is not running, so a scan killed mid-walk is not
+// shown running for ever. A job whose lease is still live keeps its session
+// open: it may yet finish it, and lease recovery decides when it is gone.
+func (s *Store) CloseStaleScanSessions(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.OnPath(ctx, WritePath{"scan_sessions", PathScanRecover}, func(q Querier) error {
+		res, err := q.ExecContext(ctx, `UPDATE scan_sessions SET status = ?1, finished_at = ?2,
+  error_message = 'interrupted: job ' || COALESCE(job_id, '?') || ' is no longer running'
+WHERE status = 'running' AND `+jobNotRunningSQL, statusInterrupted, s.NowMS())
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("close stale scan sessions: %w", err)
+	}
+	return n, nil
+}
+
+// requireRunningSession fails with ErrScanSessionClosed unless session id
+// is running; scan writes check it in their own transaction.
+func requireRunningSession(ctx context.Context, q Querier, id int64) error {
+	var status string
+	err := q.QueryRowContext(ctx, `SELECT status FROM scan_sessions WHERE id = ?`, id).Scan(&status)
+	switch {
+	case errors.Is(err, sql.ErrNoRows), err == nil && status != StatusRunning:
+		return fmt.Errorf("scan session %d: %w", id, ErrScanSessionClosed)
+	case err != nil:
+		return fmt.Errorf("scan session %d: %w", id, err)
+	}
+	return nil
 }
 
 // FinishScanSession moves a running session to succeeded or failed.
@@ -104,8 +181,8 @@ func (s *Store) FinishScanSession(ctx context.Context, id int64, status string, 
 	var n int64
 	err := s.OnPath(ctx, WritePath{"scan_sessions", PathScanFinish}, func(q Querier) error {
 		res, err := q.ExecContext(ctx, `UPDATE scan_sessions SET status = ?, files_seen = ?, files_new = ?,
-files_changed = ?, files_missing = ?, files_refused = ?, error_message = ?, finished_at = ?
-WHERE id = ? AND status = 'running'`, status, c.Seen, c.New, c.Changed, c.Missing, c.Refused, msg, s.NowMS(), id)
+files_changed = ?, files_missing = ?, files_refused = ?, paths_unreadable = ?, error_message = ?, finished_at = ?
+WHERE id = ? AND status = 'running'`, status, c.Seen, c.New, c.Changed, c.Missing, c.Refused, c.Unreadable, msg, s.NowMS(), id)
 		if err != nil {
 			return err
 		}
@@ -124,10 +201,14 @@ WHERE id = ? AND status = 'running'`, status, c.Seen, c.New, c.Changed, c.Missin
 // UpsertFiles records one batch of scanned files in one transaction. A file
 // whose size, mtime, ctime, device or inode changed (or that was never
 // hashed) gets needs_hash=1 and loses its stale hash; every file seen is no
-// longer missing.
+// longer missing. A session that is no longer running records nothing
+// (ErrScanSessionClosed).
 func (s *Store) UpsertFiles(ctx context.Context, sessionID int64, batch []FileStat) (newN, changedN int64, err error) {
 	now := s.NowMS()
 	err = s.TxOnPath(ctx, []WritePath{{"library_files", PathScanUpsert}}, func(tx *sql.Tx) error {
+		if err := requireRunningSession(ctx, tx, sessionID); err != nil {
+			return err
+		}
 		// In a comparison a NULL ctime/dev/inode (a row from before 0012,
 		// or a stat without them) yields NULL, which CASE treats as false.
 		st, err := tx.PrepareContext(ctx, `INSERT INTO library_files(root, path, size_bytes, mtime_ns, ctime_ns, dev, inode,
@@ -165,29 +246,136 @@ RETURNING created_at, updated_at, needs_hash`)
 	return newN, changedN, err
 }
 
-// MarkMissing flags every file of the fully walked roots that session did
-// not see. Roots that could not be walked are not passed, so an unmounted
-// disk never makes its files look deleted.
-func (s *Store) MarkMissing(ctx context.Context, sessionID int64, roots []string) (int64, error) {
-	if len(roots) == 0 {
+// WalkedRoot is a root a scan walked to the end, with what it could not
+// read below it.
+type WalkedRoot struct {
+	Root string
+	// Unread are the directories below Root the scan could not list and the
+	// files it could not stat (permission denied, an I/O error). The
+	// catalogued files at or under them were not seen, which says nothing
+	// about whether they still exist: they keep their state.
+	Unread []string
+}
+
+// MarkMissing flags every file of the walked roots that session did not
+// see, except those at or under a path the scan could not read. Roots that
+// could not be walked are not passed, so an unmounted disk never makes its
+// files look deleted. A session that is no longer running marks nothing
+// (ErrScanSessionClosed): a newer scan has started and owns the catalog.
+func (s *Store) MarkMissing(ctx context.Context, sessionID int64, walked []WalkedRoot) (int64, error) {
+	if len(walked) == 0 {
 		return 0, nil
 	}
-	args := []any{s.NowMS(), sessionID}
-	for _, r := range roots {
-		args = append(args, r)
-	}
+	now := s.NowMS()
 	var n int64
-	err := s.OnPath(ctx, WritePath{"library_files", PathMarkMissing}, func(q Querier) error {
-		res, err := q.ExecContext(ctx, `UPDATE library_files SET is_missing = 1, updated_at = ?
+	err := s.TxOnPath(ctx, []WritePath{{"library_files", PathMarkMissing}}, func(tx *sql.Tx) error {
+		if err := requireRunningSession(ctx, tx, sessionID); err != nil {
+			return err
+		}
+		var whole []any
+		for _, w := range walked {
+			if len(w.Unread) == 0 {
+				whole = append(whole, w.Root)
+				continue
+			}
+			k, err := markMissingExcept(ctx, tx, sessionID, now, w)
+			if err != nil {
+				return err
+			}
+			n += k
+		}
+		if len(whole) == 0 {
+			return nil
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE library_files SET is_missing = 1, updated_at = ?
 WHERE is_missing = 0 AND (last_seen_scan_id IS NULL OR last_seen_scan_id <> ?)
-  AND root IN (?`+strings.Repeat(",?", len(roots)-1)+`)`, args...)
+  AND root IN (?`+strings.Repeat(",?", len(whole)-1)+`)`, append([]any{now, sessionID}, whole...)...)
 		if err != nil {
 			return err
 		}
-		n, err = res.RowsAffected()
+		k, err := res.RowsAffected()
+		n += k
 		return err
 	})
-	return n, err
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// markMissingExcept marks missing the files of w.Root that session did not
+// see and that lie neither at nor under one of w.Unread. The files not seen
+// are few (deleted ones, and those under the unread paths), so they are
+// read and filtered here rather than matched against every unread prefix
+// in SQL.
+func markMissingExcept(ctx context.Context, tx *sql.Tx, sessionID, now int64, w WalkedRoot) (int64, error) {
+	unread := make(map[string]bool, len(w.Unread))
+	for _, p := range w.Unread {
+		unread[filepath.Clean(p)] = true
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT id, path FROM library_files
+WHERE root = ? AND is_missing = 0 AND (last_seen_scan_id IS NULL OR last_seen_scan_id <> ?)`, w.Root, sessionID)
+	if err != nil {
+		return 0, err
+	}
+	var gone []int64
+	for rows.Next() {
+		var id int64
+		var path string
+		if err := rows.Scan(&id, &path); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		if !atOrUnder(unread, path) {
+			gone = append(gone, id)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	if len(gone) == 0 {
+		return 0, nil
+	}
+	st, err := tx.PrepareContext(ctx, `UPDATE library_files SET is_missing = 1, updated_at = ? WHERE id = ? AND is_missing = 0`)
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	var n int64
+	for _, id := range gone {
+		res, err := st.ExecContext(ctx, now, id)
+		if err != nil {
+			return n, err
+		}
+		k, _ := res.RowsAffected()
+		n += k
+	}
+	return n, nil
+}
+
+// atOrUnder reports whether path is one of paths or lies below one of them.
+func atOrUnder(paths map[string]bool, path string) bool {
+	for p := filepath.Clean(path); ; {
+		if paths[p] {
+			return true
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return false
+		}
+		p = parent
+	}
+}
+
+// LiveFiles counts the files of root the catalog holds as present.
+func (s *Store) LiveFiles(ctx context.Context, root string) (int64, error) {
+	var n int64
+	err := s.DB.QueryRowContext(ctx, `SELECT COUNT(*) FROM library_files WHERE root = ? AND is_missing = 0`, root).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count live files of %s: %w", root, err)
+	}
+	return n, nil
 }
 
 // FilesToHash returns up to limit live files needing a hash with id > after.

@@ -30,6 +30,7 @@ var Migrations = []Migration{
 	{10, "0010_lowercase_enums_single_active_scan_hash", migrate0010},
 	{11, "0011_duplicate_group_query_indexes", migrate0011},
 	{12, "0012_source_identity", migrate0012},
+	{13, "0013_scan_session_recovery", migrate0013},
 }
 
 // ErrMigration wraps every migration failure.
@@ -301,4 +302,14 @@ func migrate0012(ctx context.Context, tx *sql.Tx) error {
 		return err
 	}
 	return ensureColumns(ctx, tx, "thumbnails", thumbnailColumns)
+}
+
+// migrate0013 adds scan_sessions.paths_unreadable, which a scan fills in,
+// and an index on the running sessions, which the policy tick looks up to
+// close those whose job is no longer running (a scan killed mid-walk).
+func migrate0013(ctx context.Context, tx *sql.Tx) error {
+	if err := ensureColumns(ctx, tx, "scan_sessions", scanSessionColumns); err != nil {
+		return err
+	}
+	return execAll(`CREATE INDEX IF NOT EXISTS ix_scan_sessions_running ON scan_sessions(job_id) WHERE status = 'running'`)(ctx, tx)
 }

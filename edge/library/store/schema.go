@@ -36,6 +36,9 @@ var (
 		{"files_changed", "INTEGER NOT NULL DEFAULT 0"},
 		{"files_missing", "INTEGER NOT NULL DEFAULT 0"},
 		{"files_refused", "INTEGER NOT NULL DEFAULT 0"},
+		// Directories below a walked root the scan could not list and files
+		// it could not stat (0013); their catalogued files keep their state.
+		{"paths_unreadable", "INTEGER NOT NULL DEFAULT 0"},
 		{"error_message", "TEXT"},
 		{"started_at", "INTEGER NOT NULL DEFAULT 0"},
 		{"finished_at", "INTEGER"},

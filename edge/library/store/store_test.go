@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -191,7 +192,7 @@ func TestMigrateLegacyDatabase(t *testing.T) {
 				}
 			}
 			v, _ := AppliedVersions(ctx, s.DB)
-			if len(v) != len(Migrations) || v[len(v)-1] != 12 {
+			if len(v) != len(Migrations) || v[len(v)-1] != Migrations[len(Migrations)-1].Version {
 				t.Fatalf("versions %v", v)
 			}
 			// Idempotent on a second run.
@@ -298,7 +299,7 @@ func TestMigration0012AddsSourceIdentity(t *testing.T) {
 	if n != 1 {
 		t.Fatal("thumbnail row not kept with a NULL source stamp")
 	}
-	if v, _ := AppliedVersions(ctx, s.DB); v[len(v)-1] != 12 {
+	if v, _ := AppliedVersions(ctx, s.DB); !slices.Contains(v, 12) {
 		t.Fatalf("versions %v", v)
 	}
 }

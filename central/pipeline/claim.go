@@ -12,13 +12,22 @@ import (
 
 // Claim takes up to n visible jobs for worker under the visibility timeout
 // ttl (a lease; the claim counts an attempt and is the contract's
-// set_running: its time, updated_at, is the attempt's started_at). Expired leases are recovered first, in the same
-// transaction, by onExpire.
+// set_running: its time, updated_at, is the attempt's started_at). Expired
+// leases are recovered first, in the same transaction, by onExpire; their
+// failures are reported once the transaction committed.
 func (s *Store) Claim(ctx context.Context, worker string, n int, ttl time.Duration) ([]*Job, error) {
-	claims, err := s.q.Claim(ctx, worker, n, ttl)
+	lost := &lostLeases{}
+	var claims []lease.Claim
+	err := s.DB.Tx(ctx, func(tx *sql.Tx) error {
+		lost.begin(tx) // DB.Tx may run this again: only the last run commits
+		var err error
+		claims, err = s.q.ClaimTx(withLostLeases(ctx, lost), tx, worker, n, ttl, s.q.Time())
+		return err
+	})
 	if err != nil {
-		return nil, unavailable(CodeRepoUnavailable, err)
+		return nil, unavailable(CodeRepoUnavailable, fmt.Errorf("%s: claim: %w", s.q.Spec.Table, err))
 	}
+	lost.report(s)
 	out := make([]*Job, 0, len(claims))
 	for _, c := range claims {
 		x := c.Extra
@@ -31,10 +40,33 @@ func (s *Store) Claim(ctx context.Context, worker string, n int, ttl time.Durati
 	return out, nil
 }
 
+// Reclaim recovers up to n jobs whose lease expired without claiming any (a
+// sweeper's call: Claim recovers them itself) and returns how many it
+// recovered.
+func (s *Store) Reclaim(ctx context.Context, n int) (int, error) {
+	lost := &lostLeases{}
+	count, err := s.q.Reclaim(withLostLeases(ctx, lost), n)
+	if err != nil {
+		return 0, unavailable(CodeRepoUnavailable, err)
+	}
+	// The committed run recovered count leases; when it recovered some,
+	// it was the last run of onExpire, whose failures lost holds.
+	if count > 0 {
+		lost.report(s)
+	}
+	return count, nil
+}
+
 // onExpire handles jobs whose worker stopped heartbeating: the failure is
 // recorded (VISIBILITY_TIMEOUT at the attempt that was lost) and the
 // message is visible again at once, or dead-lettered after max_attempts.
+// It runs inside a transaction of Claim or Reclaim, which report the
+// failures it gathers once that transaction committed.
 func (s *Store) onExpire(ctx context.Context, tx *sql.Tx, expired []lease.Claim, now time.Time) error {
+	lost, ok := ctx.Value(lostLeasesKey{}).(*lostLeases)
+	if !ok {
+		return errNoLostLeases
+	}
 	for i := range expired {
 		c := expired[i]
 		j := &Job{Claim: c}
@@ -46,9 +78,11 @@ func (s *Store) onExpire(ctx context.Context, tx *sql.Tx, expired []lease.Claim,
 		}
 		j.Msg.JobID, j.Msg.Attempt = c.ID, c.Attempt
 		f := Fail(CodeVisibilityTimeout, fmt.Sprintf("no heartbeat within the visibility timeout (attempt %d): the worker stopped", c.Attempt))
-		if _, err := s.failTx(ctx, tx, j, now, f, maxAttempts, 0); err != nil {
+		r, err := s.failTx(ctx, tx, j, now, f, maxAttempts, 0)
+		if err != nil {
 			return err
 		}
+		lost.add(tx, r)
 	}
 	return nil
 }
@@ -154,10 +188,10 @@ const (
 // Fail is §5.2's failure path in one transaction: set_failed with the code
 // and attempt; a retryable code goes back to the queue after a backoff
 // until max_attempts, then to the DLQ (set_dead_letter); a final code
-// stays failed.
+// stays failed. The failure is counted and logged once it committed.
 func (s *Store) Fail(ctx context.Context, j *Job, f *JobError) (Outcome, error) {
 	saved := j.Claim
-	var out Outcome
+	var r failure
 	now := notBefore(s.now(), j)
 	err := s.DB.Tx(ctx, func(tx *sql.Tx) error {
 		j.Claim = saved
@@ -166,48 +200,39 @@ func (s *Store) Fail(ctx context.Context, j *Job, f *JobError) (Outcome, error) 
 			return err
 		}
 		var err error
-		out, err = s.failTx(ctx, tx, j, now, f, maxAttempts, s.Backoff.Delay(j.Attempt))
+		r, err = s.failTx(ctx, tx, j, now, f, maxAttempts, s.Backoff.Delay(j.Attempt))
 		return err
 	})
 	if err != nil {
 		j.Claim = saved
 		return "", unavailable(CodeRepoUnavailable, err)
 	}
-	return out, nil
+	s.reportFailure(r)
+	return r.out, nil
 }
 
-func (s *Store) failTx(ctx context.Context, tx *sql.Tx, j *Job, now time.Time, f *JobError, maxAttempts int, delay time.Duration) (Outcome, error) {
+// failTx records the failure f of j in tx and returns what to report once
+// tx committed: DB.Tx may run a transaction more than once, and its commit
+// may fail, so nothing here counts or logs.
+func (s *Store) failTx(ctx context.Context, tx *sql.Tx, j *Job, now time.Time, f *JobError, maxAttempts int, delay time.Duration) (failure, error) {
 	f = &JobError{Code: f.Code, Message: Redact(f.Message)}
 	if err := s.setFailed(ctx, tx, j, now, f, j.Attempt); err != nil {
-		return "", err
+		return failure{}, err
 	}
 	out := OutcomeFailed
 	switch {
 	case Retry[f.Code] && j.Attempt < maxAttempts:
 		out = OutcomeRetry
 		if err := s.q.Move(ctx, tx, &j.Claim, StatusQueued, now, "visible_at = ?, finished_at = NULL", sqldb.Micros(now.Add(delay))); err != nil {
-			return "", err
+			return failure{}, err
 		}
 	case Retry[f.Code] || j.Attempt >= maxAttempts: // §5.2: any failure at max_attempts goes to the DLQ
 		out = OutcomeDeadLetter
 		if err := s.setDeadLetter(ctx, tx, j, now, f, j.Attempt); err != nil {
-			return "", err
+			return failure{}, err
 		}
 	}
-	st := j.Status
-	s.Metrics.failed(j.Msg, f.Code, st, now)
-	lg := s.logJob(j.Msg, st, f)
-	switch {
-	case out == OutcomeDeadLetter:
-		lg.Error("pipeline job dead-lettered", "alert", true)
-	case Alert[f.Code]:
-		lg.Error("pipeline job failed", "alert", true)
-	case out == OutcomeRetry:
-		lg.Warn("pipeline job failed; retrying", "visible_in", delay.String())
-	default:
-		lg.Warn("pipeline job failed")
-	}
-	return out, nil
+	return failure{msg: j.Msg, status: j.Status, err: f, out: out, at: now, delay: delay}, nil
 }
 
 func nullString(s string) any {

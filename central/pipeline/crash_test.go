@@ -82,7 +82,7 @@ func TestWorkerSIGKILLReappearsThenDLQ(t *testing.T) {
 			}
 			// …and back once it passed.
 			waitFor(t, 10*time.Second, "the lease to expire", func() bool {
-				n, err := f.store.q.Reclaim(ctx, 1)
+				n, err := f.store.Reclaim(ctx, 1)
 				return err == nil && n == 1
 			})
 			if time.Since(killedAt) < vis/3 {

@@ -64,7 +64,10 @@ func NewStore(db *sqldb.DB, now func() time.Time) *Store {
 	return s
 }
 
-// LeaseQueue is the store's lease.Queue (for Validate at start).
+// LeaseQueue is the store's lease.Queue (for Validate at start). Jobs are
+// claimed and reclaimed through Store.Claim and Store.Reclaim, which report
+// the failures of expired leases after their commit; the queue's own Claim
+// and Reclaim refuse to recover expired leases.
 func (s *Store) LeaseQueue() *lease.Queue { return s.q }
 
 // now is the time by the database's clock (lease.Queue.Time): the clock
@@ -103,7 +106,8 @@ func (s *Store) Message(r Request) JobMessage {
 // enqueue commit together, so a job is never created without its message.
 // The same key while queued, running or succeeded returns that job
 // (created: false, counted as an idempotency conflict). A database that
-// cannot be reached is a *UnavailableError (QUEUE_UNAVAILABLE).
+// cannot be reached is a *UnavailableError (QUEUE_UNAVAILABLE); on SQLite
+// that answer means nothing was written (lockGuard).
 func (s *Store) Submit(ctx context.Context, r Request) (Created, error) {
 	m := s.Message(r)
 	err := m.Validate()
@@ -119,11 +123,13 @@ func (s *Store) Submit(ctx context.Context, r Request) (Created, error) {
 		// One statement is one transaction: no BEGIN/COMMIT round trips.
 		out, err = s.insertQueued(ctx, s.DB.DB, m, true)
 	} else {
-		err = s.locked.run(ctx, s.DB, func() error {
+		err = s.locked.run(ctx, s.DB, func(commit func() error) error {
 			return s.DB.Tx(ctx, func(tx *sql.Tx) error {
 				var err error
-				out, err = s.submitTx(ctx, tx, m)
-				return err
+				if out, err = s.submitTx(ctx, tx, m); err != nil {
+					return err
+				}
+				return commit()
 			})
 		})
 	}

@@ -377,7 +377,7 @@ func TestVisibilityTimeoutReappears(t *testing.T) {
 				}
 			}
 		}
-		if n, err := f.store.q.Reclaim(ctx, 10); err != nil || n != 1 {
+		if n, err := f.store.Reclaim(ctx, 10); err != nil || n != 1 {
 			t.Fatalf("reclaim %d %v", n, err)
 		}
 		r := f.get(t, c.JobID)

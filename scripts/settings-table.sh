@@ -26,9 +26,10 @@ edge=$(go run ./cmd/euterpe-edge help serve 2>&1 | table)
 central=$(go run ./cmd/euterpe-central help 2>&1 | table)
 
 render() {
-  awk -v edge="$edge" -v central="$central" '
-    /<!-- settings:edge -->/    { print; print edge; skip=1; next }
-    /<!-- settings:central -->/ { print; print central; skip=1; next }
+  # Through the environment, not -v: awk would read the tables' \| as escapes.
+  EDGE_TABLE="$edge" CENTRAL_TABLE="$central" awk '
+    /<!-- settings:edge -->/    { print; print ENVIRON["EDGE_TABLE"]; skip=1; next }
+    /<!-- settings:central -->/ { print; print ENVIRON["CENTRAL_TABLE"]; skip=1; next }
     /<!-- \/settings:(edge|central) -->/ { skip=0 }
     !skip { print }' README.md
 }

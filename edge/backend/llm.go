@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -180,6 +181,9 @@ func readChatStream(ctx context.Context, r io.Reader, delta Delta, maxText int) 
 	}
 	if tooLarge {
 		return nil, Errorf(CodeResultTooLarge, 0, "llm answer longer than %d bytes (EUTERPE_LLM_MAX_TEXT_BYTES)", maxText)
+	}
+	if errors.Is(err, errEventTooLarge) || errors.Is(err, bufio.ErrTooLong) {
+		return nil, Errorf(CodeInvalidResult, 0, "llm stream: %v", err)
 	}
 	if err != nil {
 		return nil, Errorf(CodeBackendUnreachable, 0, "llm stream: %v", err)

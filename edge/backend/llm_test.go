@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -286,5 +287,46 @@ func TestLLMTextCapDefault(t *testing.T) {
 	var be *Error
 	if !errors.As(err, &be) || be.Code != CodeResultTooLarge {
 		t.Fatalf("err = %v, want %s", err, CodeResultTooLarge)
+	}
+}
+
+// A server that never ends an event (data lines with no blank line) is
+// not read for ever into memory: the event is refused once it passes
+// maxEvent, as is a single line longer than that.
+func TestLLMStreamEventCap(t *testing.T) {
+	const total = 32 << 20
+	tests := []struct {
+		name string
+		line string
+	}{
+		{"endless event", "data: " + strings.Repeat("x", 64<<10) + "\n"},
+		{"endless line", strings.Repeat("x", 64<<10)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var written atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				for written.Load() < total {
+					n, err := io.WriteString(w, tc.line)
+					written.Add(int64(n))
+					if err != nil {
+						return
+					}
+				}
+				fmt.Fprint(w, "\n\ndata: [DONE]\n\n")
+			}))
+			defer srv.Close()
+			l := &LLM{BaseURL: srv.URL, Client: srv.Client()}
+			_, err := l.Run(context.Background(), Request{Task: "chat", Payload: json.RawMessage(`{"prompt":"x"}`)}, nil)
+			var be *Error
+			if !errors.As(err, &be) || be.Code != CodeInvalidResult {
+				t.Fatalf("err = %v, want %s", err, CodeInvalidResult)
+			}
+			srv.CloseClientConnections()
+			if n := written.Load(); n >= total {
+				t.Fatalf("the whole %d-byte event was read", n)
+			}
+		})
 	}
 }

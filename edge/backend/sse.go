@@ -2,9 +2,19 @@ package backend
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"strings"
 )
+
+// maxEvent bounds one event: a line, and the data lines of one event
+// together. Without the second bound a server that never ends an event
+// (no blank line) would have every data line kept until the call's
+// timeout.
+const maxEvent = 4 << 20
+
+// errEventTooLarge is returned when one event's data exceeds maxEvent.
+var errEventTooLarge = errors.New("event larger than 4 MiB")
 
 // scanSSE calls fn with the data of every Server-Sent Event in r (multi-line
 // data fields joined with "\n") until fn returns false or r ends. Comments,
@@ -12,14 +22,15 @@ import (
 // in data.
 func scanSSE(r io.Reader, fn func(data string) bool) error {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
+	sc.Buffer(make([]byte, 0, 64<<10), maxEvent)
 	var data []string
+	size := 0
 	flush := func() bool {
 		if len(data) == 0 {
 			return true
 		}
 		d := strings.Join(data, "\n")
-		data = data[:0]
+		data, size = data[:0], 0
 		return fn(d)
 	}
 	for sc.Scan() {
@@ -31,7 +42,11 @@ func scanSSE(r io.Reader, fn func(data string) bool) error {
 			continue
 		}
 		if v, ok := strings.CutPrefix(line, "data:"); ok {
-			data = append(data, strings.TrimPrefix(v, " "))
+			v = strings.TrimPrefix(v, " ")
+			if size += len(v) + 1; size > maxEvent {
+				return errEventTooLarge
+			}
+			data = append(data, v)
 		}
 	}
 	if err := sc.Err(); err != nil {

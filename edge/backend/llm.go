@@ -105,7 +105,7 @@ func (l *LLM) chat(ctx context.Context, p map[string]json.RawMessage, delta Delt
 	if limit <= 0 {
 		limit = DefaultLLMMaxText
 	}
-	res, err := readChatStream(ctx, resp.Body, delta, limit)
+	res, err := readChatStream(ctx, resp.Body, delta, limit, l.APIKey)
 	if err != nil {
 		return nil, err
 	}
@@ -130,8 +130,9 @@ type chunk struct {
 
 // readChatStream reads SSE "data: {...}" lines until "data: [DONE]". More
 // than maxText bytes of text stop the read with result_too_large; the
-// fragment that crosses the limit is not handed to delta.
-func readChatStream(ctx context.Context, r io.Reader, delta Delta, maxText int) (*ChatResult, error) {
+// fragment that crosses the limit is not handed to delta. An error event's
+// message has secret (the API key) redacted: it becomes the job's error.
+func readChatStream(ctx context.Context, r io.Reader, delta Delta, maxText int, secret string) (*ChatResult, error) {
 	res := &ChatResult{}
 	var text strings.Builder
 	done, tooLarge := false, false
@@ -177,7 +178,7 @@ func readChatStream(ctx context.Context, r io.Reader, delta Delta, maxText int) 
 		return nil, ctxErr(ctx, "llm")
 	}
 	if res == nil {
-		return nil, Errorf(CodeBackendError, 0, "llm stream error: %s", text.String())
+		return nil, Errorf(CodeBackendError, 0, "llm stream error: %s", redactSecret(text.String(), secret))
 	}
 	if tooLarge {
 		return nil, Errorf(CodeResultTooLarge, 0, "llm answer longer than %d bytes (EUTERPE_LLM_MAX_TEXT_BYTES)", maxText)
@@ -269,12 +270,7 @@ func do(ctx context.Context, c *http.Client, req *http.Request, what string) (*h
 		if msg == "" {
 			msg = http.StatusText(resp.StatusCode)
 		}
-		// A server or proxy refusing a key may quote it back; the
-		// message becomes the job's error, which every client can read.
-		if tok := credential(req); len(tok) >= 4 {
-			msg = strings.ReplaceAll(msg, tok, "[REDACTED]")
-		}
-		return nil, Errorf(CodeBackendError, resp.StatusCode, "%s: %s", what, msg)
+		return nil, Errorf(CodeBackendError, resp.StatusCode, "%s: %s", what, redactSecret(msg, credential(req)))
 	}
 	return resp, nil
 }
@@ -330,6 +326,17 @@ func describe(b []byte) string {
 		return fmt.Sprintf("%q...", b[:80])
 	}
 	return fmt.Sprintf("%q", b)
+}
+
+// redactSecret replaces secret in msg. A server or proxy refusing a key
+// may quote it back, and the message becomes the job's error, which every
+// client can read. It runs before the message is capped, which could
+// otherwise cut the key and leave a prefix no longer matching it.
+func redactSecret(msg, secret string) string {
+	if len(secret) < 4 {
+		return msg
+	}
+	return strings.ReplaceAll(msg, secret, "[REDACTED]")
 }
 
 // credential is the secret of req's Authorization header: a bearer

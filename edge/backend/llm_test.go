@@ -24,6 +24,9 @@ type fakeLLM struct {
 	delay   time.Duration
 	status  int
 	errBody string
+	// streamErr, when set, is sent as an error event of the stream (after
+	// the tokens), which then ends.
+	streamErr string
 }
 
 func (f *fakeLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -60,6 +63,10 @@ func (f *fakeLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		b, _ := json.Marshal(map[string]any{"model": "m1", "choices": []any{map[string]any{"index": 0, "delta": map[string]string{"content": tok}, "finish_reason": nil}}})
 		fmt.Fprintf(w, "data: %s\n\n", b)
 		fl.Flush()
+	}
+	if f.streamErr != "" {
+		fmt.Fprintf(w, "data: {\"error\":%s}\n\n", f.streamErr)
+		return
 	}
 	fmt.Fprint(w, ": keep-alive\n\n")
 	fmt.Fprint(w, `data: {"model":"m1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\n")
@@ -130,6 +137,9 @@ func TestLLMErrors(t *testing.T) {
 		{"upstream 429 plain text", &fakeLLM{status: 429, errBody: "slow down"}, `{"prompt":"x"}`, CodeBackendError, 429, "slow down"},
 		// A server or proxy that quotes the refused key back.
 		{"upstream 401 echoing the key", &fakeLLM{status: 401, errBody: `{"error":{"message":"invalid api key: sk-test-secret"}}`}, `{"prompt":"x"}`, CodeBackendError, 401, "invalid api key: [REDACTED]"},
+		{"stream error echoing the key", &fakeLLM{tokens: []string{"a"}, streamErr: `{"message":"key sk-test-secret is over quota"}`}, `{"prompt":"x"}`, CodeBackendError, 0, "key [REDACTED] is over quota"},
+		// Redacted before the message is capped: a cut key would no longer match.
+		{"stream error with the key at the cap", &fakeLLM{streamErr: `{"message":"` + strings.Repeat("y", 480) + ` sk-test-secret"}`}, `{"prompt":"x"}`, CodeBackendError, 0, "yyyy"},
 		{"no prompt", &fakeLLM{}, `{"foo":1}`, CodeInvalidPayload, 0, "messages"},
 		{"raw payload", &fakeLLM{}, `{"_raw":"not json"}`, CodeInvalidPayload, 0, "prompt"},
 		{"embed without input", &fakeLLM{}, `{}`, CodeInvalidPayload, 0, "input"},
@@ -149,7 +159,7 @@ func TestLLMErrors(t *testing.T) {
 			if be.Code != tc.code || be.Status != tc.status || len(be.Message) > 512 || !strings.Contains(be.Message, tc.msgContain) {
 				t.Fatalf("err = %+v (len %d)", be, len(be.Message))
 			}
-			if strings.Contains(be.Error(), "sk-test-secret") {
+			if strings.Contains(be.Error(), "sk-test") {
 				t.Fatal("secret in error")
 			}
 		})

@@ -151,6 +151,11 @@ func (a *API) enqueue(c echo.Context) error {
 		if err != nil || stored != nil {
 			return err
 		}
+		// Only a request that creates the job needs live credentials; the
+		// error rolls the key's reservation back with the transaction.
+		if err := r.unexpired(time.Now()); err != nil {
+			return err
+		}
 		return a.cfg.Inbox.Insert(ctx, tx, inbox.NewJob{
 			ID:               jobID,
 			RequesterID:      req.ID,
@@ -167,6 +172,9 @@ func (a *API) enqueue(c echo.Context) error {
 	if errors.Is(err, idempotency.ErrConflict) {
 		return daemon.Errorf(http.StatusConflict, "idempotency_conflict",
 			"Idempotency-Key was already used with a different request")
+	}
+	if errors.As(err, &fe) {
+		return daemon.Errorf(http.StatusBadRequest, "invalid_request", "%s %s", fe.Field, fe.Reason)
 	}
 	if err != nil {
 		return err

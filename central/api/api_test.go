@@ -471,3 +471,48 @@ func TestEnqueueRealAddressPolicy(t *testing.T) {
 		}
 	})
 }
+
+// TestReplayAfterCredentialsExpired: credentials are not part of the request
+// hash, so a retry under the same key is the same request even once the
+// short-lived credentials it carries have expired; it answers the stored
+// 202 with the first job_id, not a 400 that would tell the requester no job
+// exists. A new key with those credentials is still refused.
+func TestReplayAfterCredentialsExpired(t *testing.T) {
+	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
+		e := start(t, db)
+		key := e.requester()
+		b := validBody()
+		expires := time.Now().Add(time.Second).UTC().Format(time.RFC3339Nano)
+		for _, side := range []string{"source", "output"} {
+			b[side].(map[string]any)["credentials"].(map[string]any)["expires_at"] = expires
+		}
+		body := js(b)
+		r := e.do("POST", "/transcode", key, "k-exp", body)
+		if r.Code != 202 {
+			t.Fatalf("enqueue: %d %s", r.Code, r.Raw)
+		}
+		time.Sleep(1200 * time.Millisecond)
+		cases := []struct {
+			name     string
+			idem     string
+			want     int
+			wantJob  bool
+			wantText string
+		}{
+			{"same key replays", "k-exp", 202, true, ""},
+			{"new key refused", "k-new", 400, false, "credentials.expires_at is in the past"},
+		}
+		for _, c := range cases {
+			got := e.do("POST", "/transcode", key, c.idem, body)
+			if got.Code != c.want || (c.wantJob && got.Body["job_id"] != r.Body["job_id"]) || !strings.Contains(got.Raw, c.wantText) {
+				t.Errorf("%s: %d %s", c.name, got.Code, got.Raw)
+			}
+		}
+		if n := count(t, db, `SELECT COUNT(*) FROM inbox_jobs`); n != 1 {
+			t.Fatalf("%d jobs, want 1", n)
+		}
+		if n := count(t, db, `SELECT COUNT(*) FROM idempotency_keys WHERE idem_key = 'k-new'`); n != 0 {
+			t.Fatalf("refused request left its key reserved")
+		}
+	})
+}

@@ -54,6 +54,9 @@ func (r *CredentialsRequest) validate() (credentials.Storage, error) {
 		if err := validateCreds("source.credentials", r.Source.Credentials); err != nil {
 			return st, err
 		}
+		if err := unexpired("source.credentials", r.Source.Credentials, time.Now()); err != nil {
+			return st, err
+		}
 		st.Source = r.Source.Credentials
 	default:
 		return st, &FieldError{"source", "must have url or credentials"}
@@ -62,6 +65,9 @@ func (r *CredentialsRequest) validate() (credentials.Storage, error) {
 		return st, &FieldError{"output.credentials", "is required"}
 	}
 	if err := validateCreds("output.credentials", r.Output.Credentials); err != nil {
+		return st, err
+	}
+	if err := unexpired("output.credentials", r.Output.Credentials, time.Now()); err != nil {
 		return st, err
 	}
 	st.Output = *r.Output.Credentials

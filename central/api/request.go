@@ -251,10 +251,27 @@ func validateCreds(field string, c *credentials.S3) error {
 	if len(c.SessionToken) > 8192 {
 		return &FieldError{field + ".session_token", "is too long"}
 	}
-	if c.ExpiresAt != nil && !c.ExpiresAt.After(time.Now()) {
+	return nil
+}
+
+// unexpired refuses credentials whose expires_at has passed at now. It is
+// kept apart from validateCreds because it depends on when it is asked: an
+// enqueue checks it only for a request that creates a job, since a retry
+// under the same Idempotency-Key replays the stored answer whatever its
+// credentials (they are not part of the request hash).
+func unexpired(field string, c *credentials.S3, now time.Time) error {
+	if c != nil && c.ExpiresAt != nil && !c.ExpiresAt.After(now) {
 		return &FieldError{field + ".expires_at", "is in the past"}
 	}
 	return nil
+}
+
+// unexpired checks the request's credentials (unexpired) at now.
+func (r *TranscodeRequest) unexpired(now time.Time) error {
+	if err := unexpired("source.credentials", r.Source.Credentials, now); err != nil {
+		return err
+	}
+	return unexpired("output.credentials", r.Output.Credentials, now)
 }
 
 func required(field, v string) error {

@@ -39,6 +39,12 @@ type seenEntry struct {
 func (s *SeenEvents) First(eventID string, now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Look the id up before making room: a duplicate adds nothing, so it
+	// must not evict anything (when the store is full and the duplicate is
+	// the oldest id, evicting first would report it as first).
+	if t, ok := s.at[eventID]; ok && now.Sub(t) < s.ttl {
+		return false
+	}
 	for s.n > 0 {
 		e := s.order[s.head]
 		if now.Sub(e.at) < s.ttl && s.n < s.capacity {
@@ -50,9 +56,6 @@ func (s *SeenEvents) First(eventID string, now time.Time) bool {
 		s.order[s.head] = seenEntry{}
 		s.head = (s.head + 1) % s.capacity
 		s.n--
-	}
-	if t, ok := s.at[eventID]; ok && now.Sub(t) < s.ttl {
-		return false
 	}
 	s.at[eventID] = now
 	s.order[(s.head+s.n)%s.capacity] = seenEntry{id: eventID, at: now}

@@ -46,7 +46,8 @@ type Verifier struct {
 	// Skew is the largest accepted |now - timestamp|; 0 means DefaultSkew.
 	Skew time.Duration
 	// NonceWindow is how long a nonce is remembered; 0 means twice Skew.
-	// It must be at least 5 minutes and at least Skew.
+	// It must be at least 5 minutes and at least Skew; a nonce is in any case
+	// remembered until its timestamp can no longer pass the skew check.
 	NonceWindow time.Duration
 	// Nonces remembers nonces of verified requests.
 	Nonces NonceStore
@@ -127,7 +128,15 @@ func (v *Verifier) Verify(ctx context.Context, headers http.Header, body []byte,
 	if v.Nonces == nil {
 		return d, fmt.Errorf("%w: Verifier has no NonceStore", ErrReplayedNonce)
 	}
-	if err := v.Nonces.Remember(ctx, nonce, now.Add(window), now); err != nil {
+	// The request passes the timestamp check until at+skew (inclusive), which
+	// is later than now+window when the sender's clock runs ahead and the
+	// window is short: remember the nonce at least that long, or a captured
+	// copy could be replayed once the window ended.
+	expires := now.Add(window)
+	if last := at.Add(skew + time.Second); last.After(expires) {
+		expires = last
+	}
+	if err := v.Nonces.Remember(ctx, nonce, expires, now); err != nil {
 		return d, err
 	}
 	return Delivery{EventID: eventID, Nonce: nonce, Timestamp: at}, nil

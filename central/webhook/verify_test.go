@@ -212,3 +212,36 @@ func TestSeenEvents(t *testing.T) {
 		t.Fatal("c after ttl")
 	}
 }
+
+// TestVerifyReplayOutlivesNonceWindow: a nonce is remembered as long as its
+// request can still pass the timestamp check, whatever NonceWindow says.
+// A request signed by a clock running ahead of the receiver's passes the
+// skew check until its timestamp plus Skew; a window shorter than that
+// (NonceWindow = Skew, which the field allows) must not let a captured copy
+// be replayed once the window has passed but the timestamp still fits.
+func TestVerifyReplayOutlivesNonceWindow(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	body := []byte(`{"event_id":"evt_1"}`)
+	cases := []struct {
+		name     string
+		ahead    time.Duration // sender clock ahead of the receiver's
+		window   time.Duration
+		replayAt time.Duration // after the first verification
+	}{
+		{"window equals skew, sender 4m ahead", 4 * time.Minute, 5 * time.Minute, 6 * time.Minute},
+		{"window equals skew, sender 5m ahead", 5 * time.Minute, 5 * time.Minute, 9*time.Minute + 59*time.Second},
+		{"default window, sender 5m ahead", 5 * time.Minute, 0, 9*time.Minute + 59*time.Second},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := signed(t, now.Add(c.ahead), body, "k")
+			v := &Verifier{Secrets: [][]byte{[]byte("k")}, Skew: 5 * time.Minute, NonceWindow: c.window, Nonces: NewMemoryNonces(16)}
+			if _, err := v.Verify(context.Background(), h, body, now); err != nil {
+				t.Fatalf("first: %v", err)
+			}
+			if _, err := v.Verify(context.Background(), h, body, now.Add(c.replayAt)); !errors.Is(err, ErrReplayedNonce) {
+				t.Fatalf("replay %s later: %v, want ErrReplayedNonce", c.replayAt, err)
+			}
+		})
+	}
+}

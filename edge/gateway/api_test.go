@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
-	"github.com/vesta-cx/euterpe/daemon/testsvc"
 	"net/http"
 	"strings"
 	"sync"
@@ -12,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
+	"github.com/vesta-cx/euterpe/edge/gateway"
 	"github.com/vesta-cx/euterpe/edge/jobs"
 )
 
@@ -207,6 +208,40 @@ func testBackpressure(t *testing.T) {
 	assert.Equal(t, "7", resp.Header.Get("Retry-After"))
 	assert.Equal(t, "backlog_full", errorCode(t, body))
 	assert.EqualValues(t, 4, s.RDB.XLen(context.Background(), jobs.QueueStream).Val())
+
+	// A retry of a request the gateway accepted still gets its job; a new
+	// key, or the key with another body, does not get past the full backlog.
+	cases := []struct {
+		name, key, body string
+		status          int
+		code            string
+	}{
+		{"retry of an accepted request", "accepted-before", `{"task":"chat","payload":{}}`, http.StatusAccepted, ""},
+		{"same key, another body", "accepted-before", `{"task":"chat","payload":{"q":1}}`, http.StatusConflict, "idempotency_conflict"},
+		{"new key", "never-seen", `{"task":"chat","payload":{}}`, http.StatusTooManyRequests, "backlog_full"},
+	}
+	ctx := context.Background()
+	accepted, err := s.Store.Create(ctx, jobs.NewJob{Task: "chat", Payload: []byte(`{}`), TTL: 60,
+		IdempotencyKey: "accepted-before", Fingerprint: fingerprintOf(t, `{"task":"chat","payload":{}}`)})
+	require.NoError(t, err)
+	for _, tc := range cases {
+		resp, body := s.post(t, "/v1/jobs", tc.body, map[string]string{"Idempotency-Key": tc.key})
+		assert.Equal(t, tc.status, resp.StatusCode, "%s: %s", tc.name, body)
+		if tc.code != "" {
+			assert.Equal(t, tc.code, errorCode(t, body), tc.name)
+			continue
+		}
+		assert.JSONEq(t, `{"job_id":"`+accepted.ID+`","status":"queued"}`, body, tc.name)
+	}
+	assert.EqualValues(t, 5, s.RDB.XLen(ctx, jobs.QueueStream).Val(), "nothing queued past the full backlog")
+}
+
+// fingerprintOf is the fingerprint the gateway computes for a create body.
+func fingerprintOf(t *testing.T, body string) string {
+	t.Helper()
+	req, err := gateway.ParseCreate([]byte(body), 0)
+	require.NoError(t, err)
+	return req.Fingerprint()
 }
 
 // A retry whose Idempotency-Key another gateway of the edge streams contract

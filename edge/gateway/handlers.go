@@ -41,17 +41,31 @@ func (g *Gateway) createJob(c echo.Context) error {
 		return bad("invalid_idempotency_key", "Idempotency-Key must be 1-255 visible ASCII characters")
 	}
 	ctx := r.Context()
-	if err := g.checkBacklog(ctx); err != nil {
-		return unavailable(err, g.set.RetryAfter)
-	}
 	ttl := req.TTL
 	if ttl == 0 {
 		ttl = int64(g.set.JobTTL)
 	}
-	created, err := g.store.Create(ctx, jobs.NewJob{
-		Task: req.Task, Payload: req.Payload, TTL: ttl,
-		IdempotencyKey: key, Fingerprint: req.Fingerprint(),
-	})
+	var created jobs.Created
+	if err = g.checkBacklog(ctx); err != nil {
+		// A full backlog refuses new jobs, not the retry of one already
+		// accepted (its answer lost on the way): that gets its job.
+		replayed := false
+		if key != "" {
+			var rerr error
+			created, replayed, rerr = g.store.Replay(ctx, key, req.Fingerprint())
+			if replayed {
+				err = rerr
+			}
+		}
+		if !replayed {
+			return unavailable(err, g.set.RetryAfter)
+		}
+	} else {
+		created, err = g.store.Create(ctx, jobs.NewJob{
+			Task: req.Task, Payload: req.Payload, TTL: ttl,
+			IdempotencyKey: key, Fingerprint: req.Fingerprint(),
+		})
+	}
 	switch {
 	case errors.Is(err, jobs.ErrIdempotencyConflict):
 		return daemon.Errorf(http.StatusConflict, "idempotency_conflict", "Idempotency-Key was already used with a different request body")

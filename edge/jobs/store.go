@@ -136,6 +136,31 @@ func (s *Store) Create(ctx context.Context, nj NewJob) (Created, error) {
 	return Created{}, fmt.Errorf("create job: unexpected script reply %q", res)
 }
 
+// Replay answers a create with Idempotency-Key key the way Create would if
+// the key is taken: the job it names (Duplicate), or ErrIdempotencyConflict
+// for another fingerprint. ok is false when the key is free. It writes
+// nothing, so a gateway refusing new work (a full backlog) can still give
+// a retried request the job it already created.
+func (s *Store) Replay(ctx context.Context, key, fingerprint string) (c Created, ok bool, err error) {
+	vals, err := s.rdb.MGet(ctx, IdempotencyKey(key), IdempotencyFingerprintKey(key)).Result()
+	if err != nil {
+		return Created{}, false, fmt.Errorf("replay idempotency key: %w", err)
+	}
+	value, _ := vals[0].(string)
+	if value == "" {
+		return Created{}, false, nil
+	}
+	stored, _ := vals[1].(string)
+	rec, valid := parseIdempotencyRecord(value, stored)
+	if !valid {
+		return Created{}, true, fmt.Errorf("replay: unreadable idempotency record: %w", ErrIdempotencyConflict)
+	}
+	if rec.Fingerprint != "" && rec.Fingerprint != fingerprint {
+		return Created{ID: rec.JobID}, true, ErrIdempotencyConflict
+	}
+	return Created{ID: rec.JobID, Duplicate: true}, true, nil
+}
+
 // Get reads job:{id} with payload, result and error deserialized.
 func (s *Store) Get(ctx context.Context, id string) (*Job, error) {
 	h, err := s.rdb.HGetAll(ctx, JobKey(id)).Result()

@@ -63,10 +63,11 @@ func (e *Exec) Run(ctx context.Context, req Request, _ Delta) (json.RawMessage, 
 			}
 			return nil, Errorf(CodeBackendError, ee.ExitCode(), "exec backend: %s", msg)
 		}
-		if errors.Is(err, exec.ErrWaitDelay) {
-			return jsonResult(stdout.Bytes(), 0, "exec backend")
+		if !errors.Is(err, exec.ErrWaitDelay) {
+			return nil, Errorf(CodeBackendUnreachable, 0, "exec backend: %v", err)
 		}
-		return nil, Errorf(CodeBackendUnreachable, 0, "exec backend: %v", err)
+		// The program exited 0 and only a child kept its output open:
+		// its answer is judged like any other, size first.
 	}
 	if stdout.overflow {
 		return nil, Errorf(CodeInvalidResult, 0, "exec backend: result larger than %d bytes", maxBody)

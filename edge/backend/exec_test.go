@@ -160,6 +160,12 @@ func TestHTTPBackend(t *testing.T) {
 			w.Write([]byte(strings.Repeat("busy ", 300)))
 		case "/text":
 			w.Write([]byte("plain"))
+		case "/huge": // JSON, then more than the bound of blanks
+			w.Write([]byte(`{}`))
+			w.Write([]byte(strings.Repeat(" ", maxBody)))
+		case "/at-bound": // a result of exactly the bound
+			w.Write([]byte(`{}`))
+			w.Write([]byte(strings.Repeat(" ", maxBody-2)))
 		case "/slow":
 			select {
 			case <-time.After(5 * time.Second):
@@ -177,11 +183,17 @@ func TestHTTPBackend(t *testing.T) {
 		{"/ok", `{"echo":{"a":1},"job":"j1"}`, "", 0},
 		{"/fail", "", CodeBackendError, 503},
 		{"/text", "", CodeInvalidResult, 200},
+		{"/huge", "", CodeInvalidResult, 200},
+		{"/at-bound", `{}`, "", 0},
 		{"/slow", "", CodeBackendTimeout, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.path, func(t *testing.T) {
-			h := &HTTP{URL: srv.URL + tc.path, Timeout: 300 * time.Millisecond, Client: srv.Client()}
+			timeout := 10 * time.Second // 16 MiB under the race detector
+			if tc.code == CodeBackendTimeout {
+				timeout = 300 * time.Millisecond
+			}
+			h := &HTTP{URL: srv.URL + tc.path, Timeout: timeout, Client: srv.Client()}
 			out, err := h.Run(context.Background(), Request{JobID: "j1", Task: "rag", Payload: json.RawMessage(`{"a":1}`)}, nil)
 			if tc.code == "" {
 				if err != nil || string(out) != tc.want {

@@ -38,12 +38,18 @@ func (h *HTTP) Run(ctx context.Context, req Request, _ Delta) (json.RawMessage, 
 		return nil, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	// One byte past the bound tells a result that is too large from one
+	// that fits: cut at the bound, it would be judged as something else
+	// (not JSON, or JSON followed by what no longer shows).
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctxErr(ctx, "http backend")
 		}
 		return nil, Errorf(CodeBackendUnreachable, resp.StatusCode, "http backend: read response: %v", err)
+	}
+	if len(body) > maxBody {
+		return nil, Errorf(CodeInvalidResult, resp.StatusCode, "http backend: result larger than %d bytes", maxBody)
 	}
 	return jsonResult(body, resp.StatusCode, "http backend")
 }

@@ -468,7 +468,7 @@ func TestCredentialsSealedToRow(t *testing.T) {
 			j = js[1]
 		}
 		st.Output.SessionToken = "new-" + plantedSecret
-		if v, err := s.ReplaceCredentials(ctx, j, st); err != nil || v != 2 {
+		if v, err := s.UpdateCredentials(ctx, j.ID, j.RequesterID, st); err != nil || v != 2 {
 			t.Fatalf("replace: %d %v", v, err)
 		}
 		st2, ver, err := s.Credentials(ctx, j)

@@ -294,33 +294,6 @@ func (s *Store) Credentials(ctx context.Context, j *Job) (credentials.Storage, i
 	return st, credVersion, nil
 }
 
-// ReplaceCredentials stores fresh credentials for j (after a refresh),
-// sealed under credential_version+1, fenced by j's claim. It returns the new
-// version.
-func (s *Store) ReplaceCredentials(ctx context.Context, j *Job, creds credentials.Storage) (int, error) {
-	var next int
-	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
-		var cur int
-		if err := tx.QueryRowContext(ctx, s.db.Rebind(`SELECT credential_version FROM inbox_jobs WHERE id = ?`), j.ID).Scan(&cur); err != nil {
-			return fmt.Errorf("inbox: credential version of %s: %w", j.ID, err)
-		}
-		next = cur + 1
-		sealed, err := s.keys.SealStorage(creds, j.ID, j.RequesterID, next)
-		if err != nil {
-			return err
-		}
-		c := j.claim()
-		return s.q.Exec(ctx, tx, &c, `credential_version = ?, storage_creds_encrypted = ?, storage_creds_dek_wrapped = ?,
-			storage_creds_kek_id = ?, storage_creds_encryption_version = ?, updated_at = ?`,
-			next, sealed.Ciphertext, sealed.WrappedDEK, sealed.KEKID, sealed.Version, sqldb.Micros(s.now()))
-	})
-	if err != nil {
-		return 0, err
-	}
-	j.CredentialVersion = next
-	return next, nil
-}
-
 // CountRefreshAttempt adds one to j's refresh_attempt_count (fenced) and
 // reports whether the refresh budget still allows this attempt.
 func (s *Store) CountRefreshAttempt(ctx context.Context, j *Job) (allowed bool, err error) {

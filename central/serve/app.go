@@ -327,7 +327,7 @@ func (a *App) Serve(ctx context.Context, s Settings, d *Deps) error {
 	}
 	if slices.Contains(enabled, RoleSweeper) {
 		roles = append(roles, &Sweeper{Deps: d, Interval: s.SweepInterval, Retention: s.Retention,
-			Keys: idempotency.New(d.DB, s.IdempotencyTTL, nil)})
+			Keys: idempotency.New(d.DB, s.IdempotencyTTL, d.Inbox.Now)})
 	}
 	if !executes {
 		log.Warn("no executor role is enabled: accepted transcode jobs stay queued until a process with one runs",
@@ -350,7 +350,7 @@ func (a *App) Serve(ctx context.Context, s Settings, d *Deps) error {
 			return err
 		}
 		api.New(api.Config{DB: d.DB, Inbox: d.Inbox, Requesters: d.Requesters, Document: doc,
-			Idempotency: idempotency.New(d.DB, s.IdempotencyTTL, nil), Log: log, CheckURL: d.Policy.CheckURL}).Mount(e)
+			Idempotency: idempotency.New(d.DB, s.IdempotencyTTL, d.Inbox.Now), Log: log, CheckURL: d.Policy.CheckURL}).Mount(e)
 		for _, m := range routes {
 			m.MountRoutes(e)
 		}

@@ -1,9 +1,12 @@
 package ingest
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -226,4 +229,65 @@ func counterValue(c prometheus.Metric) float64 {
 	var m dto.Metric
 	_ = c.Write(&m)
 	return m.GetCounter().GetValue()
+}
+
+// A heartbeat central cannot store as written (a NUL in its version, which
+// Postgres text refuses; invalid UTF-8 in its body) is refused as a bad
+// request on both engines, not answered 503 as if central were down.
+func TestHeartbeatCentralCannotStoreIsRefused(t *testing.T) {
+	eachEngine(t, func(t *testing.T, url string) {
+		db := openURL(t, url)
+		srv := startServer(t, db)
+		edge, secret := srv.register("e")
+		for _, tc := range []struct{ name, raw string }{
+			{"NUL in version", `{"edge_id":"` + edge + `","sent_at":"2026-01-01T00:00:00Z","version":"v1\u0000x","started_at":"2026-01-01T00:00:00Z","uptime_s":1,"workers":1,"backlog":0,"pending":0,"dead_letters":0,"spool":{"events":0,"bytes":0,"dropped":0,"quarantined":0}}`},
+			{"invalid UTF-8", `{"edge_id":"` + edge + `","sent_at":"2026-01-01T00:00:00Z","version":"caf` + "\xe9" + `","started_at":"2026-01-01T00:00:00Z","uptime_s":1,"workers":1,"backlog":0,"pending":0,"dead_letters":0,"spool":{"events":0,"bytes":0,"dropped":0,"quarantined":0}}`},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				res := srv.send(signRaw(t, wire.HeartbeatPath, edge, wire.Compress([]byte(tc.raw)), secret, time.Now()))
+				if res.status != http.StatusBadRequest || res.code() != wire.CodeInvalidBatch {
+					t.Fatalf("answered %d %s, want 400 %s", res.status, res.body, wire.CodeInvalidBatch)
+				}
+			})
+		}
+	})
+}
+
+// A body that breaks off before its Content-Length is answered 408
+// incomplete_body, which the shipper backs off on, not 400 invalid_batch,
+// which would set a good batch aside for good.
+func TestIncompleteBodyIsNotAnInvalidBatch(t *testing.T) {
+	sqltestEach(t, func(t *testing.T, db *sqldb.DB) {
+		s := startServer(t, db)
+		edge, secret := s.register("jetson-1")
+		u := sign(t, wire.Batch{EdgeID: edge, SentAt: time.Now(), Events: events(edge, "j", 1700000000000, "delta")}, secret, time.Now())
+		conn, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		var head strings.Builder
+		fmt.Fprintf(&head, "POST %s HTTP/1.1\r\nHost: central\r\nContent-Length: %d\r\n", u.path, len(u.body))
+		for k, vs := range u.header {
+			for _, v := range vs {
+				fmt.Fprintf(&head, "%s: %s\r\n", k, v)
+			}
+		}
+		head.WriteString("\r\n")
+		if _, err := conn.Write(append([]byte(head.String()), u.body[:len(u.body)/2]...)); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.(*net.TCPConn).CloseWrite()
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		r := response{status: res.StatusCode, body: b}
+		if r.status != http.StatusRequestTimeout || r.code() != wire.CodeIncompleteBody {
+			t.Fatalf("cut body: %d %s, want 408 %s", r.status, b, wire.CodeIncompleteBody)
+		}
+	})
 }

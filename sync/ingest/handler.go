@@ -107,7 +107,10 @@ func (r *Receiver) authenticate(c echo.Context) (string, []byte, error) {
 	}
 	body, err := io.ReadAll(io.LimitReader(req.Body, limit))
 	if err != nil {
-		return "", nil, r.refuse(c, edgeID, http.StatusBadRequest, wire.CodeInvalidBatch, "unreadable body", err)
+		// A body cut off on the way (a slow link meeting the server's read
+		// timeout, a dropped connection) is not a bad batch: 400
+		// invalid_batch would set a good one aside for good.
+		return "", nil, r.refuse(c, edgeID, http.StatusRequestTimeout, wire.CodeIncompleteBody, "the body ended before its end", err)
 	}
 	if len(body) > wire.MaxCompressedBytes {
 		return "", nil, r.refuse(c, edgeID, http.StatusRequestEntityTooLarge, wire.CodeTooLarge,

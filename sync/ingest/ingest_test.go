@@ -456,3 +456,48 @@ func mustKeys(t *testing.T) *credentials.Keyring {
 func sqltestEach(t *testing.T, body func(t *testing.T, db *sqldb.DB)) {
 	eachEngine(t, func(t *testing.T, url string) { body(t, openURL(t, url)) })
 }
+
+// An error event's code is edge data: whatever it holds, the batch is
+// stored (a failing insert would answer 503 and the edge would resend the
+// batch, and every batch behind it, forever). Postgres text refuses NUL
+// and invalid UTF-8, so the code is cut on a character and cleaned.
+func TestErrorCodeAnyTextIsStored(t *testing.T) {
+	long := strings.Repeat("a", 127) + "é" + "tail"
+	cases := []struct {
+		name, data, want string
+	}{
+		{"plain", `{"code":"backend_timeout"}`, "backend_timeout"},
+		{"cut inside a character", `{"code":"` + long + `"}`, strings.Repeat("a", 127)},
+		{"escaped NUL", `{"code":"bad\u0000code"}`, "badcode"},
+		{"only NUL", `{"code":"\u0000"}`, ""},
+	}
+	sqltestEach(t, func(t *testing.T, db *sqldb.DB) {
+		ctx := context.Background()
+		st := NewStore(db)
+		reg, _ := NewRegistry(db, mustKeys(t)).Register(ctx, "e")
+		for i, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				job := fmt.Sprintf("job-%d", i)
+				e := wire.NewEvent(reg.EdgeID, job, "1000-0", "error", "s", 1000, json.RawMessage(c.data))
+				b := wire.Batch{EdgeID: reg.EdgeID, SentAt: time.Now(), Events: []wire.Event{e}}
+				if _, err := wire.Encode(b); err != nil {
+					t.Fatalf("the edge would send it: %v", err)
+				}
+				if _, err := st.Ingest(ctx, b); err != nil {
+					t.Fatalf("ingest: %v", err)
+				}
+				j, err := st.Job(ctx, reg.EdgeID, job)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := ""
+				if j.ErrorCode != nil {
+					got = *j.ErrorCode
+				}
+				if got != c.want || j.Status != StatusError {
+					t.Fatalf("error_code %q status %s, want %q error", got, j.Status, c.want)
+				}
+			})
+		}
+	})
+}

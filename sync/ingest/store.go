@@ -235,18 +235,28 @@ func (s *Store) insertGaps(ctx context.Context, tx *sql.Tx, edgeID string, gaps 
 	return out, nil
 }
 
+// maxErrorCode bounds edge_jobs.error_code, in bytes.
+const maxErrorCode = 128
+
 // errorCode reads the code the edge worker writes into an error event's
-// data ({"code": "...", "message": "..."}).
+// data ({"code": "...", "message": "..."}). The code is edge data going
+// into a text column: Postgres refuses NUL (a JSON "\u0000" decodes to
+// one) and invalid UTF-8 (a cut inside a character), and a batch whose
+// insert fails is answered 503 and resent forever, holding back every
+// event behind it. So NUL is removed and the cut falls on a character.
 func errorCode(data json.RawMessage) *string {
 	var v struct {
 		Code string `json:"code"`
 	}
-	if json.Unmarshal(data, &v) != nil || v.Code == "" {
+	if json.Unmarshal(data, &v) != nil {
 		return nil
 	}
-	c := v.Code
-	if len(c) > 128 {
-		c = c[:128]
+	c := strings.ReplaceAll(v.Code, "\x00", "")
+	if len(c) > maxErrorCode {
+		c = strings.ToValidUTF8(c[:maxErrorCode], "")
+	}
+	if c == "" {
+		return nil
 	}
 	return &c
 }

@@ -9,10 +9,12 @@
 // each per YieldPace, the mover at full speed past YieldCeiling captured
 // entries, both at full speed once the edge is idle.
 //
-// Central's answers are acted on from a table (outcomes): 2xx deletes the
-// batch, 400/413 quarantine it, 429/503 wait for Retry-After, a 401
-// clock_skew corrects the signing clock from central's Date header, other
-// 401/403 are logged once and retried slowly, and everything else (network
-// errors, 5xx) backs off exponentially with full jitter. Nothing the
+// Central's answers are acted on from a table (outcomes): 2xx carrying
+// central's batch result (every event sent accounted for) deletes the
+// batch, 400 invalid_batch and 413 too_large quarantine it, 429/503 wait
+// for Retry-After, a 401 clock_skew corrects the signing clock from
+// central's Date header, other 401/403 are logged once and retried slowly,
+// and everything else (network errors, 5xx, a 2xx or 400/413 that is not
+// central's answer) backs off exponentially with full jitter. Nothing the
 // shipper meets stops the daemon: the edge serves while central is away.
 package ship

@@ -2,9 +2,13 @@ package ship
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/vesta-cx/euterpe/sync/wire"
 )
 
 // action is what the sender does after an answer from central.
@@ -26,13 +30,16 @@ func (a action) String() string {
 // outcomes maps central's answers to actions; the first row matching the
 // status (and the error code, when the row names one) wins. Anything not
 // listed — network errors, 5xx, an unexpected 404 behind a proxy — backs off.
+// Quarantine is for good, so it takes central's own code: a 400 or 413
+// from a proxy in front of central (its body limit, plain HTTP sent to an
+// HTTPS port) says nothing about the batch and would set aside every one.
 var outcomes = []struct {
 	status int
 	code   string
 	act    action
 }{
-	{http.StatusBadRequest, "", actQuarantine},
-	{http.StatusRequestEntityTooLarge, "", actQuarantine},
+	{http.StatusBadRequest, wire.CodeInvalidBatch, actQuarantine},
+	{http.StatusRequestEntityTooLarge, wire.CodeTooLarge, actQuarantine},
 	{http.StatusTooManyRequests, "", actRetryAfter},
 	{http.StatusServiceUnavailable, "", actRetryAfter},
 	{http.StatusUnauthorized, "clock_skew", actClockSkew},
@@ -50,6 +57,32 @@ func classify(status int, code string) action {
 		}
 	}
 	return actBackoff
+}
+
+// ErrNotBatchResult is matched when a 2xx answer to a batch is not
+// central's: something else at EUTERPE_SYNC_URL (a captive portal's login
+// page, a proxy's fallback, a redirect followed to a page) answered. The
+// batch stays spooled and is sent again with backoff.
+var ErrNotBatchResult = errors.New("sync: a 2xx answer that is not central's answer to the batch (is EUTERPE_SYNC_URL central, with nothing in between answering for it?)")
+
+// checkBatchResult accepts resp only as central's answer to a batch of
+// events events and gaps gaps: a wire.BatchResult in which every event is
+// accounted for, new or duplicate. Unknown fields are allowed, so a newer
+// central may say more.
+func checkBatchResult(resp []byte, events, gaps int) error {
+	var res struct {
+		Accepted   *int `json:"accepted"`
+		Duplicates *int `json:"duplicates"`
+		Gaps       *int `json:"gaps"`
+	}
+	if err := json.Unmarshal(resp, &res); err != nil || res.Accepted == nil || res.Duplicates == nil || res.Gaps == nil {
+		return ErrNotBatchResult
+	}
+	if *res.Accepted < 0 || *res.Duplicates < 0 || *res.Accepted+*res.Duplicates != events || *res.Gaps < 0 || *res.Gaps > gaps {
+		return fmt.Errorf("%w: it accounts for %d+%d events and %d gaps of %d and %d sent",
+			ErrNotBatchResult, *res.Accepted, *res.Duplicates, *res.Gaps, events, gaps)
+	}
+	return nil
 }
 
 // errorCode reads central's {"error":{"code":…}} body; "" when absent.

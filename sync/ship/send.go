@@ -97,6 +97,12 @@ func (s *Shipper) sendOnce(ctx context.Context, st *sendState) Result {
 	} else {
 		r.Code = errorCode(resp)
 		r.Action = classify(status, r.Code)
+		if r.Action == actAccepted {
+			// Accepting deletes the batch: only central's own answer may.
+			if err := checkBatchResult(resp, len(b.Events), len(b.Dropped)); err != nil {
+				r.Action, r.Err = actBackoff, fmt.Errorf("%w (answer %d)", err, status)
+			}
+		}
 	}
 	s.act(ctx, st, &r, sub, body, hdr, resp)
 	return r
@@ -134,7 +140,9 @@ func (s *Shipper) act(ctx context.Context, st *sendState, r *Result, sub spool.P
 			"status", r.Status, "code", r.Code, "events", r.Events, "gaps", r.Gaps, "spool", s.spool.Path())
 	case actRetryAfter:
 		d, ok := retryAfter(hdr, s.cfg.Now())
-		if !ok {
+		// No wait at all (0, a date past) would resend in a tight loop
+		// for as long as whatever answers keeps saying it: back off.
+		if !ok || d <= 0 {
 			st.failures++
 			d = s.backoff.Delay(st.failures)
 		}

@@ -419,3 +419,130 @@ func TestBatchesSplitToFitAndUnsendableEventsHandled(t *testing.T) {
 	assert.Equal(t, "invalid_event", q[0].Code)
 	assert.NotContains(t, got, wire.EventID("jetson-1", c.ID, nulEntry))
 }
+
+// Only central's own answer to a batch deletes it: a 2xx from something
+// else at the URL (a captive portal's login page, a proxy's fallback, a
+// redirect followed to a page) would otherwise drop the batch from the
+// spool although central never stored it. Such an answer backs off and
+// the batch is sent again.
+func TestOnlyCentralsBatchResultDeletesTheBatch(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		serve func(w http.ResponseWriter, r *http.Request)
+	}{
+		{"html page", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			_, _ = w.Write([]byte("<html><body>Sign in to the network</body></html>"))
+		}},
+		{"empty 200", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }},
+		{"204", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }},
+		{"other JSON", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(`{"ok":true}`)) }},
+		{"counts of another batch", func(w http.ResponseWriter, r *http.Request) {
+			_, _ = w.Write([]byte(`{"accepted":1,"duplicates":0,"gaps":0}`))
+		}},
+		{"redirect to a page", func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost {
+				http.Redirect(w, r, "/portal", http.StatusFound)
+				return
+			}
+			_, _ = w.Write([]byte("portal"))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, 64<<20, nil)
+			h.rc.SetHook(func(w http.ResponseWriter, r *http.Request, n int) bool {
+				tc.serve(w, r)
+				return true
+			})
+			ids := h.jobs(2, 1, `{}`)
+			want := h.written(ids)
+			_, err := h.sh.MoveOnce(context.Background())
+			require.NoError(t, err)
+			for i := 0; i < 2; i++ {
+				r := h.sh.SendOnce(context.Background())
+				assert.Equal(t, actBackoff, r.Action, "%+v", r)
+				assert.Error(t, r.Err)
+			}
+			st, err := h.sh.Spool().Stats(context.Background())
+			require.NoError(t, err)
+			assert.Equal(t, int64(len(want)), st.Events, "still spooled")
+			assert.Zero(t, h.sh.Shipped())
+			assert.Equal(t, 1, strings.Count(h.logs.String(), "not central's answer"), "logged once")
+
+			h.rc.SetHook(nil)
+			require.Equal(t, actAccepted, h.sh.SendOnce(context.Background()).Action)
+			assert.Equal(t, want, h.rc.Events())
+			assert.Equal(t, int64(len(want)), h.sh.Shipped())
+		})
+	}
+}
+
+// A 400 or 413 sets a batch aside for good only when central says why
+// (invalid_batch, too_large). The same status from something in front of
+// it — a proxy's body limit, "plain HTTP sent to the HTTPS port" — says
+// nothing about the batch: quarantining would set aside every batch the
+// edge has, so it backs off and keeps them.
+func TestRefusalNotFromCentralIsNotQuarantined(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+		body   string
+	}{
+		{"nginx 413", http.StatusRequestEntityTooLarge, "<html><head><title>413 Request Entity Too Large</title></head></html>"},
+		{"plain HTTP to HTTPS port", http.StatusBadRequest, "<html><head><title>400 The plain HTTP request was sent to HTTPS port</title></head></html>"},
+		{"another error code", http.StatusBadRequest, `{"error":{"code":"bad_request"}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, 64<<20, nil)
+			h.rc.SetHook(func(w http.ResponseWriter, r *http.Request, n int) bool {
+				w.WriteHeader(tc.status)
+				_, _ = w.Write([]byte(tc.body))
+				return true
+			})
+			ids := h.jobs(2, 1, `{}`)
+			want := h.written(ids)
+			_, err := h.sh.MoveOnce(context.Background())
+			require.NoError(t, err)
+			r := h.sh.SendOnce(context.Background())
+			assert.Equal(t, actBackoff, r.Action, "%+v", r)
+			assert.Zero(t, h.sh.Quarantined())
+			q, err := h.sh.Spool().QuarantineList(context.Background())
+			require.NoError(t, err)
+			assert.Empty(t, q)
+
+			h.rc.SetHook(nil)
+			require.Equal(t, actAccepted, h.sh.SendOnce(context.Background()).Action)
+			assert.Equal(t, want, h.rc.Events())
+		})
+	}
+}
+
+// A Retry-After of zero (or a date already past) is no wait at all: taken
+// as given, a proxy answering 503 with it would have the sender resend
+// the batch in a tight loop. It backs off instead, jittered and capped.
+func TestZeroRetryAfterBacksOff(t *testing.T) {
+	past := time.Now().Add(-time.Minute).UTC().Format(http.TimeFormat)
+	for _, after := range []string{"0", past} {
+		t.Run(after, func(t *testing.T) {
+			h := newHarness(t, 64<<20, func(c *Config) {
+				c.BackoffBase, c.BackoffMax = 100*time.Millisecond, 800*time.Millisecond
+				c.Rand = func() float64 { return 0.999 }
+			})
+			h.rc.SetHook(func(w http.ResponseWriter, r *http.Request, n int) bool {
+				w.Header().Set("Retry-After", after)
+				shiptest.Refuse(w, http.StatusServiceUnavailable, "unavailable")
+				return true
+			})
+			h.jobs(1, 0, `{}`)
+			_, err := h.sh.MoveOnce(context.Background())
+			require.NoError(t, err)
+			var waits []time.Duration
+			for i := 0; i < 3; i++ {
+				r := h.sh.SendOnce(context.Background())
+				require.Equal(t, actRetryAfter, r.Action)
+				waits = append(waits, r.Wait.Round(10*time.Millisecond))
+			}
+			assert.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond}, waits)
+		})
+	}
+}

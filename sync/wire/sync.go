@@ -9,7 +9,9 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // The routes of central's sync API, and the header that names the sending
@@ -25,8 +27,10 @@ const (
 // Error codes central answers in {"error":{"code":…}} on the sync routes.
 // The shipper acts on them: CodeClockSkew (401, with central's Date
 // header) makes it correct its signing clock and retry at once; the other
-// 401/403 codes stop shipping until the operator acts; 400/413 quarantine
-// the batch; 429/503 wait for Retry-After.
+// 401/403 codes stop shipping until the operator acts; 400 with
+// CodeInvalidBatch and 413 with CodeTooLarge quarantine the batch (the
+// same statuses without central's code back off); 429/503 wait for
+// Retry-After.
 const (
 	CodeClockSkew    = "clock_skew"
 	CodeUnauthorized = "unauthorized"  // unknown edge, bad signature, replayed nonce
@@ -34,6 +38,9 @@ const (
 	CodeInvalidBatch = "invalid_batch" // 400
 	CodeTooLarge     = "too_large"     // 413: compressed or decompressed body over its cap
 	CodeRateLimited  = "rate_limited"  // 429
+	// CodeIncompleteBody (408): the body ended before its length or broke
+	// off. It says nothing about the batch, so the shipper backs off.
+	CodeIncompleteBody = "incomplete_body"
 )
 
 // MaxCompressedBytes caps a gzip-encoded upload as sent; MaxBodyBytes caps
@@ -131,6 +138,12 @@ func EncodeStatus(s Status) ([]byte, error) {
 
 // DecodeStatus parses and validates a heartbeat body.
 func DecodeStatus(body []byte) (Status, error) {
+	// Central stores the body as sent (edges.last_status): invalid UTF-8,
+	// which encoding/json lets through inside strings and Postgres text
+	// refuses, is a bad request rather than a failing insert.
+	if !utf8.Valid(body) {
+		return Status{}, fmt.Errorf("%w: body is not valid UTF-8", ErrInvalid)
+	}
 	var s Status
 	if err := decodeStrict(body, &s); err != nil {
 		return Status{}, err
@@ -145,6 +158,8 @@ func (s Status) Validate() error {
 		return fmt.Errorf("%w: edge_id must be 1-128 characters of [A-Za-z0-9._:-]", ErrInvalid)
 	case len(s.Version) > 128:
 		return fmt.Errorf("%w: version exceeds 128 characters", ErrInvalid)
+	case strings.ContainsRune(s.Version, 0):
+		return fmt.Errorf("%w: version contains NUL", ErrInvalid)
 	case s.UptimeS < 0 || s.Workers < 0 || s.Backlog < 0 || s.Pending < 0 || s.DeadLetters < 0 ||
 		s.Spool.Events < 0 || s.Spool.Bytes < 0 || s.Spool.OldestTS < 0 || s.Spool.Dropped < 0 || s.Spool.Quarantined < 0:
 		return fmt.Errorf("%w: counts must not be negative", ErrInvalid)

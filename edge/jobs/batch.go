@@ -34,9 +34,13 @@ func (s *Store) ApplyBatch(ctx context.Context, ops []Op) []OpResult {
 	}
 	calls := make([]*transitionCall, len(ops))
 	cmds := make([]*redis.Cmd, len(ops))
-	run := func(load bool) error {
+	// run sends the ops send chooses, EVALSHA or (load) EVAL.
+	run := func(load bool, send func(i int) bool) error {
 		pipe := s.rdb.Pipeline()
 		for i, op := range ops {
+			if !send(i) {
+				continue
+			}
 			if calls[i] == nil {
 				c, err := s.prepare(op.ID, op.T)
 				if err != nil {
@@ -54,11 +58,16 @@ func (s *Store) ApplyBatch(ctx context.Context, ops []Op) []OpResult {
 		_, err := pipe.Exec(ctx)
 		return err
 	}
-	err := run(false)
+	err := run(false, func(int) bool { return true })
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		// The script cache was flushed (restart, SCRIPT FLUSH): send the
-		// source this once; EVAL caches it for the next batch.
-		err = run(true)
+		// source this once; EVAL caches it for the next batch. Only the
+		// ops Redis refused are sent again: a flush can land in the middle
+		// of the pipeline, and the ops before it ran (a second run would
+		// write a second event, or refuse a finish that happened).
+		err = run(true, func(i int) bool {
+			return cmds[i] != nil && redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT")
+		})
 	}
 	_ = err // per-command errors are read below
 	for i, c := range calls {

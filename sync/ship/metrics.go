@@ -39,5 +39,7 @@ func (s *Shipper) Collectors() []prometheus.Collector {
 			func() float64 { return float64(s.spool.Dropped()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "euterpe_sync_quarantined_batches_total", Help: "Batches (or single events) set aside because central refused them or they cannot be sent."},
 			func() float64 { return float64(s.Quarantined()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "euterpe_sync_quarantine_pruned_total", Help: "Quarantined batches removed, oldest first, to keep the quarantine within the spool's budget."},
+			func() float64 { return float64(s.spool.QuarantinePruned()) }),
 	}
 }

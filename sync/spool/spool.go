@@ -90,6 +90,9 @@ type Stats struct {
 	Bytes       int64 // the budget's measure: the events' text plus a per-row overhead
 	OldestTS    int64 // Unix ms of the oldest spooled event; 0 when empty
 	Quarantined int64 // batches in the quarantine table
+	// QuarantinePruned counts quarantined batches removed since Open to
+	// keep the table within the spool's budget (oldest first).
+	QuarantinePruned int64
 }
 
 // Spool is an open sync.db. Its methods are safe for concurrent use; they
@@ -114,6 +117,7 @@ type Spool struct {
 	inflight int64
 	tombs    int64        // rows in the tombstones table (0 spares Add and Moved a query)
 	dropped  atomic.Int64 // delta events dropped since Open
+	pruned   atomic.Int64 // quarantined batches pruned since Open
 }
 
 // Open opens (creating) the spool at path with a budget of maxBytes.
@@ -171,6 +175,10 @@ func (s *Spool) Path() string { return s.path }
 
 // Dropped is how many delta events the budget dropped since Open.
 func (s *Spool) Dropped() int64 { return s.dropped.Load() }
+
+// QuarantinePruned is how many quarantined batches were removed since Open
+// to keep the quarantine within the budget.
+func (s *Spool) QuarantinePruned() int64 { return s.pruned.Load() }
 
 // AddResult reports what an Add did.
 type AddResult struct {
@@ -437,12 +445,16 @@ func (s *Spool) remove(ctx context.Context, p Pending, q *Quarantined) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var freed, n int64
+	var freed, n, pruned int64
 	err := sqldb.InTx(ctx, s.db, func(tx *sql.Tx) error {
-		freed, n = 0, 0
+		freed, n, pruned = 0, 0, 0
 		if q != nil {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO quarantine (at_ms, status, code, message, events, gaps, body) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 				s.Now().UnixMilli(), q.Status, q.Code, daemon.CapMessage(q.Message), len(p.Rows), len(p.Gaps), string(q.Body)); err != nil {
+				return err
+			}
+			var err error
+			if pruned, err = s.pruneQuarantine(ctx, tx); err != nil {
 				return err
 			}
 		}
@@ -474,16 +486,32 @@ func (s *Spool) remove(ctx context.Context, p Pending, q *Quarantined) error {
 	s.bytes -= freed
 	s.inflight = 0
 	if q != nil {
-		s.quarantined++
+		s.quarantined += 1 - pruned
+		s.pruned.Add(pruned)
 	}
 	return nil
+}
+
+// pruneQuarantine keeps the quarantined bodies within the spool's budget,
+// removing the oldest batches first and never the newest. Quarantine is
+// for good and outside the events' budget: a central refusing every batch
+// (one too old for what the edge sends, say) would otherwise move the
+// whole stream into it and fill the disk.
+func (s *Spool) pruneQuarantine(ctx context.Context, tx *sql.Tx) (int64, error) {
+	res, err := tx.ExecContext(ctx, `DELETE FROM quarantine WHERE id IN (
+  SELECT id FROM (SELECT id, SUM(length(CAST(body AS BLOB))) OVER (ORDER BY id DESC) AS newer FROM quarantine)
+  WHERE newer > ? AND id < (SELECT MAX(id) FROM quarantine))`, s.maxBytes)
+	if err != nil {
+		return 0, fmt.Errorf("prune the quarantine: %w", err)
+	}
+	return res.RowsAffected()
 }
 
 // Stats reads the spool's totals.
 func (s *Spool) Stats(ctx context.Context) (Stats, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Stats{Events: s.events, Bytes: s.bytes, Quarantined: s.quarantined}
+	st := Stats{Events: s.events, Bytes: s.bytes, Quarantined: s.quarantined, QuarantinePruned: s.pruned.Load()}
 	err := s.db.QueryRowContext(ctx, `SELECT ts FROM events ORDER BY seq LIMIT 1`).Scan(&st.OldestTS)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return st, fmt.Errorf("spool stats: %w", err)

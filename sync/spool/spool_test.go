@@ -173,3 +173,50 @@ func TestSpoolOverBudgetWithoutDeltasKeepsEverything(t *testing.T) {
 	assert.Zero(t, res.Dropped)
 	assert.Greater(t, res.Over, int64(0))
 }
+
+// The quarantine keeps within the spool's budget: the oldest batches go
+// first, the newest always stays, and what went is counted.
+func TestQuarantineKeepsWithinBudget(t *testing.T) {
+	cases := []struct {
+		name       string
+		bodies     []int // sizes, oldest first
+		wantKept   []int // indexes of bodies left, oldest first
+		wantPruned int64
+	}{
+		{"under the budget", []int{300, 300, 300}, []int{0, 1, 2}, 0},
+		{"oldest pruned first", []int{400, 400, 400, 400, 400}, []int{3, 4}, 3},
+		{"the newest stays even alone over the budget", []int{400, 5000}, []int{1}, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			sp, err := spool.Open(ctx, filepath.Join(t.TempDir(), "sync.db"), 1000)
+			require.NoError(t, err)
+			t.Cleanup(func() { sp.Close() })
+			for i, size := range tc.bodies {
+				_, err := sp.Add(ctx, []jobs.Captured{ev("j", i, "running", "{}")})
+				require.NoError(t, err)
+				p, err := sp.Next(ctx, 10, 10, 1<<20)
+				require.NoError(t, err)
+				require.Len(t, p.Rows, 1)
+				body := fmt.Sprintf("%d:%s", i, strings.Repeat("x", size-len(fmt.Sprint(i))-1))
+				require.NoError(t, sp.Quarantine(ctx, p, spool.Quarantined{Status: 400, Code: "invalid_batch", Body: []byte(body)}))
+			}
+			q, err := sp.QuarantineList(ctx)
+			require.NoError(t, err)
+			var kept []int
+			for _, b := range q {
+				var i int
+				_, err := fmt.Sscanf(b.Body, "%d:", &i)
+				require.NoError(t, err)
+				kept = append(kept, i)
+			}
+			assert.Equal(t, tc.wantKept, kept)
+			st, err := sp.Stats(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, int64(len(tc.wantKept)), st.Quarantined)
+			assert.Equal(t, tc.wantPruned, st.QuarantinePruned)
+			assert.Equal(t, tc.wantPruned, sp.QuarantinePruned())
+		})
+	}
+}

@@ -93,6 +93,13 @@ func (a *autoClaimer) claim(ctx context.Context, minIdle time.Duration, count in
 		if !ok {
 			continue // no longer pending (Redis 7 drops deleted entries itself)
 		}
+		if p.owns(id) {
+			// Ours and still running, its heartbeat late: XAUTOCLAIM only
+			// reset its idle time. Counting a delivery here would bring a
+			// live job closer to the dead-letter stream with every late
+			// heartbeat (the fallback path skips such entries in idle).
+			continue
+		}
 		claimed = append(claimed, claimedID{id: id, deliveries: n + 1})
 	}
 	return p.readClaimed(ctx, claimed, true)

@@ -106,3 +106,57 @@ func testClaimerChosenByServer(t *testing.T) {
 		t.Fatalf("claimer %s, want %s", c.name(), want)
 	}
 }
+
+// An entry this pool is still running, whose heartbeat came late, is not
+// claimed as recovered work and its delivery count stays as it was: each
+// late heartbeat must not bring a live job closer to the dead letters.
+func TestRecoverySkipsEntriesStillRunningHere(t *testing.T) {
+	testsvc.EachRedis(t, testRecoverySkipsEntriesStillRunningHere)
+}
+
+func testRecoverySkipsEntriesStillRunningHere(t *testing.T) {
+	for _, fallback := range []bool{true, false} {
+		t.Run(fmt.Sprintf("fallback=%v", fallback), func(t *testing.T) {
+			rdb, st, _ := newRedis(t)
+			ctx := context.Background()
+			if !fallback && !SupportsAutoClaim(rdb.Info(ctx, "server").Val()) {
+				t.Skip("server has no XAUTOCLAIM")
+			}
+			create(t, st, "chat", `{}`)
+			s := testSettings()
+			s.ClaimFallback = fallback
+			s.ClaimIdle = 200 * time.Millisecond
+			p, err := New(nil, rdb, st, "me", s, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.claimer, err = p.chooseClaimer(ctx); err != nil {
+				t.Fatal(err)
+			}
+			res, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: jobs.Group, Consumer: "me",
+				Streams: []string{jobs.QueueStream, ">"}, Count: 1}).Result()
+			if err != nil || len(res[0].Messages) != 1 {
+				t.Fatalf("read: %v", err)
+			}
+			id := res[0].Messages[0].ID
+			p.mu.Lock()
+			p.byMsg[id] = &job{msgID: id} // running here
+			p.mu.Unlock()
+			time.Sleep(s.ClaimIdle + 100*time.Millisecond) // its heartbeat is late
+			for range 3 {
+				es, err := p.claimer.claim(ctx, s.ClaimIdle, 16)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(es) != 0 {
+					t.Fatalf("%s claimed %d entries, among them the one running here", p.claimer.name(), len(es))
+				}
+			}
+			pend, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: jobs.QueueStream, Group: jobs.Group,
+				Start: "-", End: "+", Count: 10}).Result()
+			if err != nil || len(pend) != 1 || pend[0].RetryCount != 1 {
+				t.Fatalf("pending %+v, %v: want the entry delivered once", pend, err)
+			}
+		})
+	}
+}

@@ -20,68 +20,62 @@ func TestRecoveryPagesThroughPendingList(t *testing.T) {
 }
 
 func testRecoveryPagesThroughPendingList(t *testing.T) {
-	for _, fallback := range []bool{true, false} {
-		t.Run(fmt.Sprintf("fallback=%v", fallback), func(t *testing.T) {
-			rdb, st, _ := newRedis(t)
-			ctx := context.Background()
-			if !fallback && !SupportsAutoClaim(rdb.Info(ctx, "server").Val()) {
-				t.Skip("server has no XAUTOCLAIM")
+	eachClaimer(t, func(t *testing.T, rdb *redis.Client, st *jobs.Store, fallback bool) {
+		ctx := context.Background()
+		const live, orphans = 250, 3
+		for range live + orphans {
+			create(t, st, "chat", `{}`)
+		}
+		// Everything is delivered to a consumer that then dies ...
+		res, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: jobs.Group, Consumer: "dead",
+			Streams: []string{jobs.QueueStream, ">"}, Count: live + orphans}).Result()
+		if err != nil || len(res[0].Messages) != live+orphans {
+			t.Fatalf("read: %v", err)
+		}
+		var liveIDs, orphanIDs []string
+		for i, m := range res[0].Messages {
+			if i < live {
+				liveIDs = append(liveIDs, m.ID)
+			} else {
+				orphanIDs = append(orphanIDs, m.ID)
 			}
-			const live, orphans = 250, 3
-			for range live + orphans {
-				create(t, st, "chat", `{}`)
-			}
-			// Everything is delivered to a consumer that then dies ...
-			res, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: jobs.Group, Consumer: "dead",
-				Streams: []string{jobs.QueueStream, ">"}, Count: live + orphans}).Result()
-			if err != nil || len(res[0].Messages) != live+orphans {
-				t.Fatalf("read: %v", err)
-			}
-			var liveIDs, orphanIDs []string
-			for i, m := range res[0].Messages {
-				if i < live {
-					liveIDs = append(liveIDs, m.ID)
-				} else {
-					orphanIDs = append(orphanIDs, m.ID)
-				}
-			}
-			s := testSettings()
-			s.ClaimFallback = fallback
-			s.ClaimIdle = 400 * time.Millisecond
-			time.Sleep(s.ClaimIdle + 100*time.Millisecond)
-			// ... except that a live worker owns the first entries: they are
-			// not idle, and they sit before the idle ones.
-			if err := rdb.XClaimJustID(ctx, &redis.XClaimArgs{Stream: jobs.QueueStream, Group: jobs.Group,
-				Consumer: "alive", MinIdle: 0, Messages: liveIDs}).Err(); err != nil {
-				t.Fatal(err)
-			}
-			p, err := New(nil, rdb, st, "rescuer", s, nil)
+		}
+		s := testSettings()
+		s.ClaimFallback = fallback
+		s.ClaimIdle = 400 * time.Millisecond
+		time.Sleep(s.ClaimIdle + 100*time.Millisecond)
+		// ... except that a live worker owns the first entries: they are
+		// not idle, and they sit before the idle ones.
+		if err := rdb.XClaimJustID(ctx, &redis.XClaimArgs{Stream: jobs.QueueStream, Group: jobs.Group,
+			Consumer: "alive", MinIdle: 0, Messages: liveIDs}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		p, err := New(nil, rdb, st, "rescuer", s, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.claimer, err = p.chooseClaimer(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for range 10 { // XAUTOCLAIM walks its cursor in steps
+			es, err := p.claimer.claim(ctx, s.ClaimIdle, 16)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p.claimer, err = p.chooseClaimer(ctx); err != nil {
-				t.Fatal(err)
+			for _, e := range es {
+				got = append(got, e.msg.ID)
 			}
-			var got []string
-			for range 10 { // XAUTOCLAIM walks its cursor in steps
-				es, err := p.claimer.claim(ctx, s.ClaimIdle, 16)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, e := range es {
-					got = append(got, e.msg.ID)
-				}
-				if len(got) >= orphans {
-					break
-				}
+			if len(got) >= orphans {
+				break
 			}
-			slices.Sort(got)
-			slices.Sort(orphanIDs) // as strings, like got
-			if !slices.Equal(got, orphanIDs) {
-				t.Fatalf("%s claimed %v, want the idle %v", p.claimer.name(), got, orphanIDs)
-			}
-		})
-	}
+		}
+		slices.Sort(got)
+		slices.Sort(orphanIDs) // as strings, like got
+		if !slices.Equal(got, orphanIDs) {
+			t.Fatalf("%s claimed %v, want the idle %v", p.claimer.name(), got, orphanIDs)
+		}
+	})
 }
 
 // The recovery path is chosen from the server's version: a real Redis 6.0
@@ -115,48 +109,56 @@ func TestRecoverySkipsEntriesStillRunningHere(t *testing.T) {
 }
 
 func testRecoverySkipsEntriesStillRunningHere(t *testing.T) {
-	for _, fallback := range []bool{true, false} {
-		t.Run(fmt.Sprintf("fallback=%v", fallback), func(t *testing.T) {
-			rdb, st, _ := newRedis(t)
-			ctx := context.Background()
-			if !fallback && !SupportsAutoClaim(rdb.Info(ctx, "server").Val()) {
-				t.Skip("server has no XAUTOCLAIM")
-			}
-			create(t, st, "chat", `{}`)
-			s := testSettings()
-			s.ClaimFallback = fallback
-			s.ClaimIdle = 200 * time.Millisecond
-			p, err := New(nil, rdb, st, "me", s, nil)
+	eachClaimer(t, func(t *testing.T, rdb *redis.Client, st *jobs.Store, fallback bool) {
+		ctx := context.Background()
+		create(t, st, "chat", `{}`)
+		s := testSettings()
+		s.ClaimFallback = fallback
+		s.ClaimIdle = 200 * time.Millisecond
+		p, err := New(nil, rdb, st, "me", s, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.claimer, err = p.chooseClaimer(ctx); err != nil {
+			t.Fatal(err)
+		}
+		res, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: jobs.Group, Consumer: "me",
+			Streams: []string{jobs.QueueStream, ">"}, Count: 1}).Result()
+		if err != nil || len(res[0].Messages) != 1 {
+			t.Fatalf("read: %v", err)
+		}
+		id := res[0].Messages[0].ID
+		p.mu.Lock()
+		p.byMsg[id] = &job{msgID: id} // running here
+		p.mu.Unlock()
+		time.Sleep(s.ClaimIdle + 100*time.Millisecond) // its heartbeat is late
+		for range 3 {
+			es, err := p.claimer.claim(ctx, s.ClaimIdle, 16)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p.claimer, err = p.chooseClaimer(ctx); err != nil {
-				t.Fatal(err)
+			if len(es) != 0 {
+				t.Fatalf("%s claimed %d entries, among them the one running here", p.claimer.name(), len(es))
 			}
-			res, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: jobs.Group, Consumer: "me",
-				Streams: []string{jobs.QueueStream, ">"}, Count: 1}).Result()
-			if err != nil || len(res[0].Messages) != 1 {
-				t.Fatalf("read: %v", err)
+		}
+		pend, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: jobs.QueueStream, Group: jobs.Group,
+			Start: "-", End: "+", Count: 10}).Result()
+		if err != nil || len(pend) != 1 || pend[0].RetryCount != 1 {
+			t.Fatalf("pending %+v, %v: want the entry delivered once", pend, err)
+		}
+	})
+}
+
+// eachClaimer runs fn as a subtest per recovery path: the XPENDING+XCLAIM
+// fallback, and XAUTOCLAIM where the server has it.
+func eachClaimer(t *testing.T, fn func(t *testing.T, rdb *redis.Client, st *jobs.Store, fallback bool)) {
+	for _, fallback := range []bool{true, false} {
+		t.Run(fmt.Sprintf("fallback=%v", fallback), func(t *testing.T) {
+			rdb, st, _ := newRedis(t)
+			if !fallback && !SupportsAutoClaim(rdb.Info(context.Background(), "server").Val()) {
+				t.Skip("server has no XAUTOCLAIM")
 			}
-			id := res[0].Messages[0].ID
-			p.mu.Lock()
-			p.byMsg[id] = &job{msgID: id} // running here
-			p.mu.Unlock()
-			time.Sleep(s.ClaimIdle + 100*time.Millisecond) // its heartbeat is late
-			for range 3 {
-				es, err := p.claimer.claim(ctx, s.ClaimIdle, 16)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(es) != 0 {
-					t.Fatalf("%s claimed %d entries, among them the one running here", p.claimer.name(), len(es))
-				}
-			}
-			pend, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: jobs.QueueStream, Group: jobs.Group,
-				Start: "-", End: "+", Count: 10}).Result()
-			if err != nil || len(pend) != 1 || pend[0].RetryCount != 1 {
-				t.Fatalf("pending %+v, %v: want the entry delivered once", pend, err)
-			}
+			fn(t, rdb, st, fallback)
 		})
 	}
 }

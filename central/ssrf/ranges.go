@@ -40,12 +40,17 @@ var blocked = func() []blockedRange {
 	return out
 }()
 
-// IPv6 forms that carry an IPv4 address which must itself be checked.
-var (
-	nat64  = netip.MustParsePrefix("64:ff9b::/96")
-	siit   = netip.MustParsePrefix("::ffff:0:0:0/96") // IPv4-translated (RFC 2765)
-	sixTo4 = netip.MustParsePrefix("2002::/16")
-)
+// embedded are the IPv6 forms that carry an IPv4 address which must itself
+// be checked, as data: where the address sits and what to call the form.
+var embedded = []struct {
+	prefix netip.Prefix
+	at     int // offset of the IPv4 address in the 16 bytes
+	via    string
+}{
+	{netip.MustParsePrefix("64:ff9b::/96"), 12, "NAT64"},
+	{netip.MustParsePrefix("::ffff:0:0:0/96"), 12, "IPv4 translation"}, // SIIT (RFC 2765)
+	{netip.MustParsePrefix("2002::/16"), 2, "6to4"},
+}
 
 // Reason returns why ip is refused, or "" when it is a public address.
 // IPv4-mapped, NAT64, IPv4-translated (SIIT) and 6to4 addresses are judged
@@ -58,21 +63,11 @@ func Reason(ip netip.Addr) string {
 	if ip.Is4In6() {
 		return Reason(ip.Unmap())
 	}
-	if ip.Is6() {
-		b := ip.As16()
-		if nat64.Contains(ip) {
-			if r := Reason(netip.AddrFrom4([4]byte(b[12:16]))); r != "" {
-				return r + " via NAT64"
-			}
-		}
-		if siit.Contains(ip) {
-			if r := Reason(netip.AddrFrom4([4]byte(b[12:16]))); r != "" {
-				return r + " via IPv4 translation"
-			}
-		}
-		if sixTo4.Contains(ip) {
-			if r := Reason(netip.AddrFrom4([4]byte(b[2:6]))); r != "" {
-				return r + " via 6to4"
+	b := ip.As16()
+	for _, e := range embedded {
+		if e.prefix.Contains(ip) {
+			if r := Reason(netip.AddrFrom4([4]byte(b[e.at : e.at+4]))); r != "" {
+				return r + " via " + e.via
 			}
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/vesta-cx/euterpe/central/operators"
 	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/daemon/lease"
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
 )
 
 //go:embed openapi.json
@@ -131,17 +132,21 @@ func (a *API) submit(c echo.Context) error {
 			"requested_by", requestedBy(c), "alert", true)
 		return daemon.Errorf(http.StatusBadRequest, CodeInvalidMessage, "body must be one JSON object {job_type, symbol, asof}")
 	}
-	req := Request{JobType: r.JobType, Symbol: r.Symbol, Asof: r.Asof, RequestedBy: requestedBy(c)}
+	// One message for every try: a try answered as failed that committed
+	// after all is then found by the next as this request's job.
+	m := a.Store.Message(Request{JobType: r.JobType, Symbol: r.Symbol, Asof: r.Asof, RequestedBy: requestedBy(c)})
 	ctx := c.Request().Context()
 	bctx, cancel := context.WithTimeout(ctx, a.Budget)
 	defer cancel()
 	var out Created
 	for attempt := 1; ; attempt++ {
 		actx, acancel := context.WithTimeout(bctx, a.Budget/time.Duration(max(a.Attempts, 1)))
-		out, err = a.Store.Submit(actx, req)
+		out, err = a.Store.SubmitMessage(actx, m)
 		acancel()
 		var ue *UnavailableError
-		if !errors.As(err, &ue) || attempt >= a.Attempts || bctx.Err() != nil {
+		// An outcome left unknown means the server stopped answering while
+		// settling it: another try now would only wait out its own.
+		if !errors.As(err, &ue) || attempt >= a.Attempts || bctx.Err() != nil || errors.Is(err, sqldb.ErrUnsettled) {
 			break
 		}
 		d := a.Backoff.Delay(attempt)

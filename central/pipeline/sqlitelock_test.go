@@ -27,7 +27,7 @@ func TestSubmitAnswerMatchesCommit(t *testing.T) {
 	}
 	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
 		if db.Engine != sqldb.SQLite {
-			t.Skip("a Postgres submit is one statement on the caller's context, with no guard between them (docs/pipeline.md)")
+			t.Skip("a Postgres submit is one statement, settled after the cut: TestSubmitCutOffAnswersWhatWasStored")
 		}
 		for i, c := range cases {
 			t.Run(c.name, func(t *testing.T) {

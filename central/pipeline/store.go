@@ -106,11 +106,26 @@ func (s *Store) Message(r Request) JobMessage {
 // enqueue commit together, so a job is never created without its message.
 // The same key while queued, running or succeeded returns that job
 // (created: false, counted as an idempotency conflict). A database that
-// cannot be reached is a *UnavailableError (QUEUE_UNAVAILABLE); on SQLite
-// that answer means nothing was written (lockGuard).
+// cannot be reached is a *UnavailableError (QUEUE_UNAVAILABLE), and that
+// answer means nothing was written: on SQLite the transaction and the
+// caller settle before the COMMIT (lockGuard); on Postgres a statement cut
+// off by ctx is ended on the server too, and the job looked up, before the
+// answer (sqldb.DB.Settled). Only a server that stops answering in between
+// leaves the outcome unknown; the producer's retry with the same key then
+// finds the job if it was created.
 func (s *Store) Submit(ctx context.Context, r Request) (Created, error) {
-	m := s.Message(r)
+	return s.SubmitMessage(ctx, s.Message(r))
+}
+
+// SubmitMessage is Submit of m, a message of Message. A caller that retries
+// a failed submit sends the same m again: should the failed try have
+// committed after all, the retry finds the job by its id and answers
+// created: true, not an idempotency conflict with itself.
+func (s *Store) SubmitMessage(ctx context.Context, m JobMessage) (Created, error) {
 	err := m.Validate()
+	if err == nil && !IsJobID(m.JobID) {
+		err = invalid("job_id must be a UUID (NewJobID)")
+	}
 	if err == nil && s.Types != nil {
 		err = s.Types.Check(m)
 	}
@@ -121,7 +136,14 @@ func (s *Store) Submit(ctx context.Context, r Request) (Created, error) {
 	var out Created
 	if s.DB.Engine == sqldb.Postgres {
 		// One statement is one transaction: no BEGIN/COMMIT round trips.
-		out, err = s.insertQueued(ctx, s.DB.DB, m, true)
+		err = s.DB.Settled(ctx, func(ctx context.Context, ex sqldb.Execer) error {
+			var err error
+			out, err = s.insertQueued(ctx, ex, m, true)
+			return err
+		})
+		if sqldb.WasCut(err) {
+			out, err = s.submittedAfterAll(ctx, m, err)
+		}
 	} else {
 		err = s.locked.run(ctx, s.DB, func(commit func() error) error {
 			return s.DB.Tx(ctx, func(tx *sql.Tx) error {
@@ -137,6 +159,23 @@ func (s *Store) Submit(ctx context.Context, r Request) (Created, error) {
 		return Created{}, unavailable(CodeQueueUnavailable, fmt.Errorf("pipeline submit: %w", err))
 	}
 	s.submitted(m, out)
+	return out, nil
+}
+
+// submittedAfterAll learns whether m's insert, cut off (its context ended or
+// its connection broke) and settled on the server, committed before it ended: then the job is the
+// answer, else failed, the insert's error.
+func (s *Store) submittedAfterAll(ctx context.Context, m JobMessage, failed error) (Created, error) {
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	out := Created{JobID: m.JobID, Created: true}
+	err := s.DB.QueryRowContext(lctx, s.DB.Rebind(`SELECT status FROM pipeline_jobs WHERE job_id = ?`), m.JobID).Scan(&out.Status)
+	if err != nil {
+		if !errors.Is(err, sql.ErrNoRows) {
+			failed = fmt.Errorf("%w (%w: look up the job: %w)", failed, sqldb.ErrUnsettled, err)
+		}
+		return Created{}, failed
+	}
 	return out, nil
 }
 
@@ -230,6 +269,8 @@ func (s *Store) insertOnce(ctx context.Context, ex sqldb.Execer, m JobMessage, v
 	var out Created
 	err = s.DB.QueryRowTx(ctx, ex, `SELECT job_id, status FROM pipeline_jobs WHERE idempotency_key = ? AND status IN (`+activeList+`)`,
 		m.IdempotencyKey).Scan(&out.JobID, &out.Status)
+	// The job is m's own when an earlier try of this submit committed it.
+	out.Created = err == nil && out.JobID == m.JobID
 	return out, err
 }
 

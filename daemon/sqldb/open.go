@@ -51,6 +51,9 @@ type DB struct {
 	// txConns maps each open Postgres Tx transaction to the connection it
 	// runs on, so CopyFrom can stream rows on that connection.
 	txConns sync.Map // *sql.Tx -> *sql.Conn
+	// settleHold, when set (tests), runs in Settled between a cut-off
+	// statement and the end of its backend.
+	settleHold func()
 }
 
 // Open connects to url: "postgres://…" or "postgresql://…" for Postgres,

@@ -108,6 +108,68 @@ func TestDatabaseDownPostgres(t *testing.T) {
 	}
 }
 
+// A submit whose connection breaks while its insert is on the server, with
+// the server then out of reach, cannot learn whether the insert committed:
+// it answers 503 QUEUE_UNAVAILABLE without trying again (each try would
+// wait out the same settling), within its budget and the settle's bound.
+// Once the server is back, the retry with the same key leaves one job.
+func TestSubmitLostMidStatementPostgres(t *testing.T) {
+	ctx := context.Background()
+	direct := sqltest.Open(t, sqldb.Postgres, sets...)
+	var name string
+	_ = direct.QueryRowContext(ctx, "SELECT current_database()").Scan(&name)
+	u, _ := url.Parse(testsvcPostgresURL())
+	p := newProxy(t, u.Host)
+	u.Host, u.Path = p.addr, "/"+name
+	q := u.Query()
+	q.Set("connect_timeout", "1")
+	u.RawQuery = q.Encode()
+	db, err := sqldb.Open(ctx, u.String(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	cfg := testConfig()
+	cfg.EnqueueTimeout = 3 * time.Second
+	s := newServer(t, db, cfg)
+	if st, _, _ := submitStatus(t, s, "2026-01-01"); st != 202 { // also caches the operator token
+		t.Fatalf("up: submit %d", st)
+	}
+	// The insert waits on the server, its statement sent, until the cut.
+	hold, err := direct.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = hold.Rollback() }()
+	if _, err := hold.ExecContext(ctx, `LOCK TABLE pipeline_jobs IN EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	cut := time.AfterFunc(300*time.Millisecond, p.cut)
+	defer cut.Stop()
+	start := time.Now()
+	st, code, ra := submitStatus(t, s, "2026-01-05")
+	took := time.Since(start)
+	if st != 503 || code != pipeline.CodeQueueUnavailable || ra == "" {
+		t.Fatalf("lost: %d %s Retry-After %q", st, code, ra)
+	}
+	if took > cfg.EnqueueTimeout+3*time.Second {
+		t.Fatalf("lost: answered after %v", took)
+	}
+	if n := strings.Count(s.logs.String(), "pipeline enqueue: queue unavailable; retrying"); n != 0 {
+		t.Fatalf("%d retries after an outcome that could not be settled:\n%s", n, s.logs.String())
+	}
+	_ = hold.Rollback()
+	p.restore(t)
+	waitFor(t, "/ready 200", func() bool { return getReady(t, s).status == 200 })
+	if st, _, _ := submitStatus(t, s, "2026-01-05"); st != 202 {
+		t.Fatalf("restored: submit %d", st)
+	}
+	var n int
+	if err := direct.QueryRowContext(ctx, `SELECT COUNT(*) FROM pipeline_jobs WHERE asof = '2026-01-05'`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d jobs for the key (%v), want 1", n, err)
+	}
+}
+
 // The same on SQLite, where "unreachable" is the embedded file locked by
 // another process (a backup, a stuck writer): a separate connection holds
 // the write lock. Enqueue answers 503 QUEUE_UNAVAILABLE within its budget;

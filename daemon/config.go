@@ -21,8 +21,16 @@ type SettingError struct {
 }
 
 func (e *SettingError) Error() string {
-	return fmt.Sprintf("invalid setting %s=%q: %s", e.Setting, e.Value, e.Reason)
+	v := e.Value
+	// The value only helps the operator find the line to fix; cut short,
+	// it leaves room for the reason within MaxMessage.
+	if len(v) > maxSettingValue {
+		v = CapMessage(v[:maxSettingValue]) + "…"
+	}
+	return CapMessage(fmt.Sprintf("invalid setting %s=%q: %s", e.Setting, v, e.Reason))
 }
+
+const maxSettingValue = 200
 
 // Setting describes one configurable value; Settings() returns them so the
 // README table and `--help` come from the same source.
@@ -42,6 +50,10 @@ type Config struct {
 	getenv   func(string) string
 	settings []*binding
 	checks   []func() error
+	// flagErr is the error of the last flag whose value was refused: the
+	// flag package flattens it into a string that repeats the value even
+	// for a secret setting.
+	flagErr error
 }
 
 type binding struct {
@@ -49,6 +61,9 @@ type binding struct {
 	set      func(string) error
 	validate func() error
 	fromFlag bool
+	// flagValue is what the flag was given: a flag.Func has no String of
+	// its own to quote in errors.
+	flagValue string
 	// source names where an environment-side value came from when it is
 	// not the plain variable (EUTERPE_X_FILE, a credential), for errors.
 	source string
@@ -85,8 +100,10 @@ func (c *Config) add(s Setting, set func(string) error, validate func() error, o
 	c.settings = append(c.settings, b)
 	c.fs.Func(s.Flag, s.Usage+envNote(s.Env), func(v string) error {
 		b.fromFlag = true
+		b.flagValue = v
 		if err := set(v); err != nil {
-			return c.settingErr(b, "-"+b.Flag, v, err)
+			c.flagErr = c.settingErr(b, "-"+b.Flag, v, err)
+			return c.flagErr
 		}
 		return nil
 	})
@@ -203,12 +220,17 @@ func (c *Config) Parse(args []string) error {
 			}
 		}
 	}
+	c.flagErr = nil
 	if err := c.fs.Parse(args); err != nil {
-		var se *SettingError
-		if errors.As(err, &se) {
-			return se
+		if c.flagErr != nil {
+			return c.flagErr
 		}
-		return &SettingError{Setting: "flags", Value: strings.Join(args, " "), Reason: err.Error()}
+		if errors.Is(err, flag.ErrHelp) {
+			return flag.ErrHelp // -h or -help: the caller prints the settings
+		}
+		// Not the arguments themselves: among them may be the value of a
+		// secret flag. The flag package's message names the flag at fault.
+		return &SettingError{Setting: "flags", Reason: err.Error()}
 	}
 	for _, b := range c.settings {
 		if b.validate == nil {
@@ -245,8 +267,8 @@ func (c *Config) Parse(args []string) error {
 func (c *Config) Check(check func() error) { c.checks = append(c.checks, check) }
 
 func (c *Config) current(b *binding) string {
-	if f := c.fs.Lookup(b.Flag); f != nil && b.fromFlag {
-		return f.Value.String()
+	if b.fromFlag {
+		return b.flagValue
 	}
 	if v := c.getenv(b.Env); v != "" {
 		return v
@@ -256,6 +278,18 @@ func (c *Config) current(b *binding) string {
 
 // Args returns the positional arguments left after Parse.
 func (c *Config) Args() []string { return c.fs.Args() }
+
+// NoArgs is the error for a command that takes no positional argument but
+// was given one (nil when it was not). Parsing stops at the first one, so
+// whatever flags follow it would otherwise be dropped without a word.
+func (c *Config) NoArgs() error {
+	args := c.fs.Args()
+	if len(args) == 0 {
+		return nil
+	}
+	return &SettingError{Setting: "arguments", Value: RedactURL(args[0]),
+		Reason: "unexpected argument; settings are flags (-name value) or EUTERPE_* variables, and flags go before any other word"}
+}
 
 // Settings lists the declared settings sorted by environment name.
 func (c *Config) Settings() []Setting {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 )
@@ -124,6 +125,97 @@ func TestConfigCheckRelations(t *testing.T) {
 			require.ErrorAs(t, err, &se)
 			require.Equal(t, tc.setting, se.Setting)
 			require.NotContains(t, err.Error(), "\n", "one line")
+		})
+	}
+}
+
+// A flag the command line gets wrong stops Parse with a one-line error
+// naming it; the values of secret flags on the same line, in either form
+// (-k v, -k=v, --k v), never appear in it, and the message stays within
+// MaxMessage however long the command line is.
+func TestConfigFlagErrorsKeepSecrets(t *testing.T) {
+	const secret = "s3cret-on-the-command-line"
+	const urlPassword = "hunter2hunter2"
+	long := strings.Repeat("x", 2*MaxMessage)
+	cases := []struct {
+		name    string
+		args    []string
+		setting string
+		has     string
+	}{
+		{"unknown flag after a secret", []string{"-api-key", secret, "-bogus"}, "flags", "-bogus"},
+		{"unknown flag after -k=v", []string{"-api-key=" + secret, "-bogus", "1"}, "flags", "-bogus"},
+		{"unknown flag after --k v", []string{"--api-key", secret, "--bogus"}, "flags", "-bogus"},
+		{"bad int after a secret", []string{"-api-key", secret, "-workers", "many"}, "-workers", "not an integer"},
+		{"bad duration after a secret", []string{"--api-key=" + secret, "-grace", "soon"}, "-grace", "not a duration"},
+		{"bad bool", []string{"-on", "perhaps", "-api-key", secret}, "-on", "not a boolean"},
+		{"missing value after a secret", []string{"-api-key", secret, "-workers"}, "flags", "-workers"},
+		{"password in a URL flag", []string{"-redis-url", "redis://:" + urlPassword + "@h:6379/0", "-bogus"}, "flags", "-bogus"},
+		{"long command line", []string{"-api-key", secret, "-addr", long, "-bogus"}, "flags", "-bogus"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := newTestConfig(nil)
+			err := c.Parse(tc.args)
+			var se *SettingError
+			require.ErrorAs(t, err, &se)
+			require.Equal(t, tc.setting, se.Setting)
+			msg := err.Error()
+			require.NotContains(t, msg, secret)
+			require.NotContains(t, msg, urlPassword)
+			require.NotContains(t, msg, "\n", "one line")
+			require.LessOrEqual(t, len(msg), MaxMessage)
+			require.Contains(t, msg, tc.has)
+		})
+	}
+}
+
+// However long the value an operator gave, the error that names it stays
+// within MaxMessage and still says what is wrong.
+func TestSettingErrorCapped(t *testing.T) {
+	long := strings.Repeat("a", 4*MaxMessage)
+	cases := []struct {
+		name   string
+		env    map[string]string
+		args   []string
+		reason string
+	}{
+		{"long env value", map[string]string{"EUTERPE_ADDR": long}, nil, "want host:port"},
+		{"long flag value", nil, []string{"-redis-url", "http://" + long}, "scheme must be"},
+		{"long multibyte value", map[string]string{"EUTERPE_ADDR": strings.Repeat("é", 2*MaxMessage)}, nil, "want host:port"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := newTestConfig(tc.env)
+			err := c.Parse(tc.args)
+			var se *SettingError
+			require.ErrorAs(t, err, &se)
+			msg := err.Error()
+			require.LessOrEqual(t, len(msg), MaxMessage)
+			require.Contains(t, msg, tc.reason)
+			require.True(t, utf8.ValidString(msg))
+		})
+	}
+}
+
+// An error about a value given as a flag quotes that value, as one about
+// a variable does.
+func TestFlagErrorQuotesTheValue(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"out of range", []string{"-workers", "100"}, `-workers="100"`},
+		{"failed check", []string{"-redis-url", "http://x"}, `-redis-url="http://x"`},
+		{"secret stays redacted", []string{"-api-key", "abc"}, `-api-key="[REDACTED]"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := newTestConfig(nil)
+			err := c.Parse(tc.args)
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.want)
 		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -88,7 +89,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stdout, daemon.Version)
 		return 0
 	}
-	if err := cfg.Parse(args); err != nil {
+	err := cfg.Parse(args)
+	if err == nil {
+		err = cfg.NoArgs()
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, usage)
+		cfg.Usage(stdout)
+		return 0
+	}
+	if err != nil {
 		fmt.Fprintln(stderr, "euterpe-central:", err)
 		return 2
 	}

@@ -352,3 +352,59 @@ func TestRequesterCreateAndRewrap(t *testing.T) {
 		t.Fatalf("create without --name: %d", code)
 	}
 }
+
+// An argument a command does not take stops it with one line naming the
+// argument before anything is written: flag parsing ends at the first
+// positional argument, so the flags after it would otherwise be dropped
+// without a word.
+func TestStrayArgumentRefused(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+	}{
+		{"serve", []string{"serve", "stray"}},
+		{"serve, flags after it", []string{"serve", "stray", "--addr", "127.0.0.1:0"}},
+		{"migrate", []string{"migrate", "stray"}},
+		{"requester create", []string{"requester", "create", "--name", "acme", "stray"}},
+		{"keys generate", []string{"keys", "generate", "stray"}},
+		{"operator create", []string{"operator", "create", "stray", "--name", "ops"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			state := t.TempDir()
+			env := map[string]string{"EUTERPE_STATE_DIR": state, "EUTERPE_CENTRAL_ADDR": "127.0.0.1:0"}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			var out, errb bytes.Buffer
+			code := run(ctx, tc.args, func(k string) string { return env[k] }, &out, &errb)
+			lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
+			if code != 2 || len(lines) != 1 || !strings.Contains(lines[0], "stray") {
+				t.Fatalf("exit %d, stderr:\n%s", code, errb.String())
+			}
+			if out.Len() != 0 {
+				t.Fatalf("output %q", out.String())
+			}
+			if entries, err := os.ReadDir(state); err != nil || len(entries) != 0 {
+				t.Fatalf("state directory written before the arguments were checked: %v %v", entries, err)
+			}
+		})
+	}
+}
+
+// -h after a command lists the settings and exits 0, starting nothing.
+func TestCommandHelpFlag(t *testing.T) {
+	for _, args := range [][]string{{"serve", "-h"}, {"migrate", "--help"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			state := t.TempDir()
+			env := map[string]string{"EUTERPE_STATE_DIR": state}
+			var out, errb bytes.Buffer
+			code := run(context.Background(), args, func(k string) string { return env[k] }, &out, &errb)
+			if code != 0 || !strings.Contains(out.String(), "EUTERPE_DATABASE_URL") {
+				t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
+			}
+			if entries, err := os.ReadDir(state); err != nil || len(entries) != 0 {
+				t.Fatalf("state directory written: %v %v", entries, err)
+			}
+		})
+	}
+}

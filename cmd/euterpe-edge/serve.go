@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -69,7 +70,15 @@ func checkAbsDir(v string) error {
 
 func serve(parent context.Context, args []string, stderr io.Writer, getenv func(string) string) int {
 	cfg, s := newServeConfig(getenv)
-	if err := cfg.Parse(args); err != nil {
+	err := cfg.Parse(args)
+	if err == nil {
+		err = cfg.NoArgs()
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		cfg.Usage(stderr)
+		return 0
+	}
+	if err != nil {
 		fmt.Fprintln(stderr, "euterpe-edge:", err)
 		return 2
 	}

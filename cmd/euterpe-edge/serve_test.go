@@ -226,3 +226,54 @@ func TestDNSRebindingRefused(t *testing.T) {
 		assert.Equal(t, http.StatusAccepted, do(own, "POST", "/v1/jobs", `{"task":"tool","payload":{"x":1}}`), own)
 	}
 }
+
+// An argument serve does not take stops it with one line naming the
+// argument, before anything starts: flag parsing ends at the first
+// positional argument, so the flags after it would otherwise be dropped
+// without a word and the daemon would start on their defaults.
+func TestStrayArgumentRefused(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+	}{
+		{"alone", []string{"stray"}},
+		{"before a flag", []string{"stray", "-addr", "127.0.0.1:0"}},
+		{"after a flag", []string{"-addr", "127.0.0.1:0", "stray"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			state := t.TempDir()
+			// Nothing listens on port 1: a daemon that wrongly starts
+			// reaches no Redis at all.
+			env := map[string]string{"EUTERPE_REDIS_URL": "redis://127.0.0.1:1/0", "EUTERPE_STATE_DIR": state, "EUTERPE_EDGE_ADDR": "127.0.0.1:0"}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			var stderr bytes.Buffer
+			code := run(ctx, append([]string{"serve"}, tc.args...), io.Discard, &stderr, envMap(env))
+			assert.Equal(t, 2, code, stderr.String())
+			out := strings.TrimSpace(stderr.String())
+			assert.NotContains(t, out, "\n", "one line")
+			assert.Contains(t, out, "stray")
+			entries, err := os.ReadDir(state)
+			require.NoError(t, err)
+			assert.Empty(t, entries, "nothing written before the arguments were checked")
+		})
+	}
+}
+
+// -h after serve lists the settings and exits 0, starting nothing.
+func TestServeHelpFlag(t *testing.T) {
+	for _, flag := range []string{"-h", "-help", "--help"} {
+		t.Run(flag, func(t *testing.T) {
+			state := t.TempDir()
+			env := map[string]string{"EUTERPE_REDIS_URL": "redis://127.0.0.1:1/0", "EUTERPE_STATE_DIR": state}
+			var stderr bytes.Buffer
+			code := run(context.Background(), []string{"serve", flag}, io.Discard, &stderr, envMap(env))
+			assert.Equal(t, 0, code, stderr.String())
+			assert.Contains(t, stderr.String(), "EUTERPE_REDIS_URL")
+			entries, err := os.ReadDir(state)
+			require.NoError(t, err)
+			assert.Empty(t, entries)
+		})
+	}
+}

@@ -101,11 +101,20 @@ func jobsSubmit(ctx context.Context, env Env, args []string) int {
 	ttl := fs.Int("ttl", 0, "job TTL in seconds (0: server default)")
 	key := fs.String("idempotency-key", "", "Idempotency-Key header")
 	follow := fs.Bool("follow", false, "stream events until the job ends")
-	if _, err := parseArgs(fs, args); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return 2
+	}
+	if len(pos) > 0 {
+		fmt.Fprintf(env.Stderr, "euterpectl: jobs submit takes no argument: %s (the payload goes in --payload)\n", pos[0])
 		return 2
 	}
 	if *task == "" {
 		fmt.Fprintln(env.Stderr, "euterpectl: --task is required")
+		return 2
+	}
+	if *ttl < 0 {
+		fmt.Fprintln(env.Stderr, "euterpectl: --ttl must be a number of seconds, or 0 for the server's default")
 		return 2
 	}
 	raw, err := readPayload(*payload, env.Stdin)
@@ -225,30 +234,81 @@ func jobsEvents(ctx context.Context, env Env, args []string) int {
 // done, 1 if it ended error or canceled or the stream broke. A dropped
 // connection is resumed from the last event id.
 func (c *edgeClient) follow(ctx context.Context, env Env, id, after string) int {
-	for attempt := 0; ; attempt++ {
+	// finished is the status of a job seen finished after a stream that
+	// ended with nothing new: the edge replays a finished job's events up
+	// to its terminal one, so a stream opened after that which again
+	// brings nothing means the cursor is already past the end.
+	finished := ""
+	// failures counts the streams in a row that brought nothing: one
+	// that moved forward before it broke is worth resuming however
+	// often that happens.
+	for failures := 0; ; {
 		end, last, err := c.stream(ctx, env, id, after)
 		if end != "" {
-			if end == "done" {
-				return 0
-			}
-			return 1
+			return outcome(end)
 		}
 		if ctx.Err() != nil {
 			return 1
 		}
 		var perm *permanentError
-		if errors.As(err, &perm) || attempt >= 5 {
+		if errors.As(err, &perm) {
 			fmt.Fprintln(env.Stderr, "euterpectl:", err)
 			return 1
 		}
 		if last != "" {
 			after = last
+			failures = 0
 		}
-		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
+		if errors.Is(err, errStreamClosed) && last == "" {
+			if finished != "" {
+				return outcome(finished)
+			}
+			// A job that finished after this stream was opened still
+			// needs one more stream for the events it ended with.
+			if st, serr := c.status(ctx, id); serr == nil && outcome(st) >= 0 {
+				finished = st
+				continue
+			}
+		}
+		if failures >= 5 {
+			fmt.Fprintln(env.Stderr, "euterpectl:", err)
+			return 1
+		}
+		failures++
+		time.Sleep(time.Duration(failures) * 200 * time.Millisecond)
 	}
 }
 
+// outcome is the exit status for a job that ended in status, -1 while it
+// has not ended.
+func outcome(status string) int {
+	switch status {
+	case "done":
+		return 0
+	case "error", "canceled":
+		return 1
+	}
+	return -1
+}
+
+// status returns the job's current status.
+func (c *edgeClient) status(ctx context.Context, id string) (string, error) {
+	out, err := c.do(ctx, http.MethodGet, "/v1/jobs/"+id, nil, nil)
+	if err != nil {
+		return "", err
+	}
+	var j struct {
+		Status string `json:"status"`
+	}
+	if err := json.Unmarshal(out, &j); err != nil {
+		return "", fmt.Errorf("unreadable job: %w", err)
+	}
+	return j.Status, nil
+}
+
 type permanentError struct{ error }
+
+var errStreamClosed = errors.New("event stream closed before the job ended")
 
 func (c *edgeClient) stream(ctx context.Context, env Env, id, after string) (end, last string, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/jobs/"+id+"/events", nil)
@@ -291,5 +351,5 @@ func (c *edgeClient) stream(ctx context.Context, env Env, id, after string) (end
 	if err := sc.Err(); err != nil {
 		return "", last, err
 	}
-	return "", last, errors.New("event stream closed before the job ended")
+	return "", last, errStreamClosed
 }

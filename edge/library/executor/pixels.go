@@ -89,8 +89,9 @@ func (x *Executor) probeDimensions(ctx context.Context, src *os.File) (int64, in
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, path, "-v", "error", "-select_streams", "v:0",
-		"-show_entries", "stream=width,height", "-of", "csv=p=0:s=x", "/dev/fd/3")
+	args := append([]string{"-v", "error"}, ffmpegInputArgs...)
+	args = append(args, "-select_streams", "v:0", "-show_entries", "stream=width,height", "-of", "csv=p=0:s=x", "/dev/fd/3")
+	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.ExtraFiles = []*os.File{src}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -112,6 +113,18 @@ func (x *Executor) probeDimensions(ctx context.Context, src *os.File) (int64, in
 		return 0, 0, thumbErr(CodeDecodeFailed, fmt.Errorf("ffprobe found no video stream with dimensions (%q)", line))
 	}
 	return w, h, nil
+}
+
+// ffmpegInputArgs restrict what ffmpeg and ffprobe open from a source: the
+// demuxers of the containers and images a thumbnail is made of, read
+// through the file protocol only. A demuxer is picked from the content,
+// not the name, and some open what the content names: a playlist (HLS)
+// saved as video.mp4 in a library would have ffmpeg render a file outside
+// every root, or fetch any URL. The mov demuxer's external references are
+// off by default.
+var ffmpegInputArgs = []string{
+	"-protocol_whitelist", "file",
+	"-format_whitelist", "mov,matroska,avi,jpeg_pipe,png_pipe,gif,webp_pipe",
 }
 
 // renderedInGo reports whether t is rendered by the Go decoder and encoder.

@@ -183,6 +183,10 @@ func (x *Executor) render(ctx context.Context, t *ThumbTask) (w, h int, size int
 	if err := x.Thumbs.Contains(t.OutputPath); err != nil {
 		return 0, 0, 0, thumbErr(CodeOutputRefused, err)
 	}
+	// Contains judged the cleaned path; the kernel would walk a ".." after
+	// a symlink in the raw one elsewhere, and the rename would replace
+	// whatever is there.
+	out := filepath.Clean(t.OutputPath)
 	src, _, err := x.Roots.Open(t.SourcePath)
 	if errors.Is(err, pathsafe.ErrOutside) {
 		return 0, 0, 0, thumbErr(CodeSourceRefused, err)
@@ -199,7 +203,7 @@ func (x *Executor) render(ctx context.Context, t *ThumbTask) (w, h int, size int
 			return 0, 0, 0, err
 		}
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(t.OutputPath), ".tmp-thumb-*")
+	tmp, err := os.CreateTemp(filepath.Dir(out), ".tmp-thumb-*")
 	if err != nil {
 		return 0, 0, 0, thumbErr(CodeEncodeFailed, err)
 	}
@@ -219,10 +223,10 @@ func (x *Executor) render(ctx context.Context, t *ThumbTask) (w, h int, size int
 	if err != nil {
 		return 0, 0, 0, thumbErr(CodeEncodeFailed, err)
 	}
-	if err := os.Rename(tmpName, t.OutputPath); err != nil {
+	if err := os.Rename(tmpName, out); err != nil {
 		return 0, 0, 0, thumbErr(CodeEncodeFailed, err)
 	}
-	st, err := os.Stat(t.OutputPath)
+	st, err := os.Stat(out)
 	if err != nil {
 		return 0, 0, 0, thumbErr(CodeEncodeFailed, err)
 	}
@@ -288,6 +292,7 @@ func (x *Executor) renderFFmpeg(ctx context.Context, src *os.File, out string, t
 		// -max_pixels makes ffmpeg's decoder refuse an oversized frame
 		// itself, for sources whose dimensions could not be read first.
 		args := []string{"-hide_banner", "-loglevel", "error", "-nostdin", "-y", "-max_pixels", strconv.FormatInt(min(x.maxPixels(), math.MaxInt32), 10)}
+		args = append(args, ffmpegInputArgs...)
 		if seek {
 			args = append(args, "-ss", "1")
 		}

@@ -10,6 +10,7 @@ import (
 	"math/bits"
 	"os"
 	"sync"
+	"syscall"
 
 	"lukechampine.com/blake3/guts"
 )
@@ -25,9 +26,9 @@ const (
 // enough that what was read is still in the core's cache when it is hashed.
 const SegmentSize = 1 << 20
 
-// ErrChanged reports a file whose size or modification time moved while it
-// was hashed, or that ended before its size: the digest would describe no
-// version of the file.
+// ErrChanged reports a file whose size, modification time or inode change
+// time moved while it was hashed, or that ended before its size: the digest
+// would describe no version of the file.
 var ErrChanged = errors.New("file changed while it was hashed")
 
 // bufPool holds segment buffers; the slack past SegmentSize lets the last
@@ -35,7 +36,8 @@ var ErrChanged = errors.New("file changed while it was hashed")
 var bufPool = sync.Pool{New: func() any { b := make([]byte, SegmentSize+simdBytes); return &b }}
 
 // Result is a file's digest with the size and modification time it had,
-// unchanged, from before the first read to after the last.
+// unchanged (and its ctime too), from before the first read to after the
+// last.
 type Result struct {
 	Digest  string
 	Size    int64
@@ -67,10 +69,22 @@ func File(ctx context.Context, p *Pool, f *os.File, algo string, done func(int64
 	if err != nil {
 		return Result{}, err
 	}
-	if after.Size() != size || !after.ModTime().Equal(before.ModTime()) {
+	if after.Size() != size || !after.ModTime().Equal(before.ModTime()) || !sameCtime(before, after) {
 		return Result{}, ErrChanged
 	}
 	return Result{Digest: digest, Size: size, MtimeNS: after.ModTime().UnixNano()}, nil
+}
+
+// sameCtime compares the inode change times of two stats of one file: a
+// rewrite that keeps the size and puts the mtime back (a tag editor
+// preserving it) cannot put the ctime back.
+func sameCtime(a, b os.FileInfo) bool {
+	sa, okA := a.Sys().(*syscall.Stat_t)
+	sb, okB := b.Sys().(*syscall.Stat_t)
+	if !okA || !okB {
+		return true
+	}
+	return sa.Ctim == sb.Ctim
 }
 
 // readFull reads exactly len(buf) bytes at off; a file that ends sooner

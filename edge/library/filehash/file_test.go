@@ -221,3 +221,56 @@ func TestCancelled(t *testing.T) {
 		}
 	}
 }
+
+// TestChangedWhileHashedMtimeRestored rewrites the file under the hash the
+// way a tag editor does, keeping its size and putting its mtime back: only
+// the ctime, which utimes cannot set, shows the change, and the digest of
+// half old, half new bytes must not be returned.
+func TestChangedWhileHashedMtimeRestored(t *testing.T) {
+	cases := []struct {
+		name string
+		at   []int64 // offsets rewritten once the first span is read
+	}{
+		{"in the span already read", []int64{5}},
+		{"in spans read and not yet read", []int64{5, 6*seg + 50}},
+	}
+	for _, algo := range []string{filehash.BLAKE3, filehash.SHA256} {
+		for _, c := range cases {
+			t.Run(algo+"/"+c.name, func(t *testing.T) {
+				p := filehash.NewPool(1) // spans run in order, so the change lands before the rest
+				defer p.Close()
+				path := writeRandom(t, t.TempDir(), 6*seg+100, 11)
+				if err := os.Chtimes(path, fixedTime, fixedTime); err != nil {
+					t.Fatal(err)
+				}
+				f, err := os.Open(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				var once sync.Once
+				r, err := filehash.File(context.Background(), p, f, algo, func(int64) {
+					once.Do(func() {
+						w, err := os.OpenFile(path, os.O_WRONLY, 0)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						for _, at := range c.at {
+							if _, err := w.WriteAt([]byte{'x', 'y', 'z'}, at); err != nil {
+								t.Error(err)
+							}
+						}
+						w.Close()
+						if err := os.Chtimes(path, fixedTime, fixedTime); err != nil {
+							t.Error(err)
+						}
+					})
+				})
+				if !errors.Is(err, filehash.ErrChanged) {
+					t.Fatalf("digest %q, err = %v; want ErrChanged", r.Digest, err)
+				}
+			})
+		}
+	}
+}

@@ -93,7 +93,11 @@ func (r *Roots) Open(p string) (*os.File, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	f, err := os.OpenFile(real, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	// O_NONBLOCK: a FIFO put where a file was would otherwise block the
+	// open until some writer appears, holding the caller (and its lease)
+	// for ever; sameFile then refuses anything but a regular file, on which
+	// the flag changes nothing.
+	f, err := os.OpenFile(real, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, "", err
 	}

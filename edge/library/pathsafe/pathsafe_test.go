@@ -4,7 +4,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestResolveRefusesEscapes(t *testing.T) {
@@ -77,5 +80,63 @@ func TestDirContains(t *testing.T) {
 	}
 	if _, err := d.Join("../x"); err == nil {
 		t.Error("Join escaped")
+	}
+}
+
+// TestOpenRefusesSpecialFiles opens, at a path inside a root, each kind of
+// entry a catalogued file can be replaced by. A FIFO must be refused at
+// once: opening it for reading would wait for a writer that never comes,
+// holding a hash or thumbnail worker (and its lease) for ever.
+func TestOpenRefusesSpecialFiles(t *testing.T) {
+	root := t.TempDir()
+	r, err := NewRoots([]string{root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name   string
+		make   func(p string) error
+		wantOK bool
+	}{
+		{"regular file", func(p string) error { return os.WriteFile(p, []byte("x"), 0o644) }, true},
+		{"fifo", func(p string) error { return syscall.Mkfifo(p, 0o644) }, false},
+		{"directory", func(p string) error { return os.Mkdir(p, 0o755) }, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := filepath.Join(root, strings.ReplaceAll(c.name, " ", "-"))
+			if err := c.make(p); err != nil {
+				t.Fatal(err)
+			}
+			type result struct {
+				f   *os.File
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				f, _, err := r.Open(p)
+				done <- result{f, err}
+			}()
+			var res result
+			select {
+			case res = <-done:
+			case <-time.After(3 * time.Second):
+				// Let the blocked open return so the test can end.
+				if w, err := os.OpenFile(p, os.O_WRONLY, 0); err == nil {
+					w.Close()
+				}
+				<-done
+				t.Fatalf("Open(%s) blocked", c.name)
+			}
+			if res.f != nil {
+				res.f.Close()
+			}
+			if (res.err == nil) != c.wantOK {
+				t.Fatalf("Open(%s) err = %v, want ok=%v", c.name, res.err, c.wantOK)
+			}
+			if res.err != nil && len(res.err.Error()) > 512 {
+				t.Fatalf("error longer than 512 characters: %d", len(res.err.Error()))
+			}
+		})
 	}
 }

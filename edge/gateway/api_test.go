@@ -62,6 +62,13 @@ func testCreateRejectsBadInput(t *testing.T) {
 		{"task not a string", `{"task":7,"payload":{}}`, nil, 400, "invalid_field"},
 		{"unknown task", `{"task":"dance","payload":{}}`, nil, 400, "unknown_task"},
 		{"unknown field", `{"task":"chat","payload":{},"prio":1}`, nil, 400, "unknown_field"},
+		// Field names are the contract's, to the letter, each given once.
+		{"task in upper case", `{"TASK":"chat","payload":{}}`, nil, 400, "unknown_field"},
+		{"payload capitalised", `{"task":"chat","Payload":{}}`, nil, 400, "unknown_field"},
+		{"ttl_s in upper case", `{"task":"chat","payload":{},"TTL_S":60}`, nil, 400, "unknown_field"},
+		{"second task in another case", `{"task":"chat","payload":{},"Task":"plan"}`, nil, 400, "unknown_field"},
+		{"task twice", `{"task":"chat","payload":{},"task":"plan"}`, nil, 400, "invalid_json"},
+		{"payload twice", `{"task":"chat","payload":{"a":1},"payload":{"b":2}}`, nil, 400, "invalid_json"},
 		{"payload array", `{"task":"chat","payload":[1]}`, nil, 400, "invalid_payload"},
 		{"payload string", `{"task":"chat","payload":"x"}`, nil, 400, "invalid_payload"},
 		{"payload null", `{"task":"chat","payload":null}`, nil, 400, "invalid_payload"},

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -53,6 +54,9 @@ func ParseCreate(body []byte, maxTTL int64) (CreateRequest, error) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return CreateRequest{}, bad("invalid_json", "request body must be a single JSON object")
 	}
+	if err := checkFieldNames(body); err != nil {
+		return CreateRequest{}, err
+	}
 	if len(raw.Task) == 0 || string(raw.Task) == "null" {
 		return CreateRequest{}, bad("missing_field", "task is required")
 	}
@@ -85,6 +89,42 @@ func ParseCreate(body []byte, maxTTL int64) (CreateRequest, error) {
 		req.TTL = n
 	}
 	return req, nil
+}
+
+// createFields are the member names of a create body, exactly as the
+// contract spells them.
+var createFields = []string{"task", "payload", "ttl_s"}
+
+// checkFieldNames refuses member names of the top-level object that are not
+// exactly one of createFields, or that repeat one. encoding/json matches
+// names without regard to case and keeps the last of duplicates, so
+// {"TASK":…} would be taken as the task and a second "Task" would silently
+// replace the first. body has already been decoded as one JSON object.
+func checkFieldNames(body []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if _, err := dec.Token(); err != nil { // the opening brace
+		return bad("invalid_json", "request body is not valid JSON")
+	}
+	seen := make(map[string]bool, len(createFields))
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return bad("invalid_json", "request body is not valid JSON")
+		}
+		name, _ := tok.(string)
+		if !slices.Contains(createFields, name) {
+			return bad("unknown_field", "unknown field %q (fields are %s)", truncate(name, 64), strings.Join(createFields, ", "))
+		}
+		if seen[name] {
+			return bad("invalid_json", "field %q appears more than once", name)
+		}
+		seen[name] = true
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return bad("invalid_json", "request body is not valid JSON")
+		}
+	}
+	return nil
 }
 
 func decodeError(err error) error {

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -13,6 +14,9 @@ import (
 
 // claimer takes over pending messages idle for at least minIdle, up to
 // count of them, returning each with its delivery count after the claim.
+// With an error it still returns the entries it claimed and read: they are
+// this consumer's now, and dropping them would leave them until they are
+// idle again.
 type claimer interface {
 	name() string
 	claim(ctx context.Context, minIdle time.Duration, count int) ([]entry, error)
@@ -143,19 +147,30 @@ func (p *Pool) readClaimed(ctx context.Context, claimed []claimedID, setCount bo
 	}
 	pipe := p.rdb.Pipeline()
 	ranges := make([]*redis.XMessageSliceCmd, len(claimed))
+	counts := make([]*redis.Cmd, len(claimed))
 	for i, c := range claimed {
 		if setCount {
-			pipe.Do(ctx, "XCLAIM", jobs.QueueStream, jobs.Group, p.consumer, 0, c.id, "RETRYCOUNT", c.deliveries, "JUSTID")
+			counts[i] = pipe.Do(ctx, "XCLAIM", jobs.QueueStream, jobs.Group, p.consumer, 0, c.id, "RETRYCOUNT", c.deliveries, "JUSTID")
 		}
 		ranges[i] = pipe.XRange(ctx, jobs.QueueStream, c.id, c.id)
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("XRANGE claimed: %w", err)
-	}
+	_, _ = pipe.Exec(ctx)
 	var out []entry
 	var vanished []string
+	var errs []error
 	for i, r := range ranges {
-		msgs := r.Val()
+		msgs, err := r.Result()
+		if err == nil && counts[i] != nil {
+			// Run without its delivery counted, a poison message would
+			// never reach the dead letters.
+			err = counts[i].Err()
+		}
+		if err != nil {
+			// Claimed but unread: it waits, pending here, until it is
+			// idle again; the others run now.
+			errs = append(errs, fmt.Errorf("XRANGE claimed %s: %w", claimed[i].id, err))
+			continue
+		}
 		if len(msgs) == 0 {
 			vanished = append(vanished, claimed[i].id)
 			continue
@@ -169,7 +184,7 @@ func (p *Pool) readClaimed(ctx context.Context, claimed []claimedID, setCount bo
 			p.log.Warn("ack vanished queue entries", "err", err)
 		}
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 // pendingClaimer is the Redis 6.0 path: XPENDING lists pending entries with
@@ -196,16 +211,20 @@ func (c *pendingClaimer) claim(ctx context.Context, minIdle time.Duration, count
 	}
 	_, _ = pipe.Exec(ctx)
 	var claimed []claimedID
+	var errs []error
 	for i, cmd := range claims {
 		ids, err := cmd.StringSlice()
 		if err != nil {
-			return nil, fmt.Errorf("XCLAIM: %w", err)
+			// Not this entry's: the others' claims stand on their own.
+			errs = append(errs, fmt.Errorf("XCLAIM %s: %w", idle[i].ID, err))
+			continue
 		}
 		if len(ids) == 1 { // empty: another consumer claimed it first (or Redis 7 dropped a deleted entry)
 			claimed = append(claimed, claimedID{id: idle[i].ID, deliveries: idle[i].RetryCount + 1})
 		}
 	}
-	return p.readClaimed(ctx, claimed, false)
+	out, err := p.readClaimed(ctx, claimed, false)
+	return out, errors.Join(append(errs, err)...)
 }
 
 // idle pages through the whole pending list, oldest first, for up to count
@@ -281,12 +300,8 @@ func (p *Pool) recoverOnce(ctx, jobsCtx context.Context) {
 			return
 		}
 		got, err := p.claimer.claim(ctx, p.s.ClaimIdle, n)
-		if err != nil {
-			p.releaseSlots(n)
-			if ctx.Err() == nil {
-				p.log.Warn("recover pending messages", "via", p.claimer.name(), "err", err)
-			}
-			return
+		if err != nil && ctx.Err() == nil {
+			p.log.Warn("recover pending messages", "via", p.claimer.name(), "err", err)
 		}
 		p.releaseSlots(n - len(got))
 		var run []entry
@@ -307,7 +322,7 @@ func (p *Pool) recoverOnce(ctx, jobsCtx context.Context) {
 			p.log.Info("recovered pending messages", "via", p.claimer.name(), "claimed", len(got), "dead_lettered", len(got)-len(run))
 		}
 		p.start(jobsCtx, run)
-		if len(got) < n {
+		if err != nil || len(got) < n {
 			return
 		}
 	}

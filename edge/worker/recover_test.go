@@ -2,8 +2,10 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -160,5 +162,91 @@ func eachClaimer(t *testing.T, fn func(t *testing.T, rdb *redis.Client, st *jobs
 			}
 			fn(t, rdb, st, fallback)
 		})
+	}
+}
+
+// A claim that fails for one entry leaves the others it claimed with it
+// running now, not waiting, pending here, until they are idle again. The
+// failure is each entry's own: XCLAIM's (the claim went through, its answer
+// was lost) or the XRANGE that reads a claimed entry.
+func TestRecoveryFailureOfOneEntryKeepsTheOthers(t *testing.T) {
+	testsvc.EachRedis(t, func(t *testing.T) {
+		cases := []struct {
+			failing  string
+			fallback bool
+		}{
+			{"XCLAIM", true}, {"XRANGE", true},
+			{"XCLAIM", false}, // the delivery count written back after XAUTOCLAIM
+			{"XRANGE", false},
+		}
+		for _, c := range cases {
+			failing := c.failing
+			t.Run(fmt.Sprintf("%s/fallback=%v", failing, c.fallback), func(t *testing.T) {
+				ctx := context.Background()
+				rdb, st, opts := newRedis(t)
+				if !c.fallback && !SupportsAutoClaim(rdb.Info(ctx, "server").Val()) {
+					t.Skip("server has no XAUTOCLAIM")
+				}
+				for range 3 {
+					create(t, st, "chat", `{}`)
+				}
+				res, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: jobs.Group, Consumer: "dead",
+					Streams: []string{jobs.QueueStream, ">"}, Count: 3}).Result()
+				if err != nil || len(res[0].Messages) != 3 {
+					t.Fatalf("read: %v", err)
+				}
+				ids := []string{res[0].Messages[0].ID, res[0].Messages[1].ID, res[0].Messages[2].ID}
+				s := testSettings()
+				s.ClaimFallback = c.fallback
+				s.ClaimIdle = 200 * time.Millisecond
+				time.Sleep(s.ClaimIdle + 100*time.Millisecond)
+
+				ro := *opts
+				faulty := redis.NewClient(&ro)
+				t.Cleanup(func() { _ = faulty.Close() })
+				faulty.AddHook(failFor{cmd: failing, id: ids[1]})
+				p, err := New(nil, faulty, jobs.NewStore(faulty), "rescuer", s, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p.claimer, err = p.chooseClaimer(ctx); err != nil {
+					t.Fatal(err)
+				}
+				es, err := p.claimer.claim(ctx, s.ClaimIdle, 16)
+				if err == nil {
+					t.Fatalf("claim: no error from the failed %s", failing)
+				}
+				var got []string
+				for _, e := range es {
+					got = append(got, e.msg.ID)
+				}
+				if want := []string{ids[0], ids[2]}; !slices.Equal(got, want) {
+					t.Fatalf("claimed %v (%v), want the entries that did not fail %v", got, err, want)
+				}
+			})
+		}
+	})
+}
+
+// failFor makes the pipelined command named cmd about id fail, after it
+// ran: its answer lost on the way.
+type failFor struct{ cmd, id string }
+
+func (failFor) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (failFor) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (f failFor) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			args := c.Args()
+			if len(args) >= 4 && strings.EqualFold(fmt.Sprint(args[0]), f.cmd) && slices.ContainsFunc(args, func(a any) bool { return fmt.Sprint(a) == f.id }) {
+				c.SetErr(errors.New("answer lost"))
+				if err == nil {
+					err = c.Err() // as a pipeline reports its first failed command
+				}
+			}
+		}
+		return err
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
 	"github.com/vesta-cx/euterpe/daemon/testsvc"
 	"github.com/vesta-cx/euterpe/edge/jobs"
 )
@@ -148,6 +150,27 @@ func (s *consoleStack) waitGroups(t *testing.T) {
 	}, 60*time.Second, 200*time.Millisecond, "the duplicate group of three copies")
 }
 
+// addScanWithUnreadable records, in the stack's library database, a later
+// scan session like the last one that could not read n paths (a test run
+// as root reads every directory).
+func (s *consoleStack) addScanWithUnreadable(t *testing.T, n int) {
+	t.Helper()
+	var path string
+	require.NoError(t, filepath.WalkDir(s.state, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Name() == "library.db" {
+			path = p
+		}
+		return err
+	}))
+	require.NotEmpty(t, path, "library.db under the state directory")
+	db, err := sql.Open("sqlite", sqldb.SQLiteDSN(path))
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.Exec(`INSERT INTO scan_sessions(job_id, roots, status, files_seen, paths_unreadable, started_at, finished_at)
+SELECT job_id, roots, status, files_seen, ?, started_at, finished_at FROM scan_sessions WHERE finished_at IS NOT NULL ORDER BY id DESC LIMIT 1`, n)
+	require.NoError(t, err)
+}
+
 // TestConsolePages checks the pages over HTTP: they render, escape, refuse
 // bad input, show no secret, and the console can be turned off.
 func TestConsolePages(t *testing.T) {
@@ -165,6 +188,7 @@ func TestConsolePages(t *testing.T) {
 	_, err := s.rdb.XAdd(context.Background(), deadLetter(hostile)).Result()
 	require.NoError(t, err)
 	s.waitGroups(t)
+	s.addScanWithUnreadable(t, 7)
 
 	for _, tc := range []struct {
 		path string
@@ -179,7 +203,7 @@ func TestConsolePages(t *testing.T) {
 		{"/ui/jobs/3fa9415e-ab54-4a6d-8d3e-fd55b4fdf241", 404, []string{"unknown, or expired"}},
 		{"/ui/jobs/%3Cscript%3E", 404, []string{"no job &lt;script&gt;"}},
 		{"/ui/queue", 200, []string{"&lt;script&gt;alert(1)&lt;/script&gt;", "max_deliveries_exceeded", "ready"}},
-		{"/ui/library", 200, []string{"&lt;script&gt;alert(1)&lt;script&gt;.png", "3 copies", "trash"}},
+		{"/ui/library", 200, []string{"&lt;script&gt;alert(1)&lt;script&gt;.png", "3 copies", "trash", "<b>7</b><span>unreadable</span>"}},
 		{"/ui/history.json", 200, []string{`"backlog"`, `"run_seconds"`}},
 		{"/ui/assets/console.js", 200, []string{"Last-Event-ID"}},
 		{"/ui/app/edge.js", 200, []string{"textContent"}},

@@ -37,9 +37,12 @@ type ScanSession struct {
 	ID                                   int64
 	Status                               string
 	Seen, New, Changed, Missing, Refused int64
-	StartedMS                            int64
-	FinishedMS                           *int64
-	Error                                *string
+	// Unreadable counts the directories and files the scan could not
+	// read; their catalogued files kept their state.
+	Unreadable int64
+	StartedMS  int64
+	FinishedMS *int64
+	Error      *string
 }
 
 // Checkpoint is the latest finished WAL checkpoint job.
@@ -96,8 +99,8 @@ WHERE kind IN ('scan', 'hash', 'delete') ORDER BY created_at DESC, id DESC LIMIT
 	}
 	var s ScanSession
 	err = st.DB.QueryRowContext(ctx, `SELECT id, status, files_seen, files_new, files_changed, files_missing,
-files_refused, started_at, finished_at, error_message FROM scan_sessions ORDER BY id DESC LIMIT 1`).Scan(
-		&s.ID, &s.Status, &s.Seen, &s.New, &s.Changed, &s.Missing, &s.Refused, &s.StartedMS, &s.FinishedMS, &s.Error)
+files_refused, paths_unreadable, started_at, finished_at, error_message FROM scan_sessions ORDER BY id DESC LIMIT 1`).Scan(
+		&s.ID, &s.Status, &s.Seen, &s.New, &s.Changed, &s.Missing, &s.Refused, &s.Unreadable, &s.StartedMS, &s.FinishedMS, &s.Error)
 	switch {
 	case err == nil:
 		v.Session = &s

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 )
 
 // centralClient calls euterpe-central's operator API (the fleet, the
@@ -33,6 +32,7 @@ func centralFlags(name string, env Env) (*flag.FlagSet, func() (*centralClient, 
 		def = "http://127.0.0.1:8090"
 	}
 	server := fs.String("server", def, "euterpe-central base URL (env EUTERPE_CENTRAL_URL)")
+	hideDefaultPassword(fs, "server")
 	token := fs.String("token", "", "operator token (env EUTERPE_OPERATOR_TOKEN; prefer the variable: flags show in ps)")
 	return fs, func() (*centralClient, error) {
 		t := *token
@@ -42,7 +42,11 @@ func centralFlags(name string, env Env) (*flag.FlagSet, func() (*centralClient, 
 		if t == "" {
 			return nil, errors.New("an operator token is required: EUTERPE_OPERATOR_TOKEN or --token (euterpe-central operator create --name N)")
 		}
-		return &centralClient{base: strings.TrimRight(*server, "/"), token: t, http: &http.Client{}}, nil
+		base, err := serverURL(*server)
+		if err != nil {
+			return nil, err
+		}
+		return &centralClient{base: base, token: t, http: &http.Client{}}, nil
 	}
 }
 
@@ -50,7 +54,7 @@ func centralFlags(name string, env Env) (*flag.FlagSet, func() (*centralClient, 
 func openCentral(env Env, open func() (*centralClient, error)) (*centralClient, int) {
 	c, err := open()
 	if err != nil {
-		fmt.Fprintln(env.Stderr, "euterpectl:", err)
+		report(env, err)
 		return nil, 2
 	}
 	return c, 0
@@ -92,7 +96,7 @@ func (c *centralClient) do(ctx context.Context, method, path string, body any, o
 	if resp.StatusCode >= 300 {
 		err := apiErr(resp)
 		if ra := resp.Header.Get("Retry-After"); ra != "" {
-			err = fmt.Errorf("%w; retry after %ss", err, ra)
+			err = fmt.Errorf("%w; retry after %ss", err, clip(ra, 32))
 		}
 		return err
 	}
@@ -104,6 +108,6 @@ func (c *centralClient) get(ctx context.Context, path string, out any) error {
 }
 
 func fail(env Env, err error) int {
-	fmt.Fprintln(env.Stderr, "euterpectl:", err)
+	report(env, err)
 	return 1
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -177,10 +178,8 @@ func edgesEvents(ctx context.Context, env Env, args []string) int {
 		if !*follow {
 			return 0
 		}
-		select {
-		case <-ctx.Done():
+		if !pause(ctx, *interval) {
 			return 1
-		case <-time.After(*interval):
 		}
 	}
 }
@@ -201,51 +200,115 @@ func edgesTail(ctx context.Context, env Env, args []string) int {
 	if *edge != "" {
 		q.Set("edge_id", *edge)
 	}
-	printed := 0
-	// A dropped connection is resumed from the last event printed, so
-	// nothing is printed twice or skipped.
-	for ctx.Err() == nil {
-		req, err := c.request(ctx, http.MethodGet, "/v1/edges/events?"+q.Encode(), nil)
-		if err != nil {
-			return fail(env, err)
-		}
-		req.Header.Set("Accept", "text/event-stream")
-		if *last != "" {
-			req.Header.Set("Last-Event-ID", *last)
-		}
-		resp, err := c.http.Do(req)
-		if err != nil {
-			if ctx.Err() != nil {
-				break
-			}
-			fmt.Fprintln(env.Stderr, "euterpectl: tail:", err, "(retrying)")
-			time.Sleep(2 * time.Second)
-			continue
-		}
-		if resp.StatusCode != http.StatusOK {
-			err := apiErr(resp)
-			resp.Body.Close()
-			return fail(env, err)
-		}
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		id := ""
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case strings.HasPrefix(line, "id: "):
-				id = strings.TrimPrefix(line, "id: ")
-			case strings.HasPrefix(line, "data: "):
-				fmt.Fprintln(env.Stdout, strings.TrimPrefix(line, "data: "))
-				*last = id
-				printed++
-				if *count > 0 && printed >= *count {
-					resp.Body.Close()
-					return 0
-				}
-			}
-		}
-		resp.Body.Close()
+	path := "/v1/edges/events"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
 	}
-	return 0
+	printed := 0
+	emit := func(id, data string) bool {
+		fmt.Fprintln(env.Stdout, data)
+		if id != "" {
+			*last = id
+		}
+		printed++
+		return *count > 0 && printed >= *count
+	}
+	// An interrupt is how a tail without --count ends; one with --count
+	// ends short of what was asked.
+	interrupted := func() int {
+		if *count > 0 {
+			return 1
+		}
+		return 0
+	}
+	// A stream that ended or broke is resumed from the last event
+	// printed, so nothing is printed twice or skipped.
+	delay := tailRetryMin
+	for {
+		n, stop, err := c.tailOnce(ctx, path, *last, emit)
+		if stop {
+			return 0
+		}
+		if ctx.Err() != nil {
+			return interrupted()
+		}
+		var perm permanentError
+		if errors.As(err, &perm) {
+			return fail(env, err)
+		}
+		if n > 0 {
+			delay = tailRetryMin
+		}
+		report(env, fmt.Errorf("tail: %w (reconnecting in %s)", err, delay))
+		if !pause(ctx, delay) {
+			return interrupted()
+		}
+		delay = min(2*delay, tailRetryMax)
+	}
+}
+
+// The fleet tail's pauses before reconnecting: the shortest after a
+// stream that brought events, doubled after each that brought none.
+// Central ends streams on its own (a failed read, a restart, a revoked
+// token), and each reconnection costs it a query and a credential check.
+const (
+	tailRetryMin = 500 * time.Millisecond
+	tailRetryMax = 30 * time.Second
+)
+
+var errTailEnded = errors.New("central ended the stream")
+
+// tailOnce reads one fleet tail stream from after last, passing each
+// event to emit until emit asks to stop (stop) or the stream ends, and
+// returns how many events it passed on. A permanentError is one that
+// reconnecting would meet again.
+func (c *centralClient) tailOnce(ctx context.Context, path, last string, emit func(id, data string) bool) (n int, stop bool, err error) {
+	req, err := c.request(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return 0, false, permanentError{err}
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if last != "" {
+		req.Header.Set("Last-Event-ID", last)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, false, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		err := apiErr(resp)
+		// Central busy or away (a restart, its database) is worth
+		// waiting out; any other refusal would be the same next time.
+		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
+			return 0, false, err
+		}
+		return 0, false, permanentError{err}
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	// As in any event stream, an event without an id line keeps the
+	// previous one.
+	id := ""
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "id: "):
+			id = strings.TrimPrefix(line, "id: ")
+		case strings.HasPrefix(line, "data: "):
+			n++
+			if emit(id, strings.TrimPrefix(line, "data: ")) {
+				return n, true, nil
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			// The same event would stop every later stream too; its id
+			// line came before the data that is too long.
+			return n, false, permanentError{fmt.Errorf("event %s is over 4 MiB (--last-event-id %[1]s resumes after it): %w", clip(id, 40), err)}
+		}
+		return n, false, fmt.Errorf("reading the stream: %w", err)
+	}
+	return n, false, errTailEnded
 }

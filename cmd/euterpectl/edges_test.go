@@ -190,3 +190,93 @@ func TestEdgesCommands(t *testing.T) {
 		})
 	}
 }
+
+// edges tail resumes a stream that central ended or that broke, but
+// waits before each reconnection, longer each time nothing came through
+// and short again once events flow; it says why on stderr, and Ctrl-C
+// ends it at once, pause or not.
+func TestEdgesTailBacksOff(t *testing.T) {
+	url, d, _ := startCentral(t, "sqlite")
+	ctx := context.Background()
+	op, err := d.Operators.Create(ctx, "ctl")
+	require.NoError(t, err)
+	env := map[string]string{"EUTERPE_OPERATOR_TOKEN": op.Token}
+
+	for _, tc := range []struct {
+		name  string
+		clean bool
+		why   string
+	}{{"stream ended by central", true, "ended"}, {"stream broken", false, "unexpected EOF"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Only the opening frame of each stream, then the end.
+			proxy, conns := cutProxy(t, strings.TrimPrefix(url, "http://"), 1, tc.clean)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			type result struct {
+				code      int
+				out, errs string
+				at        time.Time
+			}
+			done := make(chan result, 1)
+			go func() {
+				code, out, errOut := runCtlCtx(ctx, env, "edges", "tail", "--server", proxy)
+				done <- result{code, out, errOut, time.Now()}
+			}()
+			time.Sleep(2 * time.Second)
+			canceled := time.Now()
+			cancel()
+			select {
+			case r := <-done:
+				assert.Equal(t, 0, r.code, "interrupting a tail without --count is how it ends: %s", r.errs)
+				assert.Less(t, r.at.Sub(canceled), 250*time.Millisecond, "the pause outlived the interrupt")
+				assert.LessOrEqual(t, conns.Load(), int64(4), "reconnections in 2s")
+				assert.Contains(t, r.errs, tc.why)
+				assert.Contains(t, r.errs, "reconnecting in")
+				assert.NotContains(t, r.errs, op.Token)
+				assert.Empty(t, r.out)
+			case <-time.After(10 * time.Second):
+				t.Fatal("edges tail did not stop")
+			}
+		})
+	}
+
+	t.Run("events flowing keep the pause short", func(t *testing.T) {
+		reg, err := ingest.NewRegistry(d.DB, d.Keys).Register(ctx, "jetson-tail")
+		require.NoError(t, err)
+		var evs []wire.Event
+		for i := range 6 {
+			ms := int64(1700000000000 + i)
+			evs = append(evs, wire.NewEvent(reg.EdgeID, "job-1", fmt.Sprintf("%d-0", ms), "progress", "s", ms, json.RawMessage(`{}`)))
+		}
+		b := wire.Batch{EdgeID: reg.EdgeID, SentAt: time.Now(), Events: evs}
+		raw, err := wire.Encode(b)
+		require.NoError(t, err)
+		body := wire.Compress(raw)
+		req, _ := http.NewRequest(http.MethodPost, url+wire.BatchPath, bytes.NewReader(body))
+		req.Header.Set("Content-Encoding", "gzip")
+		require.NoError(t, wire.Sign(req, time.Now(), b, body, []byte(reg.SyncSecret)))
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		res.Body.Close()
+		require.Equal(t, 200, res.StatusCode)
+
+		// The opening frame and one event per stream.
+		proxy, conns := cutProxy(t, strings.TrimPrefix(url, "http://"), 2, false)
+		start := time.Now()
+		code, out, errOut := runCtlEnv(env, "edges", "tail", "--server", proxy, "--edge", reg.EdgeID, "--last-event-id", "0", "--count", "6")
+		require.Equal(t, 0, code, errOut)
+		assert.Equal(t, 6, strings.Count(out, "\n"), out)
+		assert.Equal(t, int64(6), conns.Load())
+		assert.Less(t, time.Since(start), 8*time.Second, "the pause grew although every stream brought an event")
+		for i := range 6 {
+			assert.Equal(t, 1, strings.Count(out, fmt.Sprintf(`"entry_id":"%d-0"`, 1700000000000+i)), out)
+		}
+	})
+
+	t.Run("interrupted before --count", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		code, _, errOut := runCtlCtx(ctx, env, "edges", "tail", "--server", url, "--count", "1")
+		assert.Equal(t, 1, code, errOut)
+	})
+}

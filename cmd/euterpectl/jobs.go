@@ -10,9 +10,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/google/uuid"
+	"github.com/vesta-cx/euterpe/daemon"
 )
 
 // The jobs commands talk to euterpe-edge's /v1/jobs API.
@@ -38,11 +42,18 @@ func newFlags(name string, env Env) (*flag.FlagSet, *string) {
 		def = "http://127.0.0.1:8070"
 	}
 	server := fs.String("server", def, "euterpe-edge base URL (env EUTERPE_EDGE_URL)")
+	hideDefaultPassword(fs, "server")
 	return fs, server
 }
 
-func client(server string) *edgeClient {
-	return &edgeClient{base: strings.TrimRight(server, "/"), http: &http.Client{}}
+// client builds the client for --server, or prints why it cannot.
+func client(env Env, server string) (*edgeClient, bool) {
+	base, err := serverURL(server)
+	if err != nil {
+		report(env, err)
+		return nil, false
+	}
+	return &edgeClient{base: base, http: &http.Client{}}, true
 }
 
 // parseArgs parses flags wherever they appear among positional arguments.
@@ -60,16 +71,34 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// apiErr renders an error response body.
+// apiErr renders an error response body. The server's message is held to
+// the cap every Euterpe server keeps; whatever answers at --server (a
+// proxy, another program) may not keep it.
 func apiErr(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	var e struct {
 		Error struct{ Code, Message string } `json:"error"`
 	}
+	status := clip(resp.Status, 64)
 	if json.Unmarshal(b, &e) == nil && e.Error.Code != "" {
-		return fmt.Errorf("%s: %s (%s)", resp.Status, e.Error.Message, e.Error.Code)
+		return fmt.Errorf("%s: %s (%s)", status, daemon.CapMessage(e.Error.Message), clip(e.Error.Code, 64))
 	}
-	return fmt.Errorf("%s", resp.Status)
+	return errors.New(status)
+}
+
+// checkJobID refuses what cannot be a job id before it becomes part of a
+// URL path: the edge streams contract makes every job id a UUID, which
+// the gateway also wants in its canonical 36-character form.
+func checkJobID(id string) error {
+	if _, err := uuid.Parse(id); err != nil || len(id) != 36 {
+		return fmt.Errorf("%q is not a job id (a UUID, as jobs submit prints it)", clip(id, 80))
+	}
+	return nil
+}
+
+// jobPath is the URL path of job id, then of rest (e.g. "/events").
+func jobPath(id, rest string) string {
+	return "/v1/jobs/" + url.PathEscape(id) + rest
 }
 
 func (c *edgeClient) do(ctx context.Context, method, path string, body []byte, hdr map[string]string) ([]byte, error) {
@@ -117,9 +146,13 @@ func jobsSubmit(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintln(env.Stderr, "euterpectl: --ttl must be a number of seconds, or 0 for the server's default")
 		return 2
 	}
+	c, ok := client(env, *server)
+	if !ok {
+		return 2
+	}
 	raw, err := readPayload(*payload, env.Stdin)
 	if err != nil {
-		fmt.Fprintln(env.Stderr, "euterpectl:", err)
+		report(env, err)
 		return 2
 	}
 	req := map[string]any{"task": *task, "payload": raw}
@@ -131,10 +164,9 @@ func jobsSubmit(ctx context.Context, env Env, args []string) int {
 	if *key != "" {
 		hdr["Idempotency-Key"] = *key
 	}
-	c := client(*server)
 	out, err := c.do(ctx, http.MethodPost, "/v1/jobs", body, hdr)
 	if err != nil {
-		fmt.Fprintln(env.Stderr, "euterpectl:", err)
+		report(env, err)
 		return 1
 	}
 	fmt.Fprintln(env.Stdout, strings.TrimSpace(string(out)))
@@ -145,7 +177,11 @@ func jobsSubmit(ctx context.Context, env Env, args []string) int {
 		JobID string `json:"job_id"`
 	}
 	if err := json.Unmarshal(out, &cr); err != nil {
-		fmt.Fprintln(env.Stderr, "euterpectl: unreadable response:", err)
+		report(env, fmt.Errorf("unreadable response: %w", err))
+		return 1
+	}
+	if err := checkJobID(cr.JobID); err != nil {
+		report(env, fmt.Errorf("the server answered: %w", err))
 		return 1
 	}
 	return c.follow(ctx, env, cr.JobID, "")
@@ -171,7 +207,7 @@ func readPayload(v string, stdin io.Reader) (json.RawMessage, error) {
 	return json.RawMessage(b), nil
 }
 
-func oneID(name string, env Env, args []string, extra func(*flag.FlagSet)) (string, *string, bool) {
+func oneID(name string, env Env, args []string, extra func(*flag.FlagSet)) (string, *edgeClient, bool) {
 	fs, server := newFlags(name, env)
 	if extra != nil {
 		extra(fs)
@@ -184,17 +220,22 @@ func oneID(name string, env Env, args []string, extra func(*flag.FlagSet)) (stri
 		fmt.Fprintf(env.Stderr, "euterpectl: %s needs exactly one job id\n", name)
 		return "", nil, false
 	}
-	return pos[0], server, true
+	if err := checkJobID(pos[0]); err != nil {
+		report(env, err)
+		return "", nil, false
+	}
+	c, ok := client(env, *server)
+	return pos[0], c, ok
 }
 
 func jobsGet(ctx context.Context, env Env, args []string) int {
-	id, server, ok := oneID("jobs get", env, args, nil)
+	id, c, ok := oneID("jobs get", env, args, nil)
 	if !ok {
 		return 2
 	}
-	out, err := client(*server).do(ctx, http.MethodGet, "/v1/jobs/"+id, nil, nil)
+	out, err := c.do(ctx, http.MethodGet, jobPath(id, ""), nil, nil)
 	if err != nil {
-		fmt.Fprintln(env.Stderr, "euterpectl:", err)
+		report(env, err)
 		return 1
 	}
 	var pretty bytes.Buffer
@@ -206,13 +247,13 @@ func jobsGet(ctx context.Context, env Env, args []string) int {
 }
 
 func jobsCancel(ctx context.Context, env Env, args []string) int {
-	id, server, ok := oneID("jobs cancel", env, args, nil)
+	id, c, ok := oneID("jobs cancel", env, args, nil)
 	if !ok {
 		return 2
 	}
-	out, err := client(*server).do(ctx, http.MethodPost, "/v1/jobs/"+id+"/cancel", nil, nil)
+	out, err := c.do(ctx, http.MethodPost, jobPath(id, "/cancel"), nil, nil)
 	if err != nil {
-		fmt.Fprintln(env.Stderr, "euterpectl:", err)
+		report(env, err)
 		return 1
 	}
 	fmt.Fprintln(env.Stdout, strings.TrimSpace(string(out)))
@@ -221,13 +262,13 @@ func jobsCancel(ctx context.Context, env Env, args []string) int {
 
 func jobsEvents(ctx context.Context, env Env, args []string) int {
 	var after *string
-	id, server, ok := oneID("jobs events", env, args, func(fs *flag.FlagSet) {
+	id, c, ok := oneID("jobs events", env, args, func(fs *flag.FlagSet) {
 		after = fs.String("after", "", "resume after this event id")
 	})
 	if !ok {
 		return 2
 	}
-	return client(*server).follow(ctx, env, id, *after)
+	return c.follow(ctx, env, id, *after)
 }
 
 // follow prints each event as one JSON line and returns 0 if the job ended
@@ -250,9 +291,9 @@ func (c *edgeClient) follow(ctx context.Context, env Env, id, after string) int 
 		if ctx.Err() != nil {
 			return 1
 		}
-		var perm *permanentError
+		var perm permanentError
 		if errors.As(err, &perm) {
-			fmt.Fprintln(env.Stderr, "euterpectl:", err)
+			report(env, err)
 			return 1
 		}
 		if last != "" {
@@ -271,11 +312,13 @@ func (c *edgeClient) follow(ctx context.Context, env Env, id, after string) int 
 			}
 		}
 		if failures >= 5 {
-			fmt.Fprintln(env.Stderr, "euterpectl:", err)
+			report(env, err)
 			return 1
 		}
 		failures++
-		time.Sleep(time.Duration(failures) * 200 * time.Millisecond)
+		if !pause(ctx, time.Duration(failures)*200*time.Millisecond) {
+			return 1
+		}
 	}
 }
 
@@ -293,7 +336,7 @@ func outcome(status string) int {
 
 // status returns the job's current status.
 func (c *edgeClient) status(ctx context.Context, id string) (string, error) {
-	out, err := c.do(ctx, http.MethodGet, "/v1/jobs/"+id, nil, nil)
+	out, err := c.do(ctx, http.MethodGet, jobPath(id, ""), nil, nil)
 	if err != nil {
 		return "", err
 	}
@@ -311,7 +354,7 @@ type permanentError struct{ error }
 var errStreamClosed = errors.New("event stream closed before the job ended")
 
 func (c *edgeClient) stream(ctx context.Context, env Env, id, after string) (end, last string, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/jobs/"+id+"/events", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+jobPath(id, "/events"), nil)
 	if err != nil {
 		return "", "", permanentError{err}
 	}

@@ -4,14 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -180,9 +184,19 @@ func TestEventsAfterTerminalExitsWithOutcome(t *testing.T) {
 // has passed frames complete Server-Sent Event frames (a blank line each)
 // from the server: a network that drops a long stream again and again.
 func cutter(t *testing.T, target string, frames int) string {
+	url, _ := cutProxy(t, target, frames, false)
+	return url
+}
+
+// cutProxy is cutter that also counts the connections it accepted. With
+// clean, each cut ends the response properly (the last chunk of a chunked
+// body) as a server closing the stream would, rather than breaking it
+// off mid-body; that needs the cut to fall at the end of a chunk.
+func cutProxy(t *testing.T, target string, frames int, clean bool) (string, *atomic.Int64) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
+	var conns atomic.Int64
 	var wg sync.WaitGroup
 	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
 	wg.Add(1)
@@ -193,6 +207,7 @@ func cutter(t *testing.T, target string, frames int) string {
 			if err != nil {
 				return
 			}
+			conns.Add(1)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -211,6 +226,9 @@ func cutter(t *testing.T, target string, frames int) string {
 						if buf[i] == '\n' && prev == '\n' {
 							if seen++; seen == frames {
 								_, _ = in.Write(buf[:i+1])
+								if clean {
+									_, _ = in.Write([]byte("\r\n0\r\n\r\n"))
+								}
 								return
 							}
 						}
@@ -223,7 +241,7 @@ func cutter(t *testing.T, target string, frames int) string {
 			}()
 		}
 	}()
-	return "http://" + ln.Addr().String()
+	return "http://" + ln.Addr().String(), &conns
 }
 
 // A stream that keeps being cut but moves forward each time is followed
@@ -272,5 +290,163 @@ func TestEventsSurviveManyDrops(t *testing.T) {
 			}
 			assert.Equal(t, want, got)
 		})
+	}
+}
+
+func runCtlCtx(ctx context.Context, env map[string]string, args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := dispatch(ctx, Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }}, args)
+	return code, out.String(), errb.String()
+}
+
+// A job id is a UUID (edge streams contract), and it goes into a URL
+// path: anything else is a usage error that sends nothing, rather than a
+// request to another route ("ID/events" would stream the events, "../x"
+// would climb out of /v1/jobs behind a proxy that cleans paths).
+func TestJobsRefuseWhatIsNotAJobID(t *testing.T) {
+	url, store := startGateway(t)
+	worker(t, store, true)
+	code, out, errOut := runCtl("jobs", "submit", "--server", url, "--task", "chat", "--payload", `{}`, "--follow")
+	require.Equal(t, 0, code, errOut)
+	var cr struct {
+		JobID string `json:"job_id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(strings.Split(out, "\n")[0]), &cr))
+
+	for _, id := range []string{cr.JobID + "/events", "../" + cr.JobID, "../../healthz", cr.JobID + "?x=1", cr.JobID + "#x",
+		"%2e%2e", "not-a-job", "", strings.Repeat("a", 5000)} {
+		for _, cmd := range []string{"get", "cancel", "events"} {
+			t.Run(cmd+" "+id[:min(len(id), 40)], func(t *testing.T) {
+				code, out, errOut := runCtl("jobs", cmd, "--server", url, id)
+				assert.Equal(t, 2, code, errOut)
+				assert.Empty(t, out)
+				assert.Contains(t, errOut, "not a job id")
+				assert.Less(t, len(errOut), daemon.MaxMessage+64, "the argument is not echoed whole")
+			})
+		}
+	}
+	code, out, errOut = runCtl("jobs", "get", "--server", url, cr.JobID)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, `"status": "done"`)
+}
+
+// --server is where every path is appended: one that cannot take a path
+// is a usage error, and a password in it is never printed.
+func TestServerURLChecked(t *testing.T) {
+	const id = "0b6c2a5e-7f3c-4a8e-9c1d-2e4f6a8b0c1d"
+	for _, server := range []string{"http://ops:hunter2@127.0.0.1:notaport", "127.0.0.1:8070", "ftp://127.0.0.1:8070",
+		"http://127.0.0.1:8070/?x=", "http://127.0.0.1:8070#frag", "http://ops:hunter2@"} {
+		t.Run(server, func(t *testing.T) {
+			for _, args := range [][]string{
+				{"jobs", "get", id, "--server", server},
+				{"jobs", "submit", "--task", "chat", "--server", server},
+				{"edges", "list", "--server", server, "--token", "eop_t"},
+				{"pipeline", "get", id, "--server", server, "--token", "eop_t"},
+			} {
+				code, out, errOut := runCtl(args...)
+				assert.Equal(t, 2, code, "%v: %s", args, errOut)
+				assert.Empty(t, out)
+				assert.Contains(t, errOut, "--server")
+				assert.NotContains(t, errOut, "hunter2")
+			}
+		})
+	}
+}
+
+// Waiting to resume a broken stream ends as soon as the command is
+// interrupted, not when the pause would have.
+func TestFollowPauseEndsOnInterrupt(t *testing.T) {
+	url, _ := startGateway(t)
+	code, out, errOut := runCtl("jobs", "submit", "--server", url, "--task", "chat", "--payload", `{}`)
+	require.Equal(t, 0, code, errOut)
+	var cr struct {
+		JobID string `json:"job_id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &cr))
+
+	// hello only: every stream breaks before the job moves
+	proxy, conns := cutProxy(t, strings.TrimPrefix(url, "http://"), 1, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type result struct {
+		code      int
+		out, errs string
+		at        time.Time
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, out, errOut := runCtlCtx(ctx, nil, "jobs", "events", "--server", proxy, cr.JobID)
+		done <- result{code, out, errOut, time.Now()}
+	}()
+	require.Eventually(t, func() bool { return conns.Load() >= 3 }, 10*time.Second, 5*time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // into the pause after the third stream
+	canceled := time.Now()
+	cancel()
+	select {
+	case r := <-done:
+		assert.Equal(t, 1, r.code, r.errs)
+		assert.Less(t, r.at.Sub(canceled), 250*time.Millisecond, "the pause outlived the interrupt")
+	case <-time.After(10 * time.Second):
+		t.Fatal("jobs events did not stop")
+	}
+}
+
+// What a server says in an error is echoed at most daemon.MaxMessage
+// bytes long, whatever it sent.
+func TestServerErrorsAreCapped(t *testing.T) {
+	long := strings.Repeat("é", 3000)
+	body := `{"error":{"code":"` + strings.Repeat("c", 3000) + `","message":"` + long + `"}}`
+	resp := &http.Response{Status: "418 " + strings.Repeat("t", 3000), StatusCode: 418, Body: io.NopCloser(strings.NewReader(body))}
+	err := apiErr(resp)
+	assert.LessOrEqual(t, len(err.Error()), daemon.MaxMessage+2*80)
+	assert.True(t, utf8.ValidString(err.Error()))
+
+	var errb bytes.Buffer
+	report(Env{Stderr: &errb}, fmt.Errorf("connecting: %w", errors.New(long)))
+	assert.LessOrEqual(t, errb.Len(), len("euterpectl: ")+daemon.MaxMessage+1)
+}
+
+// A stream the edge refuses (an unknown or expired job) is not retried:
+// the answer would not change.
+func TestEventsOfUnknownJobEndAtOnce(t *testing.T) {
+	url, _ := startGateway(t)
+	start := time.Now()
+	code, out, errOut := runCtl("jobs", "events", "--server", url, "0b6c2a5e-7f3c-4a8e-9c1d-2e4f6a8b0c1d")
+	assert.Equal(t, 1, code, errOut)
+	assert.Empty(t, out)
+	assert.Contains(t, errOut, "not_found")
+	assert.Equal(t, 1, strings.Count(errOut, "\n"), errOut)
+	assert.Less(t, time.Since(start), time.Second, "retried")
+}
+
+// A password in the server URL of the environment is not printed with
+// the flags' defaults (-h, or a flag error).
+func TestUsageHidesServerPassword(t *testing.T) {
+	env := map[string]string{"EUTERPE_EDGE_URL": "http://ops:hunter2@127.0.0.1:1", "EUTERPE_CENTRAL_URL": "http://ops:hunter2@127.0.0.1:1"}
+	for _, args := range [][]string{{"jobs", "get", "-h"}, {"jobs", "submit", "--bogus"}, {"edges", "list", "--bogus"}, {"pipeline", "list", "-h"}} {
+		code, out, errOut := runCtlCtx(context.Background(), env, args...)
+		assert.Equal(t, 2, code, "%v", args)
+		assert.Contains(t, errOut, "-server", "%v", args)
+		assert.NotContains(t, out+errOut, "hunter2", "%v", args)
+	}
+}
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("no space left on device") }
+
+// Output that could not be written (a full disk) makes the command fail,
+// whatever it otherwise did.
+func TestUnwrittenOutputFails(t *testing.T) {
+	url, store := startGateway(t)
+	worker(t, store, true)
+	code, out, errOut := runCtl("jobs", "submit", "--server", url, "--task", "chat", "--payload", `{}`, "--follow")
+	require.Equal(t, 0, code, errOut)
+	id := out[strings.Index(out, `"job_id":"`)+10:][:36]
+	for _, args := range [][]string{{"version"}, {"jobs", "get", "--server", url, id}, {"jobs", "events", "--server", url, id}} {
+		var errb bytes.Buffer
+		code := dispatch(context.Background(), Env{Stdin: strings.NewReader(""), Stdout: failingWriter{}, Stderr: &errb, Getenv: func(string) string { return "" }}, args)
+		assert.Equal(t, 1, code, "%v", args)
+		assert.Contains(t, errb.String(), "no space left on device", "%v", args)
 	}
 }

@@ -5,11 +5,15 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"sort"
 	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/vesta-cx/euterpe/daemon"
 )
@@ -57,7 +61,14 @@ func main() {
 func dispatch(ctx context.Context, env Env, args []string) int {
 	for n := len(args); n > 0; n-- {
 		if c, ok := commands[strings.Join(args[:n], " ")]; ok {
-			return c.Run(ctx, env, args[n:])
+			out := &recordingWriter{w: env.Stdout}
+			env.Stdout = out
+			code := c.Run(ctx, env, args[n:])
+			if out.err != nil && code == 0 {
+				report(env, fmt.Errorf("writing the output: %w", out.err))
+				return 1
+			}
+			return code
 		}
 	}
 	if len(args) > 0 && args[0] != "help" && args[0] != "-h" && args[0] != "--help" {
@@ -79,5 +90,83 @@ func printUsage(w io.Writer) {
 	for _, p := range paths {
 		c := commands[p]
 		fmt.Fprintf(w, "  %-16s %-44s %s\n", p, c.Usage, c.Summary)
+	}
+}
+
+// report prints err as one line. Errors carry what others sent (a
+// server's message, a URL the user gave), so the line is capped and any
+// password in a URL is hidden.
+func report(env Env, err error) {
+	fmt.Fprintln(env.Stderr, "euterpectl:", daemon.CapMessage(daemon.RedactURL(err.Error())))
+}
+
+// clip cuts s, text a server or the user chose, to at most n bytes
+// without splitting a UTF-8 sequence.
+func clip(s string, n int) string {
+	s = daemon.CapMessage(s)
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// pause waits d and reports whether it did: an interrupt ends the wait
+// at once rather than after it.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// serverURL checks a --server value, to which every request path is
+// appended: a query or fragment would swallow the path, and a value
+// without a scheme would fail on each request instead of once.
+func serverURL(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" ||
+		u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		// Neither the parse error nor a value that did not parse is
+		// shown: both may hold a password in the user info.
+		shown := "value"
+		if err == nil {
+			shown = clip(u.Redacted(), 200)
+		} else if !strings.Contains(raw, "@") {
+			shown = clip(raw, 200)
+		}
+		return "", fmt.Errorf("--server %s: want http://HOST[:PORT][/PREFIX] or https://…", shown)
+	}
+	return strings.TrimRight(raw, "/"), nil
+}
+
+// recordingWriter keeps the first error of its writes: output that did
+// not reach its file (a full disk) is a failure, whatever the command
+// made of it.
+type recordingWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (r *recordingWriter) Write(p []byte) (int, error) {
+	n, err := r.w.Write(p)
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+	return n, err
+}
+
+// hideDefaultPassword keeps a password in the default of flag name (a
+// server URL from the environment) out of the usage text that -h and
+// every flag error print.
+func hideDefaultPassword(fs *flag.FlagSet, name string) {
+	if f := fs.Lookup(name); f != nil {
+		f.DefValue = daemon.RedactURL(f.DefValue)
 	}
 }

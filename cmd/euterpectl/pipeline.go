@@ -32,7 +32,7 @@ func pipelineEnqueue(ctx context.Context, env Env, args []string) int {
 	}
 	c, err := open()
 	if err != nil {
-		fmt.Fprintln(env.Stderr, "euterpectl:", err)
+		report(env, err)
 		return 2
 	}
 	var out json.RawMessage
@@ -53,7 +53,7 @@ func pipelineID(name string, env Env, args []string) (*centralClient, string, in
 	}
 	c, err := open()
 	if err != nil {
-		fmt.Fprintln(env.Stderr, "euterpectl:", err)
+		report(env, err)
 		return nil, "", 2
 	}
 	return c, pos[0], 0
@@ -102,7 +102,7 @@ func pipelineList(path string) func(ctx context.Context, env Env, args []string)
 		}
 		c, err := open()
 		if err != nil {
-			fmt.Fprintln(env.Stderr, "euterpectl:", err)
+			report(env, err)
 			return 2
 		}
 		q := url.Values{}

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
-	"sync"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -169,26 +171,35 @@ func runDaemon(parent context.Context, log *slog.Logger, s *serveSettings, geten
 
 	runCtx, cancelRun := context.WithCancel(ctx)
 	defer cancelRun()
-	var failed error
-	var failOnce sync.Once
-	var wg sync.WaitGroup
+	// Outcomes travel on a channel with room for all, so a component that
+	// stops after runDaemon gave up on it never blocks, and nothing is
+	// shared with it but the channel.
+	type outcome struct {
+		name string
+		err  error
+	}
+	outcomes := make(chan outcome, len(comps))
 	for _, c := range comps {
-		wg.Add(1)
 		go func() {
-			defer wg.Done()
-			if err := c.c.Run(runCtx); err != nil && runCtx.Err() == nil {
-				failOnce.Do(func() { failed = fmt.Errorf("%s: %w", c.name, err) })
+			err := c.c.Run(runCtx)
+			if err != nil && runCtx.Err() != nil {
+				err = nil // an error caused by the shutdown is not a failure
+			}
+			outcomes <- outcome{c.name, err}
+			if err != nil {
 				cancelRun()
 			}
 		}()
 	}
 	notifier := daemon.NewNotifier(log)
-	wg.Add(1)
+	watchdog := make(chan struct{})
 	go func() {
-		defer wg.Done()
+		defer close(watchdog)
 		notifier.Watchdog(runCtx, ping)
 	}()
+	announced := make(chan struct{})
 	go func() {
+		defer close(announced)
 		<-runCtx.Done()
 		notifier.Stopping()
 		log.Info("shutting down", "grace", s.Grace.String())
@@ -198,13 +209,35 @@ func runDaemon(parent context.Context, log *slog.Logger, s *serveSettings, geten
 	log.Info("serving", "addr", ln.Addr().String(), "version", daemon.Version, "components", len(comps))
 	serveErr := daemon.ServeUntil(runCtx, daemon.NewHTTPServer(e), ln, s.Grace)
 	cancelRun()
+	// Neither can block once runCtx is done.
+	<-watchdog
+	<-announced
 
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(s.Grace):
-		log.Warn("components did not stop within the shutdown grace")
+	var failed error
+	running := make(map[string]bool, len(comps))
+	for _, c := range comps {
+		running[c.name] = true
+	}
+	deadline := time.NewTimer(s.Grace)
+	defer deadline.Stop()
+	for len(running) > 0 {
+		select {
+		case o := <-outcomes:
+			delete(running, o.name)
+			if o.err != nil && failed == nil {
+				failed = fmt.Errorf("%s: %w", o.name, o.err)
+			}
+		case <-deadline.C:
+			// Their goroutines cannot be stopped from here; returning an
+			// error makes the process exit, which ends them, rather than
+			// report a clean stop with work still running.
+			names := slices.Sorted(maps.Keys(running))
+			log.Warn("components did not stop within the shutdown grace", "components", strings.Join(names, ","))
+			if failed == nil {
+				failed = fmt.Errorf("%s did not stop within the shutdown grace (%s)", strings.Join(names, ", "), s.Grace)
+			}
+			return failed
+		}
 	}
 	if failed != nil {
 		return failed

@@ -14,7 +14,7 @@ const measureTimeout = 5 * time.Second
 // requests are served the previous value rather than queueing behind a
 // slow Redis; only when there is no usable value do they wait, and then
 // no longer than their own context allows. every == 0 measures on each
-// call, in the caller.
+// call, in the caller, and so does a stopped gauge.
 type backlogGauge struct {
 	every time.Duration
 
@@ -24,7 +24,11 @@ type backlogGauge struct {
 	valid    bool          // seen is a successful measurement
 	err      error         // outcome of the last measurement, for waiters
 	inflight chan struct{} // closed when the running measurement ends
-	bg       sync.WaitGroup
+	// stopped is set under mu before bg is waited for: a background
+	// measurement is only added to bg under mu while it is false, so no
+	// Add can race with that Wait.
+	stopped bool
+	bg      sync.WaitGroup
 }
 
 func (b *backlogGauge) value(ctx context.Context, measure func(context.Context) (int64, error)) (int64, error) {
@@ -36,6 +40,12 @@ func (b *backlogGauge) value(ctx context.Context, measure func(context.Context) 
 		n := b.seen
 		b.mu.Unlock()
 		return n, nil
+	}
+	if b.stopped {
+		// Requests still in flight during shutdown measure for themselves,
+		// bounded by their own context.
+		b.mu.Unlock()
+		return measure(ctx)
 	}
 	if b.inflight == nil {
 		done := make(chan struct{})
@@ -80,5 +90,11 @@ func (b *backlogGauge) refresh(ctx context.Context, measure func(context.Context
 	close(done)
 }
 
-// wait returns when no measurement is running any more.
-func (b *backlogGauge) wait() { b.bg.Wait() }
+// stop makes later measurements run in their callers and returns once the
+// background one, if any, has ended.
+func (b *backlogGauge) stop() {
+	b.mu.Lock()
+	b.stopped = true
+	b.mu.Unlock()
+	b.bg.Wait()
+}

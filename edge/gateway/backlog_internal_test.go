@@ -115,7 +115,7 @@ func testBacklogSingleFlightServesCachedValue(t *testing.T) {
 	default:
 	}
 	close(h.release)
-	g.backlog.wait()
+	g.backlog.stop()
 }
 
 // With no usable value yet, a request waits for the measurement but no
@@ -138,8 +138,60 @@ func testBacklogWaiterHonoursContext(t *testing.T) {
 		t.Fatalf("waited %v", d)
 	}
 	close(h.release)
-	g.backlog.wait()
+	g.backlog.stop()
 	if err := g.checkBacklog(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Requests still in flight while Run stops (the HTTP server's shutdown
+// grace runs beside it) keep checking the backlog; that must not race
+// with Run waiting for the measurement it left running.
+func TestBacklogCheckedWhileRunStops(t *testing.T) {
+	testsvc.EachRedis(t, testBacklogCheckedWhileRunStops)
+}
+
+func testBacklogCheckedWhileRunStops(t *testing.T) {
+	g, h := slowGateway(t, 20*time.Millisecond)
+	ctx := context.Background()
+	if err := g.checkBacklog(ctx); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- g.Run(runCtx) }()
+
+	time.Sleep(30 * time.Millisecond) // stale: the next check re-measures in the background
+	h.armed.Store(true)
+	inflight := make(chan error, 1)
+	go func() { inflight <- g.checkBacklog(ctx) }()
+	select {
+	case <-h.started:
+	case <-time.After(2 * time.Second):
+		t.Fatal("no re-measurement started")
+	}
+	stop()
+	time.Sleep(50 * time.Millisecond) // Run is now waiting for that measurement
+	h.armed.Store(false)
+	close(h.release)
+	time.Sleep(30 * time.Millisecond) // stale again
+	for range 5 {
+		if err := g.checkBacklog(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	if err := <-inflight; err != nil {
+		t.Fatal(err)
+	}
+	if err := g.checkBacklog(ctx); err != nil {
+		t.Fatal("a check after Run returned:", err)
 	}
 }

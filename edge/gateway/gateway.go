@@ -42,11 +42,20 @@ func (g *Gateway) Mount(e *echo.Echo) {
 }
 
 // Run creates the worker group if missing (retrying while Redis is down)
-// and runs the event hub until ctx is done.
+// and runs the event hub until ctx is done. It returns once every
+// goroutine it started has ended; requests still served afterwards (the
+// HTTP server's shutdown grace) start none.
 func (g *Gateway) Run(ctx context.Context) error {
-	go g.ensureGroup(ctx)
+	groupCtx, stopGroup := context.WithCancel(ctx)
+	grouped := make(chan struct{})
+	go func() {
+		defer close(grouped)
+		g.ensureGroup(groupCtx)
+	}()
 	err := g.hub.Run(ctx)
-	g.backlog.wait()
+	stopGroup() // the hub may fail before ctx is done
+	g.backlog.stop()
+	<-grouped
 	return err
 }
 

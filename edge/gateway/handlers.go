@@ -74,9 +74,7 @@ func (g *Gateway) createJob(c echo.Context) error {
 	}
 	status := jobs.Queued
 	if created.Duplicate {
-		if j, err := g.store.Get(ctx, created.ID); err == nil {
-			status = j.Status
-		}
+		status = created.Status
 	}
 	return c.JSON(http.StatusAccepted, CreateResponse{JobID: created.ID, Status: status})
 }

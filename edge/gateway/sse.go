@@ -1,12 +1,14 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -218,17 +220,51 @@ func (s *sseWriter) event(cursor *jobs.StreamID, ev jobs.Event) error {
 	return nil
 }
 
+// frame appends one event. A CR or LF ends an SSE line wherever it
+// appears, so a value carrying one could forge fields or whole events (an
+// event type is whatever a worker wrote to the stream, and a forged "done"
+// would end the client's stream): id and event are kept to one line, each
+// CR and LF replaced by U+FFFD (a name no real type has, while the entry
+// in data still carries the type as stored), and data lines go out as
+// data fields of their own, which clients join back with LF.
 func (s *sseWriter) frame(id, event string, data []byte) {
 	if id != "" {
 		s.buf = append(s.buf, "id: "...)
-		s.buf = append(s.buf, id...)
+		s.buf = appendOneLine(s.buf, id)
 		s.buf = append(s.buf, '\n')
 	}
 	s.buf = append(s.buf, "event: "...)
-	s.buf = append(s.buf, event...)
-	s.buf = append(s.buf, "\ndata: "...)
+	s.buf = appendOneLine(s.buf, event)
+	s.buf = append(s.buf, '\n')
+	for {
+		i := bytes.IndexAny(data, "\r\n")
+		if i < 0 {
+			break
+		}
+		s.buf = append(s.buf, "data: "...)
+		s.buf = append(s.buf, data[:i]...)
+		s.buf = append(s.buf, '\n')
+		if data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n' {
+			i++
+		}
+		data = data[i+1:]
+	}
+	s.buf = append(s.buf, "data: "...)
 	s.buf = append(s.buf, data...)
 	s.buf = append(s.buf, "\n\n"...)
+}
+
+// appendOneLine appends v with every CR and LF replaced by U+FFFD.
+func appendOneLine(buf []byte, v string) []byte {
+	for {
+		i := strings.IndexAny(v, "\r\n")
+		if i < 0 {
+			return append(buf, v...)
+		}
+		buf = append(buf, v[:i]...)
+		buf = append(buf, "\uFFFD"...)
+		v = v[i+1:]
+	}
 }
 
 func (s *sseWriter) comment(text string) {

@@ -13,9 +13,10 @@ import (
 // undelivered entries plus pending (delivered, unacknowledged) ones, up to
 // limit+1 (a count above limit is all backpressure needs to know).
 //
-// Redis 7 reports the undelivered count as the group's "lag"; on Redis 6.0
-// the entries after the group's last-delivered-id are counted with a
-// bounded XRANGE. The server version is detected once.
+// Redis 7 reports the undelivered count as the group's "lag"; on Redis 6.0,
+// and on 7 when it reports none, it is the stream's length less the
+// entries at or before the group's last-delivered-id (see undelivered).
+// The server version is detected once.
 func (s *Store) Backlog(ctx context.Context, limit int64) (int64, error) {
 	groups, err := s.rdb.XInfoGroups(ctx, QueueStream).Result()
 	if err != nil {
@@ -44,15 +45,28 @@ func (s *Store) Backlog(ctx context.Context, limit int64) (int64, error) {
 	if s.hasLag(ctx) && g.Lag >= 0 {
 		return g.Pending + g.Lag, nil
 	}
-	n, err := s.undeliveredByRange(ctx, g.LastDeliveredID, limit-g.Pending+1)
+	n, err := s.undelivered(ctx, g.LastDeliveredID, g.Pending, limit-g.Pending+1)
 	if err != nil {
 		return 0, err
 	}
 	return g.Pending + n, nil
 }
 
-// undeliveredByRange counts up to max entries after lastDelivered.
-func (s *Store) undeliveredByRange(ctx context.Context, lastDelivered string, max int64) (int64, error) {
+// behindSlack is how many entries at or before the group's position,
+// beyond the pending ones, undelivered fetches before giving up on
+// subtracting them.
+const behindSlack = 64
+
+// undelivered counts the entries after lastDelivered without fetching
+// them: every entry comes back with its payload (up to the body limit), and
+// the undelivered ones are the whole backlog. The workers delete each entry
+// they finish, so what lies at or before lastDelivered is the pending
+// entries and little else; those are fetched (up to pending+behindSlack)
+// and subtracted from XLEN, in one MULTI so both see the same stream.
+// Workers that acknowledge without deleting (another implementation of the
+// contract) leave more there; the entries after lastDelivered are then
+// fetched instead, up to max, which is all the limit needs.
+func (s *Store) undelivered(ctx context.Context, lastDelivered string, pending, max int64) (int64, error) {
 	if max < 1 {
 		max = 1
 	}
@@ -60,11 +74,28 @@ func (s *Store) undeliveredByRange(ctx context.Context, lastDelivered string, ma
 	if err != nil {
 		return 0, fmt.Errorf("backlog: group last-delivered-id %q: %w", lastDelivered, err)
 	}
-	start := "-"
-	if id != (StreamID{}) {
-		start = id.Next().String()
+	if id == (StreamID{}) {
+		n, err := s.rdb.XLen(ctx, QueueStream).Result()
+		if err != nil {
+			return 0, fmt.Errorf("backlog: %w", err)
+		}
+		return n, nil
 	}
-	msgs, err := s.rdb.XRangeN(ctx, QueueStream, start, "+", max).Result()
+	behindMax := pending + behindSlack
+	var length *redis.IntCmd
+	var behind *redis.XMessageSliceCmd
+	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		length = p.XLen(ctx, QueueStream)
+		behind = p.XRangeN(ctx, QueueStream, "-", id.String(), behindMax)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("backlog: %w", err)
+	}
+	if n := int64(len(behind.Val())); n < behindMax {
+		return length.Val() - n, nil
+	}
+	msgs, err := s.rdb.XRangeN(ctx, QueueStream, id.Next().String(), "+", max).Result()
 	if err != nil {
 		return 0, fmt.Errorf("backlog: %w", err)
 	}

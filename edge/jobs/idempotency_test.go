@@ -36,7 +36,7 @@ func testIdempotencyRecordForms(t *testing.T) {
 		assert.Positive(t, rdb.TTL(ctx, jobs.IdempotencyFingerprintKey("ours")).Val())
 		again, err := st.Create(ctx, nj)
 		require.NoError(t, err)
-		assert.Equal(t, jobs.Created{ID: a.ID, Duplicate: true}, again)
+		assert.Equal(t, jobs.Created{ID: a.ID, Duplicate: true, Status: jobs.Queued}, again)
 		other := nj
 		other.Fingerprint = "f2"
 		_, err = st.Create(ctx, other)
@@ -51,7 +51,7 @@ func testIdempotencyRecordForms(t *testing.T) {
 		n.IdempotencyKey = "theirs"
 		got, err := st.Create(ctx, n)
 		require.NoError(t, err, "a contract-form record without a fingerprint replays")
-		assert.Equal(t, jobs.Created{ID: foreign.ID, Duplicate: true}, got)
+		assert.Equal(t, jobs.Created{ID: foreign.ID, Duplicate: true, Status: jobs.Queued}, got)
 	})
 
 	t.Run("former JSON record", func(t *testing.T) {
@@ -63,7 +63,7 @@ func testIdempotencyRecordForms(t *testing.T) {
 		n.IdempotencyKey = "legacy"
 		got, err := st.Create(ctx, n)
 		require.NoError(t, err)
-		assert.Equal(t, jobs.Created{ID: old.ID, Duplicate: true}, got)
+		assert.Equal(t, jobs.Created{ID: old.ID, Duplicate: true, Status: jobs.Queued}, got)
 		n.Fingerprint = "f2"
 		_, err = st.Create(ctx, n)
 		assert.ErrorIs(t, err, jobs.ErrIdempotencyConflict)
@@ -76,4 +76,45 @@ func testIdempotencyRecordForms(t *testing.T) {
 		_, err := st.Create(ctx, n)
 		assert.ErrorIs(t, err, jobs.ErrIdempotencyConflict)
 	})
+}
+
+// A record naming a job that is gone is free for the next request, which
+// takes it for its new job; Replay (which writes nothing) finds no job.
+func TestIdempotencyRecordOfVanishedJob(t *testing.T) {
+	testsvc.EachRedis(t, testIdempotencyRecordOfVanishedJob)
+}
+
+func testIdempotencyRecordOfVanishedJob(t *testing.T) {
+	st, rdb := newStore(t)
+	ctx := context.Background()
+	nj := jobs.NewJob{Task: "chat", Payload: json.RawMessage(`{}`), TTL: 60, IdempotencyKey: "k", Fingerprint: "f1"}
+	a, err := st.Create(ctx, nj)
+	require.NoError(t, err)
+	require.NoError(t, rdb.Del(ctx, jobs.JobKey(a.ID)).Err())
+
+	_, ok, err := st.Replay(ctx, "k", "f1")
+	require.NoError(t, err)
+	assert.False(t, ok, "nothing to replay")
+
+	other := nj
+	other.Fingerprint = "f2"
+	b, err := st.Create(ctx, other)
+	require.NoError(t, err)
+	assert.False(t, b.Duplicate)
+	assert.NotEqual(t, a.ID, b.ID)
+	assert.Equal(t, b.ID, rdb.Get(ctx, jobs.IdempotencyKey("k")).Val())
+	assert.Equal(t, "f2", rdb.Get(ctx, jobs.IdempotencyFingerprintKey("k")).Val())
+	assert.Positive(t, rdb.TTL(ctx, jobs.IdempotencyKey("k")).Val())
+	_, err = st.Create(ctx, nj)
+	assert.ErrorIs(t, err, jobs.ErrIdempotencyConflict, "the key now holds the new request")
+
+	// The same for a record in the former JSON form.
+	rec, _ := json.Marshal(map[string]string{"job_id": a.ID, "fingerprint": "f1"})
+	require.NoError(t, rdb.Set(ctx, jobs.IdempotencyKey("legacy"), rec, 0).Err())
+	l := nj
+	l.IdempotencyKey = "legacy"
+	c, err := st.Create(ctx, l)
+	require.NoError(t, err)
+	assert.False(t, c.Duplicate)
+	assert.Equal(t, c.ID, rdb.Get(ctx, jobs.IdempotencyKey("legacy")).Val())
 }

@@ -10,17 +10,23 @@ import (
 // KEYS[4] is given and free: the job id, and the request fingerprint in
 // KEYS[5]), the hash, the "queued" event and the queue entry. A taken
 // idempotency key returns its stored value and the stored fingerprint (""
-// when none) and writes nothing.
+// when none) and writes nothing — unless the key still holds ARGV[9], a
+// record the caller found naming a job that is gone, and that job's hash
+// (KEYS[6]) is still gone: such a record is replaced as if free.
 //
-// KEYS: job hash, events stream, queue stream, [idempotency key, fingerprint key]
+// KEYS: job hash, events stream, queue stream, [idempotency key, fingerprint key,
+// [hash of the job a stale record names]]
 // ARGV: id, task, payload, now_ms, ttl_s, request fingerprint, queue maxlen
 // (0: no trimming, the normal case; finished entries are deleted by the
-// worker, see transitionScript), capture stream ("" none: see captureLua)
+// worker, see transitionScript), capture stream ("" none: see captureLua),
+// stale record to replace ("" none)
 var createScript = redis.NewScript(`
 redis.replicate_commands()
 if #KEYS >= 5 then
   local prev = redis.call('GET', KEYS[4])
-  if prev then return {'duplicate', prev, redis.call('GET', KEYS[5]) or ''} end
+  local stale = prev and #KEYS >= 6 and prev == ARGV[9] and
+    (redis.call('HGET', KEYS[6], 'status') or '') == ''
+  if prev and not stale then return {'duplicate', prev, redis.call('GET', KEYS[5]) or ''} end
   redis.call('SET', KEYS[4], ARGV[1], 'EX', ARGV[5])
   redis.call('SET', KEYS[5], ARGV[6], 'EX', ARGV[5])
 end

@@ -71,9 +71,19 @@ type Created struct {
 	// Duplicate is true when an earlier request with the same idempotency
 	// key and fingerprint already created the job; nothing was written.
 	Duplicate bool
+	// Status is the duplicate's status when it was looked up.
+	Status    Status
 	EventID   string // id of the "queued" event (empty for duplicates)
 	MessageID string // id of the jobs:stream entry (empty for duplicates)
 }
+
+// ErrStaleIdempotency: the idempotency key kept naming jobs that were gone
+// each time Create tried to replace its record.
+var ErrStaleIdempotency = errors.New("idempotency record keeps naming vanished jobs")
+
+// staleAttempts bounds how often Create replaces a record whose job is
+// gone; each attempt loses only to a concurrent request that replaced it.
+const staleAttempts = 3
 
 // idempotencyRecord is what a taken idempotency key says.
 type idempotencyRecord struct {
@@ -102,6 +112,12 @@ func parseIdempotencyRecord(value, fingerprint string) (idempotencyRecord, bool)
 // Create writes the job hash (status queued, TTL), the initial event
 // type=queued step=gateway.enqueue data={} and the jobs:stream entry
 // job_id/task/payload in one atomic script.
+//
+// An idempotency record lives as long as its job (both get the job's TTL),
+// so a record naming a job that is gone (deleted, or a record another
+// gateway kept longer) can give nothing back: the key is treated as free
+// and taken for the new job, in the script, only if it still holds that
+// record and the job is still gone, so concurrent requests create one job.
 func (s *Store) Create(ctx context.Context, nj NewJob) (Created, error) {
 	if !ValidTask(nj.Task) {
 		return Created{}, fmt.Errorf("create job: unknown task %q", nj.Task)
@@ -110,37 +126,67 @@ func (s *Store) Create(ctx context.Context, nj NewJob) (Created, error) {
 		return Created{}, fmt.Errorf("create job: ttl %d must be positive", nj.TTL)
 	}
 	id := uuid.NewString()
-	keys := []string{JobKey(id), EventsKey(id), QueueStream}
-	if nj.IdempotencyKey != "" {
-		keys = append(keys, IdempotencyKey(nj.IdempotencyKey), IdempotencyFingerprintKey(nj.IdempotencyKey))
-	}
-	res, err := createScript.Run(ctx, s.rdb, keys, id, nj.Task, string(nj.Payload), s.nowMS(), nj.TTL, nj.Fingerprint, s.QueueMaxLen, s.Capture).StringSlice()
-	if err != nil {
-		return Created{}, fmt.Errorf("create job: %w", err)
-	}
-	if len(res) >= 3 && res[0] == "created" {
-		return Created{ID: id, EventID: res[1], MessageID: res[2]}, nil
-	}
-	if len(res) == 3 && res[0] == "duplicate" {
-		rec, ok := parseIdempotencyRecord(res[1], res[2])
-		if !ok {
-			return Created{}, fmt.Errorf("create job: unreadable idempotency record: %w", ErrIdempotencyConflict)
+	stale, staleJob := "", ""
+	for range staleAttempts {
+		keys := []string{JobKey(id), EventsKey(id), QueueStream}
+		if nj.IdempotencyKey != "" {
+			keys = append(keys, IdempotencyKey(nj.IdempotencyKey), IdempotencyFingerprintKey(nj.IdempotencyKey))
+			if stale != "" {
+				keys = append(keys, JobKey(staleJob))
+			}
 		}
-		// No fingerprint: another implementation of the contract wrote the
-		// record, and only the job id can be compared, so it is replayed.
-		if rec.Fingerprint != "" && rec.Fingerprint != nj.Fingerprint {
-			return Created{ID: rec.JobID}, ErrIdempotencyConflict
+		res, err := createScript.Run(ctx, s.rdb, keys, id, nj.Task, string(nj.Payload), s.nowMS(), nj.TTL, nj.Fingerprint, s.QueueMaxLen, s.Capture, stale).StringSlice()
+		if err != nil {
+			return Created{}, fmt.Errorf("create job: %w", err)
 		}
-		return Created{ID: rec.JobID, Duplicate: true}, nil
+		if len(res) >= 3 && res[0] == "created" {
+			return Created{ID: id, EventID: res[1], MessageID: res[2]}, nil
+		}
+		if len(res) != 3 || res[0] != "duplicate" {
+			return Created{}, fmt.Errorf("create job: unexpected script reply %q", res)
+		}
+		c, live, err := s.duplicate(ctx, res[1], res[2], nj.Fingerprint)
+		if err != nil {
+			return c, fmt.Errorf("create job: %w", err)
+		}
+		if live {
+			return c, nil
+		}
+		stale, staleJob = res[1], c.ID
 	}
-	return Created{}, fmt.Errorf("create job: unexpected script reply %q", res)
+	return Created{}, fmt.Errorf("create job: idempotency key %q: %w", nj.IdempotencyKey, ErrStaleIdempotency)
+}
+
+// duplicate is the answer to a request whose idempotency key holds value
+// (with fingerprint stored beside it): the job it names with its status,
+// or ErrIdempotencyConflict for another fingerprint. live is false, with
+// the job id and no error, when that job is gone.
+func (s *Store) duplicate(ctx context.Context, value, stored, fingerprint string) (c Created, live bool, err error) {
+	rec, ok := parseIdempotencyRecord(value, stored)
+	if !ok {
+		return Created{}, true, fmt.Errorf("unreadable idempotency record: %w", ErrIdempotencyConflict)
+	}
+	status, err := s.rdb.HGet(ctx, JobKey(rec.JobID), "status").Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return Created{}, true, fmt.Errorf("idempotency record's job %s: %w", rec.JobID, err)
+	}
+	if status == "" {
+		return Created{ID: rec.JobID}, false, nil
+	}
+	// No fingerprint: another implementation of the contract wrote the
+	// record, and only the job id can be compared, so it is replayed.
+	if rec.Fingerprint != "" && rec.Fingerprint != fingerprint {
+		return Created{ID: rec.JobID}, true, ErrIdempotencyConflict
+	}
+	return Created{ID: rec.JobID, Duplicate: true, Status: status}, true, nil
 }
 
 // Replay answers a create with Idempotency-Key key the way Create would if
 // the key is taken: the job it names (Duplicate), or ErrIdempotencyConflict
-// for another fingerprint. ok is false when the key is free. It writes
-// nothing, so a gateway refusing new work (a full backlog) can still give
-// a retried request the job it already created.
+// for another fingerprint. ok is false when the key is free, or names a job
+// that is gone (Create would take it for a new job). It writes nothing, so
+// a gateway refusing new work (a full backlog) can still give a retried
+// request the job it already created.
 func (s *Store) Replay(ctx context.Context, key, fingerprint string) (c Created, ok bool, err error) {
 	vals, err := s.rdb.MGet(ctx, IdempotencyKey(key), IdempotencyFingerprintKey(key)).Result()
 	if err != nil {
@@ -151,14 +197,14 @@ func (s *Store) Replay(ctx context.Context, key, fingerprint string) (c Created,
 		return Created{}, false, nil
 	}
 	stored, _ := vals[1].(string)
-	rec, valid := parseIdempotencyRecord(value, stored)
-	if !valid {
-		return Created{}, true, fmt.Errorf("replay: unreadable idempotency record: %w", ErrIdempotencyConflict)
+	c, live, err := s.duplicate(ctx, value, stored, fingerprint)
+	if err != nil {
+		return c, true, fmt.Errorf("replay: %w", err)
 	}
-	if rec.Fingerprint != "" && rec.Fingerprint != fingerprint {
-		return Created{ID: rec.JobID}, true, ErrIdempotencyConflict
+	if !live {
+		return Created{}, false, nil
 	}
-	return Created{ID: rec.JobID, Duplicate: true}, true, nil
+	return c, true, nil
 }
 
 // Get reads job:{id} with payload, result and error deserialized.

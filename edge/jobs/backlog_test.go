@@ -1,0 +1,119 @@
+package jobs_test
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
+	"github.com/vesta-cx/euterpe/edge/jobs"
+)
+
+// fetchedEntries counts the stream entries (each with its payload) that
+// replies bring back to the client.
+type fetchedEntries struct{ n atomic.Int64 }
+
+func (f *fetchedEntries) count(cmd redis.Cmder) {
+	if c, ok := cmd.(*redis.XMessageSliceCmd); ok {
+		f.n.Add(int64(len(c.Val())))
+	}
+}
+
+func (f *fetchedEntries) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) { return next(ctx, network, addr) }
+}
+
+func (f *fetchedEntries) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		f.count(cmd)
+		return err
+	}
+}
+
+func (f *fetchedEntries) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			f.count(cmd)
+		}
+		return err
+	}
+}
+
+// Counting the backlog where Redis reports no lag (6.0, or 7 after
+// deletions) costs what is pending, not what is queued: the gateway
+// re-measures every 100 ms, /metrics and the console with no limit, and
+// every undelivered entry carries a payload of up to 200 KB.
+func TestBacklogCountDoesNotFetchUndelivered(t *testing.T) {
+	testsvc.EachRedis(t, testBacklogCountDoesNotFetchUndelivered)
+}
+
+func testBacklogCountDoesNotFetchUndelivered(t *testing.T) {
+	st, rdb := newStore(t)
+	st.ForceRange()
+	ctx := context.Background()
+	require.NoError(t, st.EnsureGroup(ctx))
+	payload, _ := json.Marshal(map[string]string{"q": strings.Repeat("x", 1024)})
+	const queued = 300
+	for range queued {
+		_, err := st.Create(ctx, jobs.NewJob{Task: "chat", Payload: payload, TTL: 60})
+		require.NoError(t, err)
+	}
+	msgs := readGroup(t, rdb, 3)
+	require.NoError(t, st.Ack(ctx, msgs[1].ID)) // finished: acknowledged and deleted
+
+	f := &fetchedEntries{}
+	rdb.AddHook(f)
+	for _, limit := range []int64{1 << 40, 10_000, queued - 2} {
+		n, err := st.Backlog(ctx, limit)
+		require.NoError(t, err)
+		assert.EqualValues(t, queued-1, n, "2 pending + 297 undelivered (limit %d)", limit)
+	}
+	n, err := st.Backlog(ctx, 10)
+	require.NoError(t, err)
+	assert.Greater(t, n, int64(10))
+	assert.LessOrEqual(t, f.n.Load(), int64(4*2), "entries fetched: at most the pending ones per count")
+}
+
+// Workers of another implementation of the contract acknowledge without
+// deleting: the stream then keeps finished entries before the group's
+// position, and the count stays exact where the limit is decided.
+func TestBacklogWithAcknowledgedEntriesKept(t *testing.T) {
+	testsvc.EachRedis(t, testBacklogWithAcknowledgedEntriesKept)
+}
+
+func testBacklogWithAcknowledgedEntriesKept(t *testing.T) {
+	for _, mode := range []string{"lag", "xrange"} {
+		t.Run(mode, func(t *testing.T) {
+			st, rdb := newStore(t)
+			ctx := context.Background()
+			if mode == "xrange" {
+				st.ForceRange()
+			}
+			require.NoError(t, st.EnsureGroup(ctx))
+			for range 150 {
+				create(t, st)
+			}
+			msgs := readGroup(t, rdb, 130)
+			for _, m := range msgs[:128] {
+				require.NoError(t, rdb.XAck(ctx, jobs.QueueStream, jobs.Group, m.ID).Err())
+			}
+			// 2 pending, 20 undelivered, 128 acknowledged but kept.
+			for _, limit := range []int64{1 << 40, 100, 22} {
+				n, err := st.Backlog(ctx, limit)
+				require.NoError(t, err)
+				assert.EqualValues(t, 22, n, "limit %d", limit)
+			}
+			n, err := st.Backlog(ctx, 21)
+			require.NoError(t, err)
+			assert.Greater(t, n, int64(21))
+		})
+	}
+}

@@ -59,12 +59,31 @@ func New(ctx context.Context, log *slog.Logger, stateDir, workerID string, s Set
 	if trashPath == "" {
 		trashPath = filepath.Join(state.Path(), "trash")
 	}
-	if !filepath.IsAbs(trashPath) || !pathsafe.Under(state.Path(), filepath.Clean(trashPath)) || filepath.Clean(trashPath) == state.Path() {
+	// Judged by the directory it really is: a symlink on its way (or a
+	// ".." after one) can lead a trash that looks inside the state
+	// directory into a library root, where trashed files would be scanned
+	// again and the cleaner would remove library files. It is resolved
+	// before anything is created, and checked again once it exists.
+	outside := func(real string) bool { return !pathsafe.Under(state.Path(), real) || real == state.Path() }
+	if !filepath.IsAbs(trashPath) {
 		return nil, &daemon.SettingError{Setting: "EUTERPE_LIBRARY_TRASH_DIR", Value: s.TrashDir, Reason: errTrashOutside.Error()}
+	}
+	if real, err := pathsafe.RealPath(trashPath); err != nil || outside(real) {
+		reason := errTrashOutside.Error()
+		if err != nil {
+			reason = fmt.Sprintf("%s: %v", reason, err)
+		} else if real != filepath.Clean(trashPath) {
+			reason = fmt.Sprintf("%s (it resolves to %s)", reason, real)
+		}
+		return nil, &daemon.SettingError{Setting: "EUTERPE_LIBRARY_TRASH_DIR", Value: s.TrashDir, Reason: reason}
 	}
 	trashDir, err := pathsafe.NewDir(trashPath)
 	if err != nil {
 		return nil, fmt.Errorf("trash directory: %w", err)
+	}
+	if outside(trashDir.Path()) {
+		return nil, &daemon.SettingError{Setting: "EUTERPE_LIBRARY_TRASH_DIR", Value: s.TrashDir,
+			Reason: fmt.Sprintf("%s (it resolves to %s)", errTrashOutside, trashDir.Path())}
 	}
 	dbPath := filepath.Join(state.Path(), "library.db")
 	st, err := store.Open(ctx, dbPath)
@@ -76,7 +95,7 @@ func New(ctx context.Context, log *slog.Logger, stateDir, workerID string, s Set
 		Store: st, Catalog: st, Roots: roots, Thumbs: thumbs, Trash: trashDir, Log: log.With("component", "library-executor"),
 		WorkerID: workerID, LeaseTTL: s.LeaseTTL, Poll: s.Poll, ThumbWorkers: s.ThumbWorkers,
 		IOBytesPerSec: int64(s.IOBytesPerSec), Retry: backoff, SkipDirs: []string{state.Path()},
-		MaxPixels: int64(s.ThumbMaxPixels),
+		MaxPixels: int64(s.ThumbMaxPixels), ThumbTimeout: s.ThumbTimeout,
 	}
 	p := &policy.Policy{
 		Store: st, HashAlgorithm: s.HashAlgorithm, ThumbQueueCapacity: s.ThumbQueueCapacity,

@@ -21,6 +21,7 @@ type Settings struct {
 	ThumbWorkers       int
 	ThumbMaxAttempts   int
 	ThumbMaxPixels     int // sources declaring more width×height pixels are refused before decoding
+	ThumbTimeout       time.Duration
 	IOBytesPerSec      int // thumbnail source bytes per second, 0 = unpaced
 	WALThresholdMB     int
 	WALMode            string
@@ -74,6 +75,8 @@ func (s *Settings) Register(cfg *daemon.Config) {
 		"failed thumbnails are requeued (after retry_after) until this many failures")
 	cfg.Int(&s.ThumbMaxPixels, "library-thumbnail-max-pixels", "EUTERPE_LIBRARY_THUMBNAIL_MAX_PIXELS", 100_000_000, 1024, 1<<40,
 		"thumbnail sources whose declared width×height exceeds this are refused (source_too_large) before decoding")
+	cfg.Duration(&s.ThumbTimeout, "library-thumbnail-timeout", "EUTERPE_LIBRARY_THUMBNAIL_TIMEOUT", 2*time.Minute, time.Second, time.Hour,
+		"longest ffmpeg run for one thumbnail (ffprobe: at most a minute); it is then killed and the thumbnail fails render_timeout")
 	cfg.Int(&s.IOBytesPerSec, "library-io-rate", "EUTERPE_LIBRARY_IO_RATE", 64<<20, 0, 1<<40,
 		"global thumbnail source read budget in bytes/s shared through io_rate_limits (0 = unpaced)")
 	cfg.Int(&s.WALThresholdMB, "library-wal-threshold-mb", "EUTERPE_LIBRARY_WAL_THRESHOLD_MB", 64, 0, 1<<20,

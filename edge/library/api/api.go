@@ -246,6 +246,16 @@ func (h *Handlers) groupFiles(c echo.Context) error {
 			return mapErr(err)
 		}
 	}
+	// §6.2 groups only digests held by more than one live file; one held
+	// by a single file is no duplicate group, on any page (as for a delete
+	// request in it).
+	n, err := h.Store.GroupSize(c.Request().Context(), k)
+	if err != nil {
+		return mapErr(err)
+	}
+	if n < 2 {
+		return daemon.Errorf(http.StatusNotFound, "not_found", "no duplicate group %s", k)
+	}
 	files, next, err := h.Store.GroupFiles(c.Request().Context(), k, cursor, limit)
 	if err != nil {
 		return mapErr(err)

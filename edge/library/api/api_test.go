@@ -369,3 +369,91 @@ func TestStrictRequests(t *testing.T) {
 		t.Fatalf("valid query: %d %v", code, out)
 	}
 }
+
+// TestGroupFilesOnlyOfDuplicateGroups: §6.2 makes a duplicate group of
+// more than one file, and GET …/groups never lists a digest held by one
+// file; its files route answers 404 for such a digest as for an unknown
+// one (and as a delete request in it does), on every page, and a group that
+// shrank to one file is gone.
+func TestGroupFilesOnlyOfDuplicateGroups(t *testing.T) {
+	s := start(t)
+	ctx := context.Background()
+	write := func(name, content string) string {
+		p := filepath.Join(s.root, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	scanAndHash := func() {
+		t.Helper()
+		if _, err := s.lib.Policy.EnqueueScan(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if did, err := s.lib.Executor.RunJobOnce(ctx); !did || err != nil {
+			t.Fatalf("scan did=%v err=%v", did, err)
+		}
+		if _, err := s.lib.Policy.EnqueueHash(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if did, err := s.lib.Executor.RunJobOnce(ctx); !did || err != nil {
+			t.Fatalf("hash did=%v err=%v", did, err)
+		}
+	}
+	keyOf := func(path string) string {
+		t.Helper()
+		var k string
+		if err := s.lib.Store.DB.QueryRow(`SELECT hash_algorithm || ':' || content_hash FROM library_files WHERE path = ?`, path).Scan(&k); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		return k
+	}
+	pair := write("pair-a.bin", "two copies")
+	write("pair-b.bin", "two copies")
+	single := write("single.bin", "one copy")
+	shrunk := write("shrunk-a.bin", "two copies, then one")
+	shrunkB := write("shrunk-b.bin", "two copies, then one")
+	scanAndHash()
+	if code, _ := s.do("GET", "/api/v1/duplicates/groups/"+keyOf(shrunk)+"/files", ""); code != 200 {
+		t.Fatalf("group of two before the removal: %d", code)
+	}
+	os.Remove(shrunkB)
+	scanAndHash()
+
+	files := func(key, query string) string { return "/api/v1/duplicates/groups/" + key + "/files" + query }
+	cases := []struct {
+		name  string
+		path  string
+		code  int
+		items int
+	}{
+		{"two copies", files(keyOf(pair), ""), 200, 2},
+		{"two copies, first page of one", files(keyOf(pair), "?limit=1"), 200, 1},
+		{"one file", files(keyOf(single), ""), 404, 0},
+		{"one file, after a cursor", files(keyOf(single), "?cursor=1"), 404, 0},
+		{"one file, page of one", files(keyOf(single), "?limit=1"), 404, 0},
+		{"a group that shrank to one file", files(keyOf(shrunk), ""), 404, 0},
+		{"unknown digest", files("blake3:"+strings.Repeat("b", 64), ""), 404, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, body := s.do("GET", c.path, "")
+			if code != c.code {
+				t.Fatalf("GET %s = %d %v, want %d", c.path, code, body, c.code)
+			}
+			if code == 404 {
+				if e, _ := body["error"].(map[string]any); e == nil || e["code"] != "not_found" {
+					t.Fatalf("GET %s: body %v, want error not_found", c.path, body)
+				}
+				return
+			}
+			if items, _ := body["items"].([]any); len(items) != c.items {
+				t.Fatalf("GET %s: %d items, want %d", c.path, len(items), c.items)
+			}
+		})
+	}
+	_, groups := s.do("GET", "/api/v1/duplicates/groups", "")
+	if items, _ := groups["items"].([]any); len(items) != 1 || items[0].(map[string]any)["group_key"] != keyOf(pair) {
+		t.Fatalf("groups listed %v, want only the pair", groups)
+	}
+}

@@ -23,14 +23,15 @@ var (
 	}, "status = 'running' AND (lease_expires_at IS NULL OR lease_expires_at <= ?1)")
 
 	// A due row is claimed only when its group has no pending or running
-	// thumbnail left (§4.4).
+	// thumbnail left (§4.4), counting the ungrouped rows of its files (see
+	// inGroupSQL): one rendered after the cleanup would never be removed.
 	sqlCleanupClaim = mustUpdate("thumbnail_cleanup_jobs", "claim", []Set{
 		{"status", "'" + store.MustMove(store.CleanupMachine, store.StatusPending, store.StatusRunning) + "'"},
 		{"worker_id", "?1"}, {"worker_heartbeat_at", "?2"}, {"lease_expires_at", "?3"},
 		{"finished_at", "NULL"}, {"updated_at", "?2"},
 	}, `id = (SELECT c.id FROM thumbnail_cleanup_jobs c
   WHERE c.status = 'pending' AND c.execute_after <= ?2
-    AND NOT EXISTS (SELECT 1 FROM thumbnails t WHERE t.group_key = c.group_key AND t.status IN ('pending','running'))
+    AND NOT EXISTS (SELECT 1 FROM thumbnails t WHERE t.status IN ('pending','running') AND `+inGroupSQL("t", "c.group_key")+`)
   ORDER BY c.execute_after, c.id LIMIT 1) AND status = 'pending'
 RETURNING id, group_key`)
 
@@ -109,9 +110,22 @@ func (x *Executor) RunCleanupOnce(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
+// inGroupSQL matches the thumbnails rows (alias t) of group (an SQL
+// expression): those admitted for it, and those admitted before their file
+// was hashed, which have no group_key and keep none once the file has a
+// digest (policy.AdmitThumbnail), but belong to the group of that digest.
+// The file's digest is kept when a delete marks it missing, so the rows of
+// a deleted copy are found too. The ungrouped rows are few (what was
+// requested between a scan and its hash pass) and reach their file by its
+// key; the group's own rows use ix_thumbnails_group.
+func inGroupSQL(t, group string) string {
+	return `(` + t + `.group_key = ` + group + ` OR (` + t + `.group_key IS NULL AND EXISTS (SELECT 1 FROM library_files f
+  WHERE f.id = ` + t + `.file_id AND f.hash_algorithm || ':' || f.content_hash = ` + group + `)))`
+}
+
 func (x *Executor) cleanGroup(ctx context.Context, group string) error {
-	rows, err := x.Store.DB.QueryContext(ctx, `SELECT id, output_path FROM thumbnails
-WHERE group_key = ? AND status IN ('ready','failed')`, group)
+	rows, err := x.Store.DB.QueryContext(ctx, `SELECT id, output_path FROM thumbnails t
+WHERE t.status IN ('ready','failed') AND `+inGroupSQL("t", "?1"), group)
 	if err != nil {
 		return err
 	}

@@ -58,7 +58,11 @@ type Executor struct {
 	// MaxPixels refuses a thumbnail source whose declared width×height
 	// exceeds it, before anything is decoded (0 = DefaultMaxPixels).
 	MaxPixels int64
-	Retry     lease.Backoff
+	// ThumbTimeout bounds the ffmpeg run of one thumbnail, and its ffprobe
+	// run to at most a minute (0 = DefaultThumbTimeout); past it the
+	// thumbnail fails render_timeout.
+	ThumbTimeout time.Duration
+	Retry        lease.Backoff
 	// MaxWALRetries is how many busy checkpoints are retried at the regular
 	// backoff; later ones wait the backoff's larger bucket. A busy
 	// checkpoint is never failed (§4.5).
@@ -125,7 +129,8 @@ func (x *Executor) Wake() {
 	}
 }
 
-// Run runs every claim loop until ctx ends, and waits for them.
+// Run runs every claim loop, and the sweep of stale thumbnail temp files,
+// until ctx ends, and waits for them.
 func (x *Executor) Run(ctx context.Context) error {
 	x.init()
 	loops := []func(context.Context) (bool, error){x.RunJobOnce, x.RunCleanupOnce, x.RunWALOnce}
@@ -133,6 +138,11 @@ func (x *Executor) Run(ctx context.Context) error {
 		loops = append(loops, x.RunThumbnailOnce)
 	}
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		x.sweepThumbTemps(ctx)
+	}()
 	for _, once := range loops {
 		wg.Add(1)
 		go func() {

@@ -75,7 +75,7 @@ func imageDimensions(src *os.File) (int64, int64, error) {
 
 // probeDimensions asks ffprobe for the first video stream's width and
 // height, reading the already opened source as /dev/fd/3.
-func (x *Executor) probeDimensions(ctx context.Context, src *os.File) (int64, int64, error) {
+func (x *Executor) probeDimensions(parent context.Context, src *os.File) (int64, int64, error) {
 	bin := x.FFprobe
 	if bin == "" {
 		bin = "ffprobe"
@@ -87,11 +87,13 @@ func (x *Executor) probeDimensions(ctx context.Context, src *os.File) (int64, in
 	if _, err := src.Seek(0, 0); err != nil {
 		return 0, 0, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	limit := min(time.Minute, x.thumbTimeout())
+	ctx, cancel := context.WithTimeout(parent, limit)
 	defer cancel()
 	args := append([]string{"-v", "error"}, ffmpegInputArgs...)
 	args = append(args, "-select_streams", "v:0", "-show_entries", "stream=width,height", "-of", "csv=p=0:s=x", "/dev/fd/3")
 	cmd := exec.CommandContext(ctx, path, args...)
+	killGroupOnCancel(cmd)
 	cmd.ExtraFiles = []*os.File{src}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -100,8 +102,11 @@ func (x *Executor) probeDimensions(ctx context.Context, src *os.File) (int64, in
 		err = serr
 	}
 	if err != nil {
+		if parent.Err() != nil {
+			return 0, 0, parent.Err()
+		}
 		if ctx.Err() != nil {
-			return 0, 0, ctx.Err()
+			return 0, 0, thumbErr(CodeRenderTimeout, fmt.Errorf("ffprobe did not finish within %s (at most EUTERPE_LIBRARY_THUMBNAIL_TIMEOUT) and was killed: %w", limit, err))
 		}
 		return 0, 0, thumbErr(CodeFFmpegFailed, fmt.Errorf("ffprobe: %w: %s", err, strings.TrimSpace(stderr.String())))
 	}

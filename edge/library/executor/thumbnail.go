@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 
 	"golang.org/x/image/draw"
 	_ "golang.org/x/image/webp" // WebP input
@@ -36,6 +38,7 @@ const (
 	CodeFFmpegFailed   = "ffmpeg_failed"
 	CodeOutputRefused  = "output_refused"
 	CodeSourceTooLarge = "source_too_large"
+	CodeRenderTimeout  = "render_timeout"
 	CodeThumbnailStale = "lease_expired"
 )
 
@@ -203,7 +206,7 @@ func (x *Executor) render(ctx context.Context, t *ThumbTask) (w, h int, size int
 			return 0, 0, 0, err
 		}
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(out), ".tmp-thumb-*")
+	tmp, err := os.CreateTemp(filepath.Dir(out), thumbTempPrefix+"*")
 	if err != nil {
 		return 0, 0, 0, thumbErr(CodeEncodeFailed, err)
 	}
@@ -285,6 +288,12 @@ func (x *Executor) renderFFmpeg(ctx context.Context, src *os.File, out string, t
 		codec = "libwebp"
 	}
 	scale := fmt.Sprintf("scale=w='min(%[1]d,iw)':h='min(%[1]d,ih)':force_original_aspect_ratio=decrease", t.MaxSize)
+	// A source can keep a decoder busy for ever (a corrupt or hostile
+	// stream), and the lease would be renewed for as long: one deadline
+	// covers both attempts, so the worker is released in bounded time.
+	limit := x.thumbTimeout()
+	rctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
 	run := func(seek bool) error {
 		if _, err := src.Seek(0, 0); err != nil {
 			return err
@@ -297,7 +306,8 @@ func (x *Executor) renderFFmpeg(ctx context.Context, src *os.File, out string, t
 			args = append(args, "-ss", "1")
 		}
 		args = append(args, "-i", "/dev/fd/3", "-frames:v", "1", "-vf", scale, "-c:v", codec, "-f", "image2", out)
-		cmd := exec.CommandContext(ctx, path, args...)
+		cmd := exec.CommandContext(rctx, path, args...)
+		killGroupOnCancel(cmd)
 		cmd.ExtraFiles = []*os.File{src}
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
@@ -310,8 +320,11 @@ func (x *Executor) renderFFmpeg(ctx context.Context, src *os.File, out string, t
 		return nil
 	}
 	err = run(t.MediaType == store.MediaVideo)
-	if err != nil && t.MediaType == store.MediaVideo && ctx.Err() == nil {
+	if err != nil && t.MediaType == store.MediaVideo && rctx.Err() == nil {
 		err = run(false) // clip shorter than the seek point
+	}
+	if err != nil && ctx.Err() == nil && errors.Is(rctx.Err(), context.DeadlineExceeded) {
+		return thumbErr(CodeRenderTimeout, fmt.Errorf("ffmpeg did not finish within %s (EUTERPE_LIBRARY_THUMBNAIL_TIMEOUT) and was killed: %w", limit, err))
 	}
 	if err != nil {
 		if strings.Contains(err.Error(), "exceeds specified max pixel count") {
@@ -320,6 +333,35 @@ func (x *Executor) renderFFmpeg(ctx context.Context, src *os.File, out string, t
 		return thumbErr(CodeFFmpegFailed, err)
 	}
 	return nil
+}
+
+// DefaultThumbTimeout is the default limit of one thumbnail's ffmpeg run.
+const DefaultThumbTimeout = 2 * time.Minute
+
+func (x *Executor) thumbTimeout() time.Duration {
+	if x.ThumbTimeout > 0 {
+		return x.ThumbTimeout
+	}
+	return DefaultThumbTimeout
+}
+
+// killGroupOnCancel runs cmd in a process group of its own and kills the
+// whole group when its context ends. Killing only the process would leave
+// whatever it started (a wrapper script's ffmpeg, a helper) running with
+// the output pipes open, and Wait would wait for them; WaitDelay stops
+// that wait should anything still hold them.
+func killGroupOnCancel(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
+			if errors.Is(err, syscall.ESRCH) {
+				return os.ErrProcessDone
+			}
+			return fmt.Errorf("kill process group %d: %w", cmd.Process.Pid, err)
+		}
+		return nil
+	}
+	cmd.WaitDelay = 5 * time.Second
 }
 
 // outputSize reads the dimensions of a rendered thumbnail.

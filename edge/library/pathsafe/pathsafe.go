@@ -16,9 +16,13 @@ var ErrOutside = errors.New("path outside the allowed roots")
 type Roots struct{ real []string }
 
 // NewRoots resolves each root to its real path; every root must exist and
-// be a directory.
+// be a directory, and no root may be another or lie inside another (after
+// resolving symlinks): a scan walks every root, so the files of a nested
+// one would be seen twice, counted twice and catalogued under whichever
+// root was walked last.
 func NewRoots(roots []string) (*Roots, error) {
 	r := &Roots{}
+	var given []string
 	for _, p := range roots {
 		p = strings.TrimSpace(p)
 		if p == "" {
@@ -38,7 +42,19 @@ func NewRoots(roots []string) (*Roots, error) {
 		if !st.IsDir() {
 			return nil, fmt.Errorf("library root %q is not a directory", p)
 		}
-		r.real = append(r.real, filepath.Clean(real))
+		real = filepath.Clean(real)
+		for i, other := range r.real {
+			switch {
+			case real == other:
+				return nil, fmt.Errorf("library roots overlap: %q and %q are the same directory %s", given[i], p, real)
+			case Under(other, real):
+				return nil, fmt.Errorf("library roots overlap: %q (%s) is inside %q (%s)", p, real, given[i], other)
+			case Under(real, other):
+				return nil, fmt.Errorf("library roots overlap: %q (%s) is inside %q (%s)", given[i], other, p, real)
+			}
+		}
+		r.real = append(r.real, real)
+		given = append(given, p)
 	}
 	return r, nil
 }
@@ -128,6 +144,37 @@ func sameFile(f *os.File, path string) error {
 		return fmt.Errorf("%q is not a regular file", path)
 	}
 	return nil
+}
+
+// RealPath returns the real path absolute path p will have once its
+// missing directories are created, without creating anything: its longest
+// existing prefix resolved as the kernel resolves it (symlinks first, then
+// a ".." that follows them, which filepath.Clean alone would get wrong),
+// then the missing rest, which has no symlink to resolve.
+func RealPath(p string) (string, error) {
+	if !filepath.IsAbs(p) {
+		return "", fmt.Errorf("%q is not absolute", p)
+	}
+	elems := strings.Split(p, string(filepath.Separator))
+	existing, i := string(filepath.Separator), 1
+	for ; i < len(elems); i++ {
+		if elems[i] == "" {
+			continue
+		}
+		next := strings.TrimSuffix(existing, string(filepath.Separator)) + string(filepath.Separator) + elems[i]
+		if _, err := os.Lstat(next); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				break
+			}
+			return "", err
+		}
+		existing = next
+	}
+	real, err := filepath.EvalSymlinks(existing)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(append([]string{real}, elems[i:]...)...), nil
 }
 
 // Dir is a directory the library writes into (thumbnails, trash), held as

@@ -140,3 +140,99 @@ func TestOpenRefusesSpecialFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestNewRootsRefusesOverlap: a root inside another (or the same directory
+// twice, under any spelling or through a symlink) would have its files
+// walked, counted and catalogued once per root, their root changing with
+// every scan; such a configuration is refused, naming both roots. Roots
+// that only share a prefix of their names are distinct.
+func TestNewRootsRefusesOverlap(t *testing.T) {
+	base := t.TempDir()
+	for _, d := range []string{"a/b/c", "ab", "other"} {
+		if err := os.MkdirAll(filepath.Join(base, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Symlink(filepath.Join(base, "a"), filepath.Join(base, "link-to-a"))
+	os.Symlink(filepath.Join(base, "a", "b"), filepath.Join(base, "link-to-b"))
+	p := func(rel string) string { return filepath.Join(base, rel) }
+	cases := []struct {
+		name  string
+		roots []string
+		ok    bool
+	}{
+		{"disjoint", []string{p("a"), p("other")}, true},
+		{"sharing a name prefix", []string{p("a"), p("ab")}, true},
+		{"nested", []string{p("a"), p("a/b")}, false},
+		{"nested, inner first", []string{p("a/b"), p("a")}, false},
+		{"nested two levels", []string{p("other"), p("a/b/c"), p("a")}, false},
+		{"the same root twice", []string{p("a"), p("a")}, false},
+		{"the same root spelled differently", []string{p("a"), p("a/b/..") + "/"}, false},
+		{"a symlink to another root", []string{p("a"), p("link-to-a")}, false},
+		{"a symlink into another root", []string{p("link-to-b"), p("a")}, false},
+		{"the filesystem root and any other", []string{"/", p("other")}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := NewRoots(c.roots)
+			if c.ok {
+				if err != nil {
+					t.Fatalf("refused %v: %v", c.roots, err)
+				}
+				if len(r.List()) != len(c.roots) {
+					t.Fatalf("roots %v from %v", r.List(), c.roots)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("accepted overlapping roots %v as %v", c.roots, r.List())
+			}
+			if !strings.Contains(err.Error(), "overlap") {
+				t.Fatalf("error %q does not say the roots overlap", err)
+			}
+		})
+	}
+}
+
+// TestRealPath: the path a directory will really have once created, with
+// symlinks resolved before a ".." that follows them, and nothing created.
+func TestRealPath(t *testing.T) {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(base, "state"), 0o755)
+	os.MkdirAll(filepath.Join(base, "lib", "deep", "er"), 0o755)
+	os.Symlink(filepath.Join(base, "lib", "deep", "er"), filepath.Join(base, "state", "link"))
+	os.Symlink(filepath.Join(base, "nowhere"), filepath.Join(base, "state", "dangling"))
+	os.WriteFile(filepath.Join(base, "state", "file"), nil, 0o644)
+	cases := []struct {
+		path, want string // want "" = an error
+	}{
+		{base + "/state/trash", base + "/state/trash"},
+		{base + "/state/link/trash", base + "/lib/deep/er/trash"},
+		{base + "/state/link/../trash", base + "/lib/deep/trash"},
+		{base + "/state/missing/../trash", base + "/state/trash"},
+		{base + "//state/./trash/", base + "/state/trash"},
+		{base + "/state/dangling/trash", ""},
+		{base + "/state/file/trash", ""},
+		{"state/trash", ""},
+	}
+	for _, c := range cases {
+		got, err := RealPath(c.path)
+		if c.want == "" {
+			if err == nil {
+				t.Errorf("RealPath(%q) = %q, want an error", c.path, got)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("RealPath(%q) = %q, %v; want %q", c.path, got, err, c.want)
+		}
+	}
+	for _, p := range []string{"state/trash", "state/missing", "lib/deep/er/trash", "lib/deep/trash"} {
+		if _, err := os.Lstat(filepath.Join(base, p)); err == nil {
+			t.Errorf("%s created", p)
+		}
+	}
+}

@@ -133,3 +133,48 @@ func TestQuarantineMessageFromCentralIsValidUTF8(t *testing.T) {
 	assert.Equal(t, daemon.MaxMessage-1, len(msg))
 	assert.True(t, strings.HasPrefix(answer, msg))
 }
+
+// Tombstones a crash between the XDEL and Moved left behind go with the
+// first move that reads the whole capture stream, whatever the clock says;
+// a move that reads only the stream's head keeps them.
+func TestLeftTombstonesGoWithADrainingMove(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		deltas int
+		last   int // entries the draining move reads
+	}{{"short read", 2, 1}, {"empty read", 1, 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			const budget = 6_000
+			h := newHarness(t, budget, nil)
+			ctx := context.Background()
+			h.jobs(2, 8, `{"text":"`+strings.Repeat("y", 900)+`"}`)
+			msgs, err := h.rdb.XRange(ctx, jobs.CaptureStream, "-", "+").Result()
+			require.NoError(t, err)
+			caps := make([]jobs.Captured, len(msgs))
+			ids := make([]string, len(msgs))
+			for i, m := range msgs {
+				caps[i], ids[i] = jobs.CapturedFromValues(m.ID, m.Values), m.ID
+			}
+			res, err := h.sh.Spool().Add(ctx, caps)
+			require.NoError(t, err)
+			require.Greater(t, res.Dropped, 0)
+			require.NoError(t, h.rdb.XDel(ctx, jobs.CaptureStream, ids...).Err())
+			left := h.tombstones()
+			require.Greater(t, left, int64(0))
+			require.NoError(t, h.sh.Spool().Close()) // killed before Moved
+			h.sh = h.open(budget, func(c *Config) { c.MoveBatch = 2 })
+
+			h.jobs(1, tc.deltas, `{}`) // queued, running, the deltas, done
+			for range 2 {
+				n, err := h.sh.MoveOnce(ctx)
+				require.NoError(t, err)
+				require.Equal(t, 2, n)
+				assert.Equal(t, left, h.tombstones(), "the stream's head only")
+			}
+			n, err := h.sh.MoveOnce(ctx)
+			require.NoError(t, err)
+			require.Equal(t, tc.last, n)
+			assert.Zero(t, h.tombstones())
+		})
+	}
+}

@@ -204,6 +204,18 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// moved clears the tombstones of a move whose XDEL succeeded (drained: the
+// move read the whole stream). The move is complete either way: a
+// tombstone left by a failure here can never match a capture entry again,
+// and the next move that reads the whole stream clears it.
+func (s *Shipper) moved(ctx context.Context, caps []jobs.Captured, drained bool) {
+	if err := s.spool.Moved(ctx, caps, drained); err != nil {
+		s.once("moved", func() { s.log.Warn("sync: cannot clear the spool's tombstones of moved events", "err", err) })
+	} else {
+		s.clear("moved")
+	}
+}
+
 // moveLoop drains the capture stream into the spool: at full speed while
 // the edge is idle, one batch per YieldPace while its workers are busy
 // (unless the stream is past YieldCeiling).
@@ -234,8 +246,13 @@ func (s *Shipper) moveLoop(ctx context.Context) {
 // entries it read.
 func (s *Shipper) MoveOnce(ctx context.Context) (int, error) {
 	msgs, err := s.rdb.XRangeN(ctx, jobs.CaptureStream, "-", "+", s.cfg.MoveBatch).Result()
-	if err != nil || len(msgs) == 0 {
+	if err != nil {
 		return 0, err
+	}
+	if len(msgs) == 0 {
+		// Nothing is on the stream, so no tombstone can match any more.
+		s.moved(ctx, nil, true)
+		return 0, nil
 	}
 	caps := make([]jobs.Captured, len(msgs))
 	ids := make([]string, len(msgs))
@@ -270,13 +287,7 @@ func (s *Shipper) MoveOnce(ctx context.Context) (int, error) {
 	if err := s.rdb.XDel(dctx, jobs.CaptureStream, ids...).Err(); err != nil {
 		return 0, fmt.Errorf("delete moved capture entries: %w", err)
 	}
-	// The move is complete either way: a tombstone left by a failure here
-	// can never match a capture entry again, and the spool ages it out.
-	if err := s.spool.Moved(dctx, caps); err != nil {
-		s.once("moved", func() { s.log.Warn("sync: cannot clear the spool's tombstones of moved events", "err", err) })
-	} else {
-		s.clear("moved")
-	}
+	s.moved(dctx, caps, int64(len(msgs)) < s.cfg.MoveBatch)
 	select {
 	case s.wake <- struct{}{}:
 	default:

@@ -174,7 +174,7 @@ func TestSpoolRepeatedMoveSkipsWhatItDropped(t *testing.T) {
 			n, err := spool.Tombstones(ctx, sp)
 			require.NoError(t, err)
 			assert.Equal(t, int64(1), n)
-			require.NoError(t, sp.Moved(ctx, caps))
+			require.NoError(t, sp.Moved(ctx, caps, false))
 			n, err = spool.Tombstones(ctx, sp)
 			require.NoError(t, err)
 			assert.Zero(t, n, "pruned once the entries left Redis")
@@ -199,9 +199,9 @@ func TestSpoolMovedForgetsOnlyItsTombstones(t *testing.T) {
 	require.Equal(t, 1, res.Dropped)
 	require.Equal(t, int64(1), tombs())
 
-	require.NoError(t, sp.Moved(ctx, deltas("b", 1, 5)))
+	require.NoError(t, sp.Moved(ctx, deltas("b", 1, 5), false))
 	assert.Equal(t, int64(1), tombs(), "another job's entries")
-	require.NoError(t, sp.Moved(ctx, first))
+	require.NoError(t, sp.Moved(ctx, first, false))
 	assert.Zero(t, tombs())
 
 	// Drops of rows an earlier, finished move spooled need no tombstone.
@@ -209,12 +209,39 @@ func TestSpoolMovedForgetsOnlyItsTombstones(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, spool.AddResult{Added: 2, Dropped: 2}, res)
 	assert.Zero(t, tombs())
-	require.NoError(t, sp.Moved(ctx, nil))
+	require.NoError(t, sp.Moved(ctx, nil, false))
 }
 
-// Tombstones a crash between the XDEL and Moved left behind go on open
-// once they are old.
-func TestSpoolOpenPrunesOldTombstones(t *testing.T) {
+// A tombstone outlives any jump of the edge's clock: a Jetson that wrote
+// it with a clock far behind, and restarts after NTP set it right, still
+// has the dropped entry on the capture stream.
+func TestSpoolTombstoneSurvivesClockJump(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), spool.File)
+	caps := deltas("a", 1, 5)
+	budget := rowsBudget(4, caps[0])
+	sp, err := spool.Open(ctx, path, budget)
+	require.NoError(t, err)
+	res, err := sp.Add(ctx, caps)
+	require.NoError(t, err)
+	require.Equal(t, spool.AddResult{Added: 5, Dropped: 1}, res)
+	require.NoError(t, spool.AgeTombstones(ctx, sp)) // the clock jumps two weeks forward
+	require.NoError(t, sp.Close())                   // before the XDEL
+
+	sp = open(t, path, budget)
+	res, err = sp.Add(ctx, caps)
+	require.NoError(t, err)
+	assert.Equal(t, spool.AddResult{}, res, "the dropped entry came back")
+	p, err := sp.Next(ctx, 10, 10, 1<<20)
+	require.NoError(t, err)
+	assert.Equal(t, entries(rowsOf(caps[1:])), entries(p.Rows))
+	assert.Equal(t, int64(len(caps)), int64(len(p.Rows))+gapCount(p.Gaps))
+}
+
+// Tombstones a crash between the XDEL and Moved left behind name entries
+// no longer on the capture stream; they go with the first move that read
+// the whole stream, and not with a move that read only its head.
+func TestSpoolDrainedMovePrunesLeftTombstones(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), spool.File)
 	caps := deltas("a", 1, 5)
@@ -223,17 +250,24 @@ func TestSpoolOpenPrunesOldTombstones(t *testing.T) {
 	require.NoError(t, err)
 	_, err = sp.Add(ctx, caps)
 	require.NoError(t, err)
-	require.NoError(t, sp.Close())
+	require.NoError(t, sp.Close()) // after the XDEL, before Moved
 
-	sp, err = spool.Open(ctx, path, budget)
-	require.NoError(t, err)
+	sp = open(t, path, budget+rowsBudget(10, caps[0]))
 	n, err := spool.Tombstones(ctx, sp)
 	require.NoError(t, err)
-	require.Equal(t, int64(1), n, "a recent tombstone is kept")
-	require.NoError(t, spool.AgeTombstones(ctx, sp))
-	require.NoError(t, sp.Close())
+	require.Equal(t, int64(1), n, "kept across a restart")
 
-	sp = open(t, path, budget)
+	next := deltas("b", 1, 3)
+	_, err = sp.Add(ctx, next[:2])
+	require.NoError(t, err)
+	require.NoError(t, sp.Moved(ctx, next[:2], false))
+	n, err = spool.Tombstones(ctx, sp)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n, "a read of the stream's head says nothing of the rest")
+
+	_, err = sp.Add(ctx, next[2:])
+	require.NoError(t, err)
+	require.NoError(t, sp.Moved(ctx, next[2:], true))
 	n, err = spool.Tombstones(ctx, sp)
 	require.NoError(t, err)
 	assert.Zero(t, n)

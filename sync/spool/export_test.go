@@ -2,6 +2,7 @@ package spool
 
 import (
 	"context"
+	"time"
 
 	"github.com/vesta-cx/euterpe/edge/jobs"
 )
@@ -28,11 +29,12 @@ func Tombstones(ctx context.Context, s *Spool) (n int64, err error) {
 	return n, err
 }
 
-// AgeTombstones makes every tombstone older than tombstoneTTL.
+// AgeTombstones makes every tombstone two weeks older, as a forward jump
+// of the edge's clock does.
 func AgeTombstones(ctx context.Context, s *Spool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, err := s.db.ExecContext(ctx, `UPDATE tombstones SET at_ms = at_ms - ?`, 2*tombstoneTTL.Milliseconds())
+	_, err := s.db.ExecContext(ctx, `UPDATE tombstones SET at_ms = at_ms - ?`, (14 * 24 * time.Hour).Milliseconds())
 	return err
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -154,9 +155,6 @@ func (s *Spool) init(ctx context.Context) error {
 	}
 	s.insFull = ins
 	_ = os.Chmod(s.path, 0o600) // job data: the daemon's user only
-	if err := s.pruneTombstones(ctx); err != nil {
-		return err
-	}
 	return s.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(size), 0), (SELECT COUNT(*) FROM quarantine),
   (SELECT COALESCE(MAX(seq), 0) FROM inflight), (SELECT COUNT(*) FROM tombstones) FROM events`).
 		Scan(&s.events, &s.bytes, &s.quarantined, &s.inflight, &s.tombs)
@@ -323,20 +321,45 @@ WHERE type = ? AND seq > ? ORDER BY seq LIMIT ?`, DroppedType, s.inflight, limit
 }
 
 // recordGap extends the job's open (unsealed) gap with r, or opens one.
-// Drops happen in capture order, so r is the job's latest dropped entry.
+// Drops go oldest first, but a batch settled in part (cut to fit, or an
+// event set aside) leaves rows older than the drops made while it was out;
+// a gap is a run of entries in order, so such a row closes the open gap
+// (sealed: it goes out as it is) and opens the next one.
 func recordGap(ctx context.Context, tx *sql.Tx, r dropRow) error {
-	out, err := tx.ExecContext(ctx, `UPDATE gaps SET count = count + 1, last_entry_id = ?,
-  first_ts = MIN(first_ts, ?), last_ts = MAX(last_ts, ?) WHERE job_id = ? AND type = ? AND sealed = 0`,
-		r.ent, r.ts, r.ts, r.job, r.typ)
-	if err != nil {
+	var id int64
+	var last string
+	err := tx.QueryRowContext(ctx, `SELECT id, last_entry_id FROM gaps WHERE job_id = ? AND type = ? AND sealed = 0`,
+		r.job, r.typ).Scan(&id, &last)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
 		return err
-	}
-	if n, _ := out.RowsAffected(); n > 0 {
-		return nil
+	case entryBefore(last, r.ent):
+		_, err = tx.ExecContext(ctx, `UPDATE gaps SET count = count + 1, last_entry_id = ?,
+  first_ts = MIN(first_ts, ?), last_ts = MAX(last_ts, ?) WHERE id = ?`, r.ent, r.ts, r.ts, id)
+		return err
+	default:
+		if _, err := tx.ExecContext(ctx, `UPDATE gaps SET sealed = 1 WHERE id = ?`, id); err != nil {
+			return err
+		}
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO gaps (job_id, type, count, first_entry_id, last_entry_id, first_ts, last_ts)
 VALUES (?, ?, 1, ?, ?, ?, ?)`, r.job, r.typ, r.ent, r.ent, r.ts, r.ts)
 	return err
+}
+
+// entryBefore reports whether stream id a ("<ms>-<seq>") comes before b.
+func entryBefore(a, b string) bool {
+	am, as := splitEntry(a)
+	bm, bs := splitEntry(b)
+	return am < bm || (am == bm && as < bs)
+}
+
+func splitEntry(id string) (ms, seq uint64) {
+	m, q, _ := strings.Cut(id, "-")
+	ms, _ = strconv.ParseUint(m, 10, 64)
+	seq, _ = strconv.ParseUint(q, 10, 64)
+	return ms, seq
 }
 
 // Next returns up to maxRows of the oldest events, stopping before their

@@ -220,3 +220,33 @@ func TestQuarantineKeepsWithinBudget(t *testing.T) {
 		})
 	}
 }
+
+// A batch settled in part (cut to fit, or an event set aside) leaves rows
+// older than the drops made while it was out. Dropping them later must not
+// stretch the job's open gap backwards: a gap's range is a run of entries
+// in order, first to last.
+func TestSpoolGapsStayOrderedAfterPartialSettle(t *testing.T) {
+	ctx := context.Background()
+	d := deltas("a", 1, 18)
+	sp := open(t, filepath.Join(t.TempDir(), spool.File), rowsBudget(10, d[0]))
+	_, err := sp.Add(ctx, d[:10])
+	require.NoError(t, err)
+	p, err := sp.Next(ctx, 10, 10, 1<<20)
+	require.NoError(t, err)
+	require.Len(t, p.Rows, 10)
+	res, err := sp.Add(ctx, d[10:12]) // past the batch out: dropped
+	require.NoError(t, err)
+	require.Equal(t, 2, res.Dropped)
+	require.NoError(t, sp.Ack(ctx, spool.Pending{Rows: p.Rows[:5]}))
+	res, err = sp.Add(ctx, d[12:])
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Dropped) // the oldest left: d[5]
+
+	p, err = sp.Next(ctx, 20, 10, 1<<20)
+	require.NoError(t, err)
+	for _, g := range p.Gaps {
+		assert.LessOrEqual(t, g.FirstEntry, g.LastEntry, "gap %+v runs backwards", g)
+	}
+	assert.Equal(t, int64(3), gapCount(p.Gaps))
+	assert.Equal(t, 18-5, len(p.Rows)+int(gapCount(p.Gaps)))
+}

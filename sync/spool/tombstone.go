@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"time"
 
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 	"github.com/vesta-cx/euterpe/edge/jobs"
@@ -23,14 +22,12 @@ import (
 //
 // Moved deletes the tombstones once the entries left Redis, so the table
 // holds about one move's worth. A crash between the XDEL and Moved leaves
-// some behind; they can never match again (entry ids are per job stream
-// and job ids are random UUIDs), and Open deletes them after tombstoneTTL.
-
-// tombstoneTTL is how long a tombstone outlives its Add. A tombstone is
-// needed only while its entry is still on the capture stream, which the
-// mover empties within seconds whenever Redis answers; a week covers any
-// outage the edge could run through at all.
-const tombstoneTTL = 7 * 24 * time.Hour
+// some behind, naming entries no longer on the capture stream. They go
+// with the next move that read the whole stream: every entry on it then
+// was in that move, and is gone after its XDEL. Not by age: an edge's
+// clock can jump forward (a Jetson booted with a clock far behind, then
+// set by NTP), and a tombstone pruned while its entry is still on the
+// stream lets that entry be spooled again.
 
 // entryKey is a capture entry's identity in the spool.
 type entryKey struct{ job, entry string }
@@ -98,15 +95,22 @@ func (s *Spool) tombstone(ctx context.Context, tx *sql.Tx, d *dropper, r dropRow
 
 // Moved tells the spool that caps, spooled by an Add, have been deleted
 // from the capture stream: no move can read them again, so their
-// tombstones go. It costs nothing when the Add dropped none of them.
-func (s *Spool) Moved(ctx context.Context, caps []jobs.Captured) error {
+// tombstones go. drained says caps were all the stream held when read, so
+// no capture entry a tombstone names is left on it: every tombstone goes.
+// It costs nothing when no tombstone is left.
+func (s *Spool) Moved(ctx context.Context, caps []jobs.Captured, drained bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.tombs == 0 || len(caps) == 0 {
+	if s.tombs == 0 || (len(caps) == 0 && !drained) {
 		return nil
 	}
 	var left int64
 	err := sqldb.InTx(ctx, s.db, func(tx *sql.Tx) error {
+		if drained {
+			left = 0
+			_, err := tx.ExecContext(ctx, `DELETE FROM tombstones`)
+			return err
+		}
 		dead, err := tombstones(ctx, tx)
 		if err != nil {
 			return err
@@ -128,15 +132,5 @@ func (s *Spool) Moved(ctx context.Context, caps []jobs.Captured) error {
 		return fmt.Errorf("spool moved: %w", err)
 	}
 	s.tombs = left
-	return nil
-}
-
-// pruneTombstones deletes tombstones older than tombstoneTTL, the ones a
-// crash between the XDEL and Moved left behind.
-func (s *Spool) pruneTombstones(ctx context.Context) error {
-	cut := s.Now().Add(-tombstoneTTL).UnixMilli()
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM tombstones WHERE at_ms < ?`, cut); err != nil {
-		return fmt.Errorf("prune tombstones: %w", err)
-	}
 	return nil
 }

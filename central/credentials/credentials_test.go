@@ -1,7 +1,10 @@
 package credentials_test
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,5 +115,61 @@ func TestLocalKeyFile(t *testing.T) {
 	s, _ := k1.Seal([]byte("x"), nil)
 	if pt, err := k2.Open(s, nil); err != nil || string(pt) != "x" {
 		t.Fatal("reloaded key differs")
+	}
+}
+
+// TestLocalKEKCreatedAtomically: processes starting together on a fresh
+// state directory all load the one key; none reads a half-written file.
+func TestLocalKEKCreatedAtomically(t *testing.T) {
+	for round := range 50 {
+		dir := filepath.Join(t.TempDir(), "state")
+		const n = 8
+		ids := make([]string, n)
+		errs := make([]error, n)
+		start := make(chan struct{})
+		done := make(chan int, n)
+		for i := range n {
+			go func() {
+				<-start
+				k, _, err := credentials.LoadOrCreateLocal(dir)
+				if err == nil {
+					ids[i] = k.ActiveID()
+				}
+				errs[i] = err
+				done <- i
+			}()
+		}
+		close(start)
+		for range n {
+			<-done
+		}
+		for i := range n {
+			if errs[i] != nil {
+				t.Fatalf("round %d: loader %d: %v", round, i, errs[i])
+			}
+			if ids[i] != ids[0] {
+				t.Fatalf("round %d: loaders disagree on the key: %s and %s", round, ids[0], ids[i])
+			}
+		}
+	}
+}
+
+// Credentials handed to a logger or a format verb by mistake show no
+// secret: fmt's verbs, and slog's text and JSON handlers, which marshal a
+// struct's fields unless it redacts itself.
+func TestCredentialsNeverPrintSecrets(t *testing.T) {
+	c := credentials.S3{AccessKeyID: "AKIAEXAMPLE", SecretAccessKey: "very-secret-key", SessionToken: "very-secret-token"}
+	st := credentials.Storage{Source: &c, SourceURL: "https://b.example/o?X-Amz-Signature=very-secret-sig", Output: c}
+	var buf bytes.Buffer
+	for _, h := range []slog.Handler{slog.NewJSONHandler(&buf, nil), slog.NewTextHandler(&buf, nil)} {
+		slog.New(h).Info("creds", "storage", st, "s3", c, "ptr", &c)
+	}
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s"} {
+		fmt.Fprintf(&buf, verb+"\n", st)
+		fmt.Fprintf(&buf, verb+"\n", c)
+		fmt.Fprintf(&buf, verb+"\n", &c)
+	}
+	if out := buf.String(); strings.Contains(out, "very-secret") {
+		t.Fatalf("a secret was printed:\n%s", out)
 	}
 }

@@ -93,23 +93,12 @@ func LoadOrCreateLocal(stateDir string) (k *Keyring, created bool, err error) {
 		if err := os.MkdirAll(stateDir, 0o750); err != nil {
 			return nil, false, fmt.Errorf("local KEK: %w", err)
 		}
-		id := "local-" + strings.ToLower(randomID(6))
-		f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-		if errors.Is(err, os.ErrExist) {
-			return LoadOrCreateLocal(stateDir) // another process won the race
-		}
+		won, err := publishLocalKey(stateDir, p)
 		if err != nil {
 			return nil, false, fmt.Errorf("local KEK: %w", err)
 		}
-		_, werr := fmt.Fprintf(f, "%s:%s\n", id, NewKey())
-		if cerr := f.Close(); werr == nil {
-			werr = cerr
-		}
-		if werr != nil {
-			return nil, false, fmt.Errorf("local KEK: %w", werr)
-		}
 		k, _, err := LoadOrCreateLocal(stateDir)
-		return k, true, err
+		return k, won, err
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("local KEK: %w", err)
@@ -119,6 +108,42 @@ func LoadOrCreateLocal(stateDir string) (k *Keyring, created bool, err error) {
 		return nil, false, fmt.Errorf("local KEK file %s: %w", p, err)
 	}
 	return k, false, nil
+}
+
+// publishLocalKey writes a fresh key to a temporary file (mode 0600), syncs
+// it and links it to p, so p appears only whole: another process starting at
+// the same time, or a restart after a crash mid-write, never reads an empty
+// or partial keyring, and a key that may already seal secrets survives a
+// power cut. It reports false when another process published p first.
+func publishLocalKey(dir, p string) (bool, error) {
+	f, err := os.CreateTemp(dir, "."+LocalKeyFile+"-*")
+	if err != nil {
+		return false, err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	id := "local-" + strings.ToLower(randomID(6))
+	_, werr := fmt.Fprintf(f, "%s:%s\n", id, NewKey())
+	if werr == nil {
+		werr = f.Sync()
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return false, werr
+	}
+	if err := os.Link(tmp, p); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return false, nil
+		}
+		return false, err
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	return true, nil
 }
 
 func randomID(n int) string {

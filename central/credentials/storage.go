@@ -3,6 +3,7 @@ package credentials
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -29,6 +30,20 @@ func (Storage) String() string { return "credentials.Storage{[REDACTED]}" }
 
 // GoString is the %#v form, redacted too.
 func (s Storage) GoString() string { return s.String() }
+
+// LogValue redacts a Storage handed to slog, whose JSON handler would
+// otherwise marshal its fields (String is not consulted there).
+func (s Storage) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// String never prints the secret key or token of c; the access key id
+// names the key without opening anything.
+func (c S3) String() string { return "credentials.S3{" + c.AccessKeyID + " [REDACTED]}" }
+
+// GoString is the %#v form, redacted too.
+func (c S3) GoString() string { return c.String() }
+
+// LogValue redacts an S3 handed to slog.
+func (c S3) LogValue() slog.Value { return slog.StringValue(c.String()) }
 
 // SealStorage seals s for one job row.
 func (k *Keyring) SealStorage(s Storage, jobID, requesterID string, credentialVersion int) (Sealed, error) {

@@ -40,6 +40,9 @@ func (s *Store) SucceedMany(ctx context.Context, jobs []*Job, outputs []OutputFi
 	for _, j := range jobs {
 		c, prev := j.claim(), from
 		for _, to := range path {
+			if err := checkHeld(prev, to); err != nil {
+				return nil, err
+			}
 			if err := CheckGuard(prev, to, c.Attempt, j.MaxAttempts); err != nil {
 				return nil, err
 			}

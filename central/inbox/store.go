@@ -67,10 +67,13 @@ func New(db *sqldb.DB, keys *credentials.Keyring, policy Policy, opts ...Option)
 	if policy.MaxAttempts <= 0 {
 		policy.MaxAttempts = DefaultPolicy().MaxAttempts
 	}
-	s := &Store{db: db, keys: keys, policy: policy, now: time.Now}
+	s := &Store{db: db, keys: keys, policy: policy}
 	for _, o := range opts {
 		o(s)
 	}
+	// now stays nil without WithClock: the queue then takes time.Now and
+	// measures the database clock again every lease.ClockResync; any
+	// function given as Now is measured once, as a test clock must be.
 	spec := schema.InboxLease
 	spec.Returning = jobColumns
 	s.q = &lease.Queue{DB: db, Spec: spec, Machine: Transitions, Now: s.now, Extra: extraDest}

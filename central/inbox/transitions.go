@@ -48,15 +48,35 @@ func CheckGuard(from, to string, attemptCount, maxAttempts int) error {
 		Reason: fmt.Sprintf("guard does not hold at attempt_count %d, max_attempts %d", attemptCount, maxAttempts)}
 }
 
+// checkHeld returns a *lease.TransitionError for a move out of queued. A
+// queued job is held by nobody: only the claim takes it out of queued, with
+// a new claim_version and a lease. Until that claim the row still carries
+// the claim_version of the worker that gave it back, so the fence alone
+// would let that worker move it to claimed without a lease, where no
+// reclaim ever finds it.
+func checkHeld(from, to string) error {
+	if from != schema.StatusQueued {
+		return nil
+	}
+	return &lease.TransitionError{Machine: Transitions.Machine, From: from, To: to,
+		Reason: "only a claim takes a job out of " + schema.StatusQueued}
+}
+
+// leasedList is the inbox's leased statuses as an SQL list of literals, for
+// writes only a job's current holder may make.
+var leasedList = sqlList(schema.InboxLease.Leased)
+
 // terminalList is Transitions.Terminal as an SQL list of literals, for
 // statements that must not touch a finished job.
-var terminalList = func() string {
+var terminalList = sqlList(Transitions.Terminal)
+
+func sqlList(states []string) string {
 	var b strings.Builder
-	for i, s := range Transitions.Terminal {
+	for i, s := range states {
 		if i > 0 {
 			b.WriteString(", ")
 		}
 		b.WriteString("'" + s + "'")
 	}
 	return b.String()
-}()
+}

@@ -188,12 +188,16 @@ func (s *Store) write(ctx context.Context, j *Job, fn func(tx *sql.Tx, c *lease.
 
 // move applies one transition of j (claim c) inside tx. Every single-job
 // status write of the inbox goes through it (SucceedMany, the batch path,
-// checks the same guards before its one statement). The queue checks the
+// checks the same guards before its one statement). A move out of queued is
+// refused (checkHeld: the claim alone makes one). The queue checks the
 // move against Transitions and fences it on claim_version and the current
 // status; the guards of §3 (Guards: failed -> queued only while
 // attempt_count < max_attempts) are checked here with the claim's counters,
 // so no caller can bypass them. A rejected move is a *lease.TransitionError.
 func (s *Store) move(ctx context.Context, tx lease.Execer, j *Job, c *lease.Claim, to string, now time.Time, set string, args ...any) error {
+	if err := checkHeld(c.Status, to); err != nil {
+		return err
+	}
 	if err := CheckGuard(c.Status, to, c.Attempt, j.MaxAttempts); err != nil {
 		return err
 	}
@@ -309,7 +313,8 @@ func (s *Store) CountRefreshAttempt(ctx context.Context, j *Job) (allowed bool, 
 }
 
 // Progress records an intermediate event for j's current status carrying
-// progress (0-100), without a status change; fenced by j's claim. The
+// progress (0-100), without a status change; fenced by j's claim and a
+// leased status (a *lease.StaleError once the job is queued or finished). The
 // sequence still advances so events stay totally ordered per job.
 func (s *Store) Progress(ctx context.Context, j *Job, percent int) error {
 	if percent < 0 {
@@ -320,8 +325,11 @@ func (s *Store) Progress(ctx context.Context, j *Job, percent int) error {
 	}
 	err := s.write(ctx, j, func(tx *sql.Tx, c *lease.Claim, now time.Time) error {
 		var seq int64
+		// Only while the job is leased: a job back in queued or finished
+		// still carries this claim_version, and a progress event must not
+		// follow its requeue or its terminal event.
 		err := tx.QueryRowContext(ctx, s.db.Rebind(`UPDATE inbox_jobs SET event_seq = event_seq + 1, updated_at = ?
-			WHERE id = ? AND claim_version = ? AND status = ? RETURNING event_seq`),
+			WHERE id = ? AND claim_version = ? AND status = ? AND status IN (`+leasedList+`) RETURNING event_seq`),
 			sqldb.Micros(now), c.ID, c.Version, c.Status).Scan(&seq)
 		if errors.Is(err, sql.ErrNoRows) {
 			return &lease.StaleError{Table: "inbox_jobs", ID: c.ID, Version: c.Version}

@@ -80,7 +80,21 @@ func Keep(ctx context.Context, ttl time.Duration, renew func(context.Context) er
 			case <-t.C:
 				sent := time.Now()
 				rctx, rcancel := context.WithDeadline(wctx, deadline)
-				err := renew(rctx)
+				// The renewal runs beside the fence: not every step of it
+				// watches rctx (a database clock measurement, the SQLite
+				// writer's mutex), and the work must stop at the deadline
+				// even while it is still blocked.
+				res := make(chan error, 1)
+				go func() { res <- renew(rctx) }()
+				var err error
+				select {
+				case err = <-res:
+				case <-fence.C:
+					cancel(ErrLeaseDeadline)
+					rcancel()
+					<-res
+					return
+				}
 				rcancel()
 				switch {
 				case err == nil:

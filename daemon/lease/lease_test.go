@@ -211,3 +211,37 @@ func TestKeepReportsRenewErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestKeepFencesItselfWhileARenewalIgnoresItsDeadline: a renewal may block
+// past the deadline Keep gives it (a database clock measurement or the
+// SQLite writer's mutex do not watch the context). The work must still be
+// cancelled a TTL after the last renewal, not when the renewal returns:
+// another pod may have reclaimed the row by then.
+func TestKeepFencesItselfWhileARenewalIgnoresItsDeadline(t *testing.T) {
+	const ttl = 300 * time.Millisecond
+	release := make(chan struct{})
+	var released atomic.Bool
+	unblock := func() {
+		if released.CompareAndSwap(false, true) {
+			close(release)
+		}
+	}
+	defer unblock()
+	start := time.Now()
+	var stopped time.Duration
+	err := Keep(context.Background(), ttl, func(context.Context) error {
+		<-release
+		return nil
+	}, func(ctx context.Context) error {
+		defer unblock()
+		select {
+		case <-ctx.Done():
+			stopped = time.Since(start)
+			return ctx.Err()
+		case <-time.After(3 * time.Second):
+			return errors.New("work ran on past its lease")
+		}
+	})
+	require.ErrorIs(t, err, ErrLeaseDeadline)
+	require.Less(t, stopped, ttl+150*time.Millisecond)
+}

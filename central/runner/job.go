@@ -113,6 +113,11 @@ func (r *Runner) execute(ctx context.Context, j *inbox.Job, dir string, log *slo
 		if err := rd.Validate(); err != nil {
 			return err
 		}
+		// Refused before the source is fetched: such a job can never be
+		// written where it says.
+		if err := storage.CheckKey(storage.ObjectKey(j.Output.Prefix, rd.FileName())); err != nil {
+			return fmt.Errorf("output.prefix %q: %w", j.Output.Prefix, err)
+		}
 	}
 	srcPath := filepath.Join(dir, "source")
 	var srcSize int64

@@ -101,6 +101,10 @@ func (e *Error) ErrorCode() string {
 		return "source_too_large"
 	case errors.Is(e.Err, ssrf.ErrRefused):
 		return "destination_refused"
+	case errors.Is(e.Err, ErrInvalidKey):
+		return "invalid_key"
+	case errors.Is(e.Err, ErrInvalidEndpoint):
+		return "invalid_endpoint"
 	case e.class == Auth:
 		return "storage_auth"
 	case e.Status == http.StatusNotFound && e.Op == "fetch":
@@ -135,7 +139,7 @@ func newError(ctx context.Context, op, target string, status int, code string, e
 		e.class = Final
 	case status == 0 && timedOut(err):
 		e.class, e.timeout = Retryable, true
-	case status == 0 && errors.Is(err, ErrTooLarge):
+	case status == 0 && (errors.Is(err, ErrTooLarge) || errors.Is(err, ErrInvalidKey) || errors.Is(err, ErrInvalidEndpoint)):
 		e.class = Final
 	case status == 0 && errors.Is(err, ssrf.ErrRefused):
 		e.class = Final

@@ -103,9 +103,12 @@ func (c *Client) s3(b Bucket, creds Credentials) (*minio.Client, error) {
 	if ep == "" {
 		ep = "https://s3.amazonaws.com"
 	}
+	// minio-go keeps only the host: a path, query or userinfo would be
+	// dropped and the requests sent somewhere the endpoint does not name.
 	u, err := url.Parse(ep)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil, fmt.Errorf("endpoint %q: want http(s)://host[:port]", ep)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.User != nil {
+		return nil, fmt.Errorf("endpoint %q: %w", redactURL(ep), ErrInvalidEndpoint)
 	}
 	return minio.New(u.Host, &minio.Options{
 		Creds:        credentials.NewStaticV4(creds.AccessKeyID, creds.SecretAccessKey, creds.SessionToken),
@@ -228,6 +231,9 @@ func (h progressHook) Read(p []byte) (int, error) {
 // (io.ReaderAt) instead of buffering them.
 func (c *Client) Upload(ctx context.Context, b Bucket, key, path, contentType string, creds Credentials, opts ...UploadOption) (int64, error) {
 	target := b.Name + "/" + key
+	if err := CheckKey(key); err != nil {
+		return 0, newError(ctx, "upload", target, 0, "", err)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, fmt.Errorf("upload %s: %w", target, err)
@@ -305,6 +311,11 @@ func (c *Client) Copy(ctx context.Context, b Bucket, src, dst string, creds Cred
 		opt(&o)
 	}
 	target := b.Name + "/" + dst
+	for _, k := range []string{src, dst} {
+		if err := CheckKey(k); err != nil {
+			return newError(ctx, "copy", target, 0, "", err)
+		}
+	}
 	cl, err := c.s3(b, creds)
 	if err != nil {
 		return newError(ctx, "copy", target, 0, "", err)
@@ -418,12 +429,36 @@ func abortIncomplete(ctx context.Context, cl *minio.Client, bucket, key string) 
 // Remove deletes bucket/key; a key that does not exist is not an error.
 func (c *Client) Remove(ctx context.Context, b Bucket, key string, creds Credentials) error {
 	target := b.Name + "/" + key
+	if err := CheckKey(key); err != nil {
+		return newError(ctx, "remove", target, 0, "", err)
+	}
 	cl, err := c.s3(b, creds)
 	if err != nil {
 		return newError(ctx, "remove", target, 0, "", err)
 	}
 	if err := cl.RemoveObject(ctx, b.Name, key, minio.RemoveObjectOptions{}); err != nil {
 		return s3Error(ctx, "remove", target, err)
+	}
+	return nil
+}
+
+// ErrInvalidEndpoint is matched with errors.Is when a bucket's endpoint is
+// not of the form http(s)://host[:port].
+var ErrInvalidEndpoint = errors.New("want http(s)://host[:port]")
+
+// ErrInvalidKey is matched with errors.Is when an object key has a "." or
+// ".." segment.
+var ErrInvalidKey = errors.New(`must not have a "." or ".." segment`)
+
+// CheckKey refuses a key with "." or ".." segments: S3-compatible servers
+// backed by a file system (versitygw, for one) resolve them as a path, so
+// "out/j/../../x" is written at "x", outside the prefix the key names and
+// the output credentials were scoped to.
+func CheckKey(key string) error {
+	for seg := range strings.SplitSeq(key, "/") {
+		if seg == "." || seg == ".." {
+			return fmt.Errorf("key %q: %w", key, ErrInvalidKey)
+		}
 	}
 	return nil
 }

@@ -11,12 +11,19 @@ import (
 // little more than NTP corrections in that time.
 const ClockResync = time.Minute
 
+// clockRetry is how long after a failed measurement of the database clock
+// the next is tried. Meanwhile Time keeps the last offset: each call
+// measuring again would make every caller wait, one after another under
+// the clock's lock, for a database that is not answering.
+const clockRetry = 5 * time.Second
+
 // dbClock keeps the offset from this process's clock to the database's.
 type dbClock struct {
 	mu       sync.Mutex
 	offset   time.Duration
 	synced   bool
 	syncedAt time.Time // wall time with its monotonic reading, of the last measurement
+	retryAt  time.Time // no measurement before this, after one failed
 }
 
 // Time is the current time by the database's clock: this process's clock
@@ -28,7 +35,7 @@ type dbClock struct {
 // reclaim a live job early, and one whose clock runs behind does not keep
 // an expired one. The error of the estimate is half a round trip to the
 // database. If the database cannot be read, the last offset (none at
-// first) is kept and the measurement is retried on the next call; the
+// first) is kept and the measurement is retried clockRetry later; the
 // statement that follows fails the same way anyway.
 func (q *Queue) Time() time.Time {
 	local := q.local()
@@ -37,7 +44,8 @@ func (q *Queue) Time() time.Time {
 	defer c.mu.Unlock()
 	// A fake Now (tests) is measured once: re-measuring would undo the time
 	// the test moved it forward.
-	if !c.synced || (q.Now == nil && time.Since(c.syncedAt) >= ClockResync) {
+	due := !c.synced || (q.Now == nil && time.Since(c.syncedAt) >= ClockResync)
+	if due && !time.Now().Before(c.retryAt) {
 		before := q.local()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		db, err := q.DB.Clock(ctx)
@@ -47,6 +55,8 @@ func (q *Queue) Time() time.Time {
 			c.offset = db.Sub(before.Add(after.Sub(before) / 2))
 			c.synced, c.syncedAt = true, time.Now()
 			local = after
+		} else {
+			c.retryAt = time.Now().Add(clockRetry)
 		}
 	}
 	return local.Add(c.offset)

@@ -2,12 +2,17 @@ package lease_test
 
 import (
 	"context"
+	"io"
+	"net"
+	"net/url"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/vesta-cx/euterpe/daemon/lease"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 	"github.com/vesta-cx/euterpe/daemon/sqldb/sqltest"
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
 )
 
 // TestLeasesKeepTheDatabaseClock: three pods share one database; B's clock
@@ -59,4 +64,120 @@ func TestLeasesKeepTheDatabaseClock(t *testing.T) {
 			t.Fatalf("a pod whose clock runs behind reclaimed %d expired leases (%v), want 1", n, err)
 		}
 	})
+}
+
+// A database that stops answering costs one measurement of its clock, not
+// one per caller: the callers that come while it fails keep the last
+// offset instead of waiting, one after another, for a measurement each.
+func TestClockOfAnUnansweringDatabaseIsNotMeasuredByEveryCaller(t *testing.T) {
+	ctx := context.Background()
+	direct := sqltest.Open(t, sqldb.Postgres)
+	var name string
+	if err := direct.QueryRowContext(ctx, "SELECT current_database()").Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(testsvc.PostgresURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hole := newBlackhole(t, u.Host)
+	u.Host, u.Path = hole.addr, "/"+name
+	qs := u.Query()
+	qs.Set("connect_timeout", "1") // a measurement fails after a second
+	u.RawQuery = qs.Encode()
+	db, err := sqldb.Open(ctx, u.String(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	t.Cleanup(hole.shut) // first: pgx's close would dial the hole and wait
+	q := &lease.Queue{DB: db, Spec: spec, Machine: machine}
+	q.Time() // measured while the database answers
+	hole.swallow()
+	lease.DueForClockResync(q)
+
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() { defer wg.Done(); q.Time() }()
+	}
+	wg.Wait()
+	if took := time.Since(start); took > 2500*time.Millisecond {
+		t.Fatalf("four callers took %v: each measured the clock of a database that does not answer", took)
+	}
+}
+
+// blackhole forwards TCP to a server until swallow; from then on every
+// connection is accepted and never answered (a network that drops
+// packets), and the forwarded ones are cut.
+type blackhole struct {
+	addr   string
+	ln     net.Listener
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	closed bool
+	conns  []net.Conn
+}
+
+func newBlackhole(t *testing.T, target string) *blackhole {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &blackhole{addr: ln.Addr().String(), ln: ln}
+	t.Cleanup(b.shut)
+	wg := &b.wg
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			b.mu.Lock()
+			b.conns = append(b.conns, c)
+			swallowed := b.closed
+			b.mu.Unlock()
+			if swallowed {
+				continue // held open, never answered
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			b.mu.Lock()
+			b.conns = append(b.conns, up)
+			b.mu.Unlock()
+			wg.Add(2)
+			go func() { defer wg.Done(); _, _ = io.Copy(up, c); _ = up.Close() }()
+			go func() { defer wg.Done(); _, _ = io.Copy(c, up); _ = c.Close() }()
+		}
+	}()
+	return b
+}
+
+// shut closes the listener and every connection, and waits for the copies.
+func (b *blackhole) shut() {
+	_ = b.ln.Close()
+	b.mu.Lock()
+	for _, c := range b.conns {
+		_ = c.Close()
+	}
+	b.conns = nil
+	b.mu.Unlock()
+	b.wg.Wait()
+}
+
+// swallow cuts the forwarded connections; new ones go unanswered.
+func (b *blackhole) swallow() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	for _, c := range b.conns {
+		_ = c.Close()
+	}
+	b.conns = nil
 }

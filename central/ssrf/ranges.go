@@ -17,8 +17,12 @@ var blocked = func() []blockedRange {
 		{"169.254.0.0/16", "link-local (cloud metadata)"},
 		{"172.16.0.0/12", "private (RFC 1918)"},
 		{"192.0.0.0/24", "IETF protocol assignments"},
+		{"192.0.2.0/24", "documentation (RFC 5737)"},
+		{"192.88.99.0/24", "6to4 relay anycast (deprecated)"},
 		{"192.168.0.0/16", "private (RFC 1918)"},
 		{"198.18.0.0/15", "benchmarking (RFC 2544)"},
+		{"198.51.100.0/24", "documentation (RFC 5737)"},
+		{"203.0.113.0/24", "documentation (RFC 5737)"},
 		{"224.0.0.0/4", "multicast"},
 		{"240.0.0.0/4", "reserved"},
 		{"::/128", "unspecified"},
@@ -28,6 +32,12 @@ var blocked = func() []blockedRange {
 		// Local-use NAT64 (RFC 8215) reaches whatever IPv4 network the
 		// local translator serves; it is never a public destination.
 		{"64:ff9b:1::/48", "local-use NAT64 (RFC 8215)"},
+		// Teredo tunnels to the IPv4 address and port its last 48 bits
+		// hide; a host with a Teredo interface would send there.
+		{"2001::/32", "Teredo (RFC 4380)"},
+		{"2001:2::/48", "benchmarking (RFC 5180)"},
+		{"2001:db8::/32", "documentation (RFC 3849)"},
+		{"3fff::/20", "documentation (RFC 9637)"},
 		{"fc00::/7", "private (unique local)"},
 		{"fe80::/10", "link-local"},
 		{"fec0::/10", "site-local (deprecated)"},

@@ -27,6 +27,9 @@ func TestReason(t *testing.T) {
 		{"8.8.8.8", false}, {"1.1.1.1", false}, {"172.32.0.1", false}, {"100.128.0.1", false},
 		{"2606:4700:4700::1111", false}, {"::ffff:8.8.8.8", false}, {"64:ff9b::808:808", false},
 		{"::ffff:0:808:808", false},
+		{"2001:0:4136:e378:8000:63bf:f5ff:fffe", true}, {"2001:db8::1", true}, {"3fff::1", true}, {"2001:2::1", true},
+		{"192.0.2.1", true}, {"198.51.100.7", true}, {"203.0.113.9", true}, {"192.88.99.1", true},
+		{"2001:4860:4860::8888", false}, {"2001:1::1", false}, {"192.0.3.1", false},
 	}
 	for _, c := range cases {
 		t.Run(c.ip, func(t *testing.T) {

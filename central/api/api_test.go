@@ -516,3 +516,66 @@ func TestReplayAfterCredentialsExpired(t *testing.T) {
 		}
 	})
 }
+
+// TestUnusableOutputLocationRefused: an output.prefix with a "." or ".."
+// segment, or a storage endpoint that is not http(s)://host[:port], can
+// never be written or read where it says (central/storage refuses it at run
+// time), so it is a 400 invalid_request at submit naming the field and why,
+// with nothing stored — not an accepted job that fails later. Prefixes and
+// endpoints that merely contain dots or a bare "/" path are accepted.
+func TestUnusableOutputLocationRefused(t *testing.T) {
+	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
+		e := start(t, db)
+		key := e.requester()
+		const dots, hostPort = `"." or ".."`, "http(s)://host[:port]"
+		cases := []struct {
+			side, field, value, reason string
+		}{
+			{"output", "prefix", "jobs/../../elsewhere/", dots},
+			{"output", "prefix", "..", dots},
+			{"output", "prefix", "./jobs/1", dots},
+			{"output", "prefix", "jobs/1/.", dots},
+			{"output", "prefix", "jobs/./1/", dots},
+			{"output", "endpoint", "https://s3.example.com/base", hostPort},
+			{"output", "endpoint", "https://s3.example.com/?x-id=1", hostPort},
+			{"output", "endpoint", "https://s3.example.com/#f", hostPort},
+			{"output", "endpoint", "https://user:" + secret + "@s3.example.com", hostPort},
+			{"output", "endpoint", "s3://s3.example.com", "http"},
+			{"source", "endpoint", "https://s3.example.com/base", hostPort},
+			{"source", "endpoint", "https://s3.example.com?", hostPort},
+			{"source", "endpoint", "https://user@s3.example.com", hostPort},
+			{"source", "endpoint", "ftp://s3.example.com", "http"},
+		}
+		for i, tc := range cases {
+			m := validBody()
+			m[tc.side].(map[string]any)[tc.field] = tc.value
+			r := e.do("POST", "/transcode", key, fmt.Sprintf("loc-%d", i), js(m))
+			field := tc.side + "." + tc.field
+			errBody, _ := r.Body["error"].(map[string]any)
+			msg, _ := errBody["message"].(string)
+			if r.Code != 400 || errBody["code"] != "invalid_request" || !strings.HasPrefix(msg, field+" ") || !strings.Contains(msg, tc.reason) {
+				t.Errorf("%s %q: %d %s, want 400 invalid_request naming %s and %s", field, tc.value, r.Code, r.Raw, field, tc.reason)
+			}
+			if strings.Contains(r.Raw, secret) {
+				t.Errorf("%s %q: error leaks the secret", field, tc.value)
+			}
+		}
+		if n := count(t, db, `SELECT COUNT(*) FROM inbox_jobs`) + count(t, db, `SELECT COUNT(*) FROM idempotency_keys`); n != 0 {
+			t.Fatalf("refused requests wrote %d rows", n)
+		}
+		for i, tc := range []struct{ side, field, value string }{
+			{"output", "prefix", ""},
+			{"output", "prefix", "jobs/1"},
+			{"output", "prefix", "..jobs/v1.2/.hidden/a..b/"},
+			{"output", "endpoint", "https://s3.example.com"},
+			{"output", "endpoint", "https://s3.example.com:9000/"},
+			{"source", "endpoint", "http://s3.example.com:7070"},
+		} {
+			m := validBody()
+			m[tc.side].(map[string]any)[tc.field] = tc.value
+			if r := e.do("POST", "/transcode", key, fmt.Sprintf("loc-ok-%d", i), js(m)); r.Code != 202 {
+				t.Errorf("%s.%s %q: %d %s", tc.side, tc.field, tc.value, r.Code, r.Raw)
+			}
+		}
+	})
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vesta-cx/euterpe/central/credentials"
 	"github.com/vesta-cx/euterpe/central/inbox"
+	"github.com/vesta-cx/euterpe/central/storage"
 	"github.com/vesta-cx/euterpe/central/transcode"
 )
 
@@ -146,7 +147,10 @@ func (r *TranscodeRequest) validate(checkURL func(string) error) error {
 	if err := bounded("output.prefix", r.Output.Prefix); err != nil {
 		return err
 	}
-	if err := optionalURL("output.endpoint", r.Output.Endpoint); err != nil {
+	if err := outputPrefix(r.Output.Prefix); err != nil {
+		return err
+	}
+	if err := endpoint("output.endpoint", r.Output.Endpoint); err != nil {
 		return err
 	}
 	if err := bounded("output.region", r.Output.Region); err != nil {
@@ -229,7 +233,7 @@ func (s *SourceRequest) validate() error {
 	if err := required("source.key", s.Key); err != nil {
 		return err
 	}
-	if err := optionalURL("source.endpoint", s.Endpoint); err != nil {
+	if err := endpoint("source.endpoint", s.Endpoint); err != nil {
 		return err
 	}
 	if err := bounded("source.region", s.Region); err != nil {
@@ -294,6 +298,36 @@ func optionalURL(field, v string) error {
 	}
 	if err := httpURL(v); err != nil {
 		return &FieldError{field, err.Error()}
+	}
+	return nil
+}
+
+// outputPrefix refuses a prefix the runner would refuse to write under
+// (storage.CheckKey: file-system backed servers resolve "." and ".." as a
+// path, so the outputs would land outside the prefix). Every key the runner
+// writes is the prefix, "/" and names that are never such a segment, so
+// checking the prefix alone is the same check.
+func outputPrefix(prefix string) error {
+	err := storage.CheckKey(prefix)
+	switch {
+	case errors.Is(err, storage.ErrInvalidKey):
+		return &FieldError{"output.prefix", storage.ErrInvalidKey.Error()}
+	case err != nil:
+		return &FieldError{"output.prefix", err.Error()}
+	}
+	return nil
+}
+
+// endpoint checks an optional storage endpoint as the runner's storage
+// client will: refused now, the requester learns it at once rather than
+// from a job failed with invalid_endpoint. The reason does not echo the
+// value, whose userinfo may hold a password.
+func endpoint(field, v string) error {
+	if err := optionalURL(field, v); err != nil || v == "" {
+		return err
+	}
+	if err := storage.CheckEndpoint(v); err != nil {
+		return &FieldError{field, "must be http(s)://host[:port], without a path, query, fragment or user info"}
 	}
 	return nil
 }

@@ -1,6 +1,10 @@
 package runner
 
-import "github.com/vesta-cx/euterpe/central/inbox"
+import (
+	"time"
+
+	"github.com/vesta-cx/euterpe/central/inbox"
+)
 
 // SetGuardThreshold lowers the §11 output guardrail's source size for a
 // test and returns a function restoring it.
@@ -13,3 +17,24 @@ func SetGuardThreshold(n int64) func() {
 // SetBeforeOutputs makes r call fn after transcoding, before it writes any
 // output object: where a test pauses an attempt.
 func SetBeforeOutputs(r *Runner, fn func(j *inbox.Job)) { r.beforeOutputs = fn }
+
+// Watchdog is an attempt's progress clock, for tests of its own.
+type Watchdog = watchdog
+
+// NewWatchdog returns a watchdog reading the time from now.
+func NewWatchdog(timeout time.Duration, now func() time.Time) *Watchdog {
+	return newWatchdogClock(timeout, now)
+}
+
+// WatchdogTouch records progress on w.
+func WatchdogTouch(w *Watchdog) { w.touch() }
+
+// WatchdogStalled reports whether w has stalled.
+func WatchdogStalled(w *Watchdog) bool { return w.stalled() }
+
+// WatchdogLastProgress is the reading w measures stalls from.
+func WatchdogLastProgress(w *Watchdog) time.Time { return w.lastProgress() }
+
+// ProgressDue says whether a progress event for percent p follows one for
+// last.
+func ProgressDue(last, p int) bool { return progressDue(last, p) }

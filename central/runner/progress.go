@@ -41,7 +41,7 @@ func (r *Runner) newReporter(j *inbox.Job) *reporter {
 			rep.mu.Lock()
 			p := int(math.Floor(rep.percent))
 			rep.mu.Unlock()
-			if p/10 <= last/10 || p >= 100 {
+			if !progressDue(last, p) {
 				continue
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -56,6 +56,12 @@ func (r *Runner) newReporter(j *inbox.Job) *reporter {
 	}()
 	return rep
 }
+
+// progressDue says whether percent p is worth an event after one for last.
+// The step is measured from the last event, not from multiples of 10: a
+// jump from 9 to 15 and a crawl from 15 to 21 would otherwise be two
+// events 6 points apart. 100 is left to the succeeded event.
+func progressDue(last, p int) bool { return p-last >= 10 && p < 100 }
 
 func (rep *reporter) set(p float64) {
 	rep.mu.Lock()

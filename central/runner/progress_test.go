@@ -11,8 +11,28 @@ import (
 	"github.com/vesta-cx/euterpe/central/schema"
 )
 
+// TestProgressStep: a progress event follows the last one once the
+// percentage has grown by at least 10 points (docs/transcode.md), not each
+// time it crosses a multiple of 10: 15 then 21 is one event, not two. 100
+// is left to the succeeded event.
+func TestProgressStep(t *testing.T) {
+	for _, tc := range []struct {
+		last, p int
+		want    bool
+	}{
+		{0, 0, false}, {0, 9, false}, {0, 10, true}, {0, 15, true},
+		{15, 21, false}, {15, 24, false}, {15, 25, true}, {15, 40, true},
+		{10, 19, false}, {10, 20, true}, {19, 20, false}, {19, 29, true},
+		{85, 94, false}, {85, 95, true}, {95, 99, false}, {89, 99, true}, {90, 100, false},
+	} {
+		if got := runner.ProgressDue(tc.last, tc.p); got != tc.want {
+			t.Errorf("last %d, now %d: event %v, want %v", tc.last, tc.p, got, tc.want)
+		}
+	}
+}
+
 // TestProgressEvents: while ffmpeg runs, its progress becomes intermediate
-// processing events with a growing percentage.
+// processing events, each at least 10 points above the one before.
 func TestProgressEvents(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *env) {
 		e.putWAV("in/long.wav", 240)
@@ -59,8 +79,8 @@ func TestProgressEvents(t *testing.T) {
 		}
 		for _, run := range runs {
 			for i := 1; i < len(run); i++ {
-				if run[i] <= run[i-1] {
-					t.Fatalf("progress not increasing within an attempt: %v", runs)
+				if run[i] < run[i-1]+10 {
+					t.Fatalf("progress not grown by 10 points between events of an attempt: %v", runs)
 				}
 			}
 		}

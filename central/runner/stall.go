@@ -21,24 +21,36 @@ var ErrStalled = errors.New("no progress within the stall timeout")
 // hung ffmpeg or a storage stream that stopped moving gives its job up
 // instead of holding it forever under a timer-driven heartbeat. A nil
 // *watchdog ignores touches and never stalls.
+//
+// Progress is kept as an offset from start, a reading of time.Now that
+// carries the monotonic clock: differences of such readings ignore
+// wall-clock steps, which would otherwise stall every running attempt
+// (a step forward) or let a hung one keep its lease (a step back).
+// time.Unix(0, n) has no monotonic reading, so storing Unix nanoseconds
+// would measure on the wall clock.
 type watchdog struct {
 	timeout time.Duration
-	last    atomic.Int64 // unix nanoseconds of the last progress
+	now     func() time.Time
+	start   time.Time
+	last    atomic.Int64 // nanoseconds from start to the last progress
 	stall   atomic.Bool  // latched once the timeout passed
 }
 
-func newWatchdog(timeout time.Duration) *watchdog {
-	w := &watchdog{timeout: timeout}
-	w.touch()
-	return w
+func newWatchdog(timeout time.Duration) *watchdog { return newWatchdogClock(timeout, time.Now) }
+
+func newWatchdogClock(timeout time.Duration, now func() time.Time) *watchdog {
+	return &watchdog{timeout: timeout, now: now, start: now()}
 }
 
 // touch records progress now.
 func (w *watchdog) touch() {
 	if w != nil {
-		w.last.Store(time.Now().UnixNano())
+		w.last.Store(int64(w.now().Sub(w.start)))
 	}
 }
+
+// lastProgress keeps start's monotonic reading (Add preserves it).
+func (w *watchdog) lastProgress() time.Time { return w.start.Add(time.Duration(w.last.Load())) }
 
 // stalled reports (and latches) that nothing advanced for the timeout.
 func (w *watchdog) stalled() bool {
@@ -48,7 +60,7 @@ func (w *watchdog) stalled() bool {
 	if w.stall.Load() {
 		return true
 	}
-	if time.Since(time.Unix(0, w.last.Load())) > w.timeout {
+	if w.now().Sub(w.lastProgress()) > w.timeout {
 		w.stall.Store(true)
 		return true
 	}

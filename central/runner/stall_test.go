@@ -134,6 +134,44 @@ func TestStallTimeoutSetting(t *testing.T) {
 	}
 }
 
+// TestWatchdogMonotonicClock: the watchdog measures progress on the
+// monotonic clock. A wall-clock reading would turn an NTP step forward into
+// a stall of every running attempt, and a step back into a hung ffmpeg
+// keeping its lease; only a reading with a monotonic part is immune. With a
+// clock the test moves, the stall comes exactly after the timeout and
+// progress puts it off.
+func TestWatchdogMonotonicClock(t *testing.T) {
+	wd := runner.NewWatchdog(time.Minute, time.Now)
+	runner.WatchdogTouch(wd)
+	// time.Time.String ends with "m=±<seconds>" when the reading is monotonic.
+	if s := runner.WatchdogLastProgress(wd).String(); !strings.Contains(s, " m=") {
+		t.Fatalf("last progress %s has no monotonic reading: a wall-clock step moves it", s)
+	}
+
+	const timeout = 10 * time.Second
+	base := time.Now()
+	var elapsed time.Duration
+	now := func() time.Time { return base.Add(elapsed) }
+	wd = runner.NewWatchdog(timeout, now)
+	elapsed = timeout
+	if runner.WatchdogStalled(wd) {
+		t.Fatal("stalled at the timeout, not after it")
+	}
+	runner.WatchdogTouch(wd)
+	elapsed += timeout
+	if runner.WatchdogStalled(wd) {
+		t.Fatal("stalled although progress came within the timeout")
+	}
+	elapsed += time.Nanosecond
+	if !runner.WatchdogStalled(wd) {
+		t.Fatal("not stalled a timeout after the last progress")
+	}
+	runner.WatchdogTouch(wd)
+	if !runner.WatchdogStalled(wd) {
+		t.Fatal("a stall was undone by later progress")
+	}
+}
+
 type nilSecrets struct{}
 
 func (nilSecrets) SigningKeys(context.Context, string) ([][]byte, error) { return nil, nil }

@@ -103,12 +103,9 @@ func (c *Client) s3(b Bucket, creds Credentials) (*minio.Client, error) {
 	if ep == "" {
 		ep = "https://s3.amazonaws.com"
 	}
-	// minio-go keeps only the host: a path, query or userinfo would be
-	// dropped and the requests sent somewhere the endpoint does not name.
-	u, err := url.Parse(ep)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") ||
-		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.User != nil {
-		return nil, fmt.Errorf("endpoint %q: %w", redactURL(ep), ErrInvalidEndpoint)
+	u, err := parseEndpoint(ep)
+	if err != nil {
+		return nil, err
 	}
 	return minio.New(u.Host, &minio.Options{
 		Creds:        credentials.NewStaticV4(creds.AccessKeyID, creds.SecretAccessKey, creds.SessionToken),
@@ -445,6 +442,26 @@ func (c *Client) Remove(ctx context.Context, b Bucket, key string, creds Credent
 // ErrInvalidEndpoint is matched with errors.Is when a bucket's endpoint is
 // not of the form http(s)://host[:port].
 var ErrInvalidEndpoint = errors.New("want http(s)://host[:port]")
+
+// CheckEndpoint refuses a bucket endpoint other than http(s)://host[:port]
+// with ErrInvalidEndpoint, as every request to it would be. The error
+// names the endpoint without its userinfo, query or fragment.
+func CheckEndpoint(ep string) error {
+	_, err := parseEndpoint(ep)
+	return err
+}
+
+// parseEndpoint: minio-go keeps only the host, so a path, query or userinfo
+// would be dropped and the requests sent somewhere the endpoint does not
+// name.
+func parseEndpoint(ep string) (*url.URL, error) {
+	u, err := url.Parse(ep)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.User != nil {
+		return nil, fmt.Errorf("endpoint %q: %w", redactURL(ep), ErrInvalidEndpoint)
+	}
+	return u, nil
+}
 
 // ErrInvalidKey is matched with errors.Is when an object key has a "." or
 // ".." segment.

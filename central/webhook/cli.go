@@ -34,16 +34,49 @@ func RunVerifyCommand(args []string, stdin io.Reader, stdout, stderr io.Writer, 
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *envName != "" {
+	// The request comes only from stdin: a file named here would leave
+	// the command waiting on the terminal, and flags after it would be
+	// dropped unseen. The argument is not echoed: it may be a secret
+	// given without --secret.
+	if fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "webhook verify: takes no argument: the request is read from stdin (< saved-request), the secret from --secret or --secret-env")
+		return 2
+	}
+	// An empty value is most often an unset shell variable: taken as a
+	// key it could never match, and next to a good one it would hide the
+	// mistake behind a valid verdict.
+	for _, s := range secrets {
+		if s == "" {
+			fmt.Fprintln(stderr, "webhook verify: --secret is empty")
+			return 2
+		}
+	}
+	envSet := false
+	fs.Visit(func(f *flag.Flag) { envSet = envSet || f.Name == "secret-env" })
+	if envSet {
+		if *envName == "" {
+			fmt.Fprintln(stderr, "webhook verify: --secret-env needs the name of an environment variable")
+			return 2
+		}
 		if getenv == nil {
 			getenv = os.Getenv
 		}
-		if v := getenv(*envName); v != "" {
-			secrets = append(secrets, v)
+		v := getenv(*envName)
+		if v == "" {
+			// Not named: the secret itself is sometimes given here.
+			fmt.Fprintln(stderr, "webhook verify: --secret-env names an environment variable that is empty or unset")
+			return 2
 		}
+		secrets = append(secrets, v)
 	}
 	if len(secrets) == 0 {
 		fmt.Fprintln(stderr, "webhook verify: give --secret or --secret-env")
+		return 2
+	}
+	// The Verifier reads a skew of 0 or less as its default: a value the
+	// user typed must not be swapped for 5 minutes unsaid.
+	if *skew <= 0 {
+		fmt.Fprintf(stderr, "webhook verify: --skew %s: want a positive duration, e.g. 5m\n", *skew)
 		return 2
 	}
 	req, err := http.ReadRequest(bufio.NewReader(stdin))

@@ -5,10 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -24,18 +24,9 @@ func init() {
 	register(&Command{Path: "edges tail", Usage: "[--edge EDGE_ID] [--last-event-id SEQ] [--count N]", Summary: "follow every edge's events live", Run: edgesTail})
 }
 
-// positional parses flags and wants exactly n positional arguments.
-func positional(fs *flag.FlagSet, env Env, args []string, n int, usage string) ([]string, bool) {
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return nil, false
-	}
-	if len(pos) != n {
-		fmt.Fprintf(env.Stderr, "euterpectl: usage: %s\n", usage)
-		return nil, false
-	}
-	return pos, true
-}
+// entryIDRe is a stream entry id "<ms>-<seq>", the only after= central
+// takes.
+var entryIDRe = regexp.MustCompile(`^[0-9]{1,20}-[0-9]{1,20}$`)
 
 func printLines(env Env, items []json.RawMessage) {
 	for _, it := range items {
@@ -149,34 +140,52 @@ func edgesEvents(ctx context.Context, env Env, args []string) int {
 		if err := c.get(ctx, path+q, &out); err != nil {
 			return fail(env, err)
 		}
+		// The next request asks for what follows the last event printed;
+		// without its entry id it could only start over and print
+		// everything again.
+		resumable := true
 		for _, e := range out.Events {
 			fmt.Fprintln(env.Stdout, string(e))
 			var id struct {
 				EntryID string `json:"entry_id"`
 			}
-			_ = json.Unmarshal(e, &id)
-			after = id.EntryID
+			if json.Unmarshal(e, &id) == nil && entryIDRe.MatchString(id.EntryID) {
+				after, resumable = id.EntryID, true
+			} else {
+				resumable = false
+			}
 		}
-		// Gaps are printed once each, as {"gap": …} lines.
+		// Gaps are printed once each, as {"gap": …} lines; one without
+		// an id is known by its whole text.
 		for _, g := range out.Gaps {
 			var id struct {
 				GapID string `json:"gap_id"`
 			}
-			_ = json.Unmarshal(g, &id)
-			if !gaps[id.GapID] {
-				gaps[id.GapID] = true
+			key := string(g)
+			if json.Unmarshal(g, &id) == nil && id.GapID != "" {
+				key = id.GapID
+			}
+			if !gaps[key] {
+				gaps[key] = true
 				fmt.Fprintf(env.Stdout, "{\"gap\":%s}\n", g)
 			}
 		}
-		if len(out.Events) >= 1000 {
-			continue // more pages of history
+		more := len(out.Events) >= 1000 // more pages of history
+		if !more {
+			switch out.Job.Status {
+			case "done", "error", "canceled":
+				return 0
+			}
+			if !*follow {
+				return 0
+			}
 		}
-		switch out.Job.Status {
-		case "done", "error", "canceled":
-			return 0
+		if !resumable {
+			report(env, errors.New("central sent an event without a stream entry_id: the events after it cannot be asked for"))
+			return 1
 		}
-		if !*follow {
-			return 0
+		if more {
+			continue
 		}
 		if !pause(ctx, *interval) {
 			return 1

@@ -8,8 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -279,4 +281,70 @@ func TestEdgesTailBacksOff(t *testing.T) {
 		code, _, errOut := runCtlCtx(ctx, env, "edges", "tail", "--server", url, "--count", "1")
 		assert.Equal(t, 1, code, errOut)
 	})
+}
+
+// Central gives every event an entry_id (the cursor of the next page and
+// of --follow), but edges events does not take one on trust: an event
+// without a usable entry_id is printed once like any other, and when the
+// command would have to ask for what comes after it, it says so on one
+// line and exits 1 rather than asking from the start again, which printed
+// the same events over and over. Gaps without a gap_id are each printed
+// once too.
+func TestEdgesEventsWithoutEntryID(t *testing.T) {
+	const jobID = "0b6c2a5e-7f3c-4a8e-9c1d-2e4f6a8b0c1d"
+	page := func(status string, events ...string) string {
+		return `{"job":{"status":"` + status + `"},"events":[` + strings.Join(events, ",") +
+			`],"gaps":[{"type":"delta","count":2},{"type":"delta","count":3}]}`
+	}
+	full := make([]string, 1000)
+	for i := range full {
+		full[i] = fmt.Sprintf(`{"seq":%d,"type":"delta"}`, i+1)
+	}
+	for _, tc := range []struct {
+		name   string
+		body   string
+		follow bool
+		code   int
+		lines  int
+	}{
+		{"a full page", page("running", full...), false, 1, 1000},
+		{"following a running job", page("running", `{"entry_id":"1-0","type":"queued"}`, `{"type":"running"}`), true, 1, 2},
+		{"an entry_id that is not one", page("running", `{"entry_id":"1-0&limit=1","type":"queued"}`), true, 1, 1},
+		{"not an object", page("running", `{"entry_id":"1-0","type":"queued"}`, `null`), true, 1, 2},
+		{"a job that ended", page("done", `{"type":"running"}`, `{"type":"done"}`), true, 0, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var asked atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				// Enough answers for a command that starts over to
+				// print something twice, not so many that it fills
+				// memory before the test ends it.
+				if asked.Add(1) > 3 {
+					http.Error(w, `{"error":{"code":"enough","message":"asked too often"}}`, http.StatusServiceUnavailable)
+					return
+				}
+				_, _ = io.WriteString(w, tc.body)
+			}))
+			defer srv.Close()
+			env := map[string]string{"EUTERPE_CENTRAL_URL": srv.URL, "EUTERPE_OPERATOR_TOKEN": "eop_test"}
+			args := []string{"edges", "events", "edge-1", jobID, "--interval", "10ms"}
+			if tc.follow {
+				args = append(args, "--follow")
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			code, out, errOut := runCtlCtx(ctx, env, args...)
+			require.Equal(t, tc.code, code, errOut)
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			require.Len(t, lines, tc.lines+2, "each event and gap printed once")
+			require.Equal(t, 2, strings.Count(out, `{"gap":`), out)
+			if tc.code == 1 {
+				require.Equal(t, 1, strings.Count(errOut, "\n"), errOut)
+				require.Contains(t, errOut, "entry_id")
+				require.Equal(t, int64(1), asked.Load())
+			} else {
+				require.Empty(t, errOut)
+			}
+		})
+	}
 }

@@ -44,7 +44,11 @@ func register(c *Command) {
 }
 
 func init() {
-	register(&Command{Path: "version", Summary: "print the version", Run: func(_ context.Context, env Env, _ []string) int {
+	register(&Command{Path: "version", Summary: "print the version", Run: func(_ context.Context, env Env, args []string) int {
+		if len(args) > 0 {
+			fmt.Fprintf(env.Stderr, "euterpectl: unexpected argument %q; usage: version\n", clip(args[0], 80))
+			return 2
+		}
 		fmt.Fprintln(env.Stdout, daemon.Version)
 		return 0
 	}})
@@ -91,6 +95,26 @@ func printUsage(w io.Writer) {
 		c := commands[p]
 		fmt.Fprintf(w, "  %-16s %-44s %s\n", p, c.Usage, c.Summary)
 	}
+}
+
+// positional parses flags and wants exactly n positional arguments. One
+// too many is named rather than dropped: it is most often a value meant
+// for a flag, and acting without it would do something other than what
+// was asked.
+func positional(fs *flag.FlagSet, env Env, args []string, n int, usage string) ([]string, bool) {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return nil, false
+	}
+	switch {
+	case len(pos) > n:
+		fmt.Fprintf(env.Stderr, "euterpectl: unexpected argument %q; usage: %s\n", clip(pos[n], 80), usage)
+		return nil, false
+	case len(pos) < n:
+		fmt.Fprintf(env.Stderr, "euterpectl: usage: %s\n", usage)
+		return nil, false
+	}
+	return pos, true
 }
 
 // report prints err as one line. Errors carry what others sent (a

@@ -14,10 +14,10 @@ func init() {
 	register(&Command{Path: "pipeline enqueue", Usage: "--type T --symbol S --asof YYYY-MM-DD",
 		Summary: "submit a pipeline job (the existing one if its key is active)", Run: pipelineEnqueue})
 	register(&Command{Path: "pipeline get", Usage: "ID", Summary: "print a pipeline job", Run: pipelineGet})
-	register(&Command{Path: "pipeline list", Usage: "[--status S] [--type T] [--symbol S] [--limit N] [--all]",
-		Summary: "list pipeline jobs, newest first, one JSON object a line", Run: pipelineList("/v1/pipeline/jobs")})
-	register(&Command{Path: "pipeline dlq", Usage: "[--type T] [--symbol S] [--limit N] [--all]",
-		Summary: "list dead-lettered pipeline jobs", Run: pipelineList("/v1/pipeline/dlq")})
+	register(&Command{Path: "pipeline list", Usage: "[--status S] [--type T] [--symbol S] [--limit N] [--cursor C] [--all]",
+		Summary: "list pipeline jobs, newest first, one JSON object a line", Run: pipelineList("pipeline list", "/v1/pipeline/jobs")})
+	register(&Command{Path: "pipeline dlq", Usage: "[--type T] [--symbol S] [--limit N] [--cursor C] [--all]",
+		Summary: "list dead-lettered pipeline jobs", Run: pipelineList("pipeline dlq", "/v1/pipeline/dlq")})
 	register(&Command{Path: "pipeline redrive", Usage: "ID", Summary: "put a dead-lettered pipeline job back in the queue", Run: pipelineRedrive})
 }
 
@@ -26,8 +26,12 @@ func pipelineEnqueue(ctx context.Context, env Env, args []string) int {
 	typ := fs.String("type", "", "job type, e.g. edge_daily")
 	sym := fs.String("symbol", "", "symbol, e.g. an edge id")
 	asof := fs.String("asof", "", "UTC day, YYYY-MM-DD")
-	if _, err := parseArgs(fs, args); err != nil || *typ == "" || *sym == "" || *asof == "" {
-		fmt.Fprintln(env.Stderr, "usage: euterpectl pipeline enqueue --type T --symbol S --asof YYYY-MM-DD")
+	const usage = "pipeline enqueue --type T --symbol S --asof YYYY-MM-DD"
+	if _, ok := positional(fs, env, args, 0, usage); !ok {
+		return 2
+	}
+	if *typ == "" || *sym == "" || *asof == "" {
+		fmt.Fprintf(env.Stderr, "euterpectl: --type, --symbol and --asof are required; usage: %s\n", usage)
 		return 2
 	}
 	c, err := open()
@@ -46,9 +50,8 @@ func pipelineEnqueue(ctx context.Context, env Env, args []string) int {
 // pipelineID parses the flags and the one job id argument.
 func pipelineID(name string, env Env, args []string) (*centralClient, string, int) {
 	fs, open := centralFlags(name, env)
-	pos, err := parseArgs(fs, args)
-	if err != nil || len(pos) != 1 {
-		fmt.Fprintf(env.Stderr, "usage: euterpectl %s ID\n", name)
+	pos, ok := positional(fs, env, args, 1, name+" ID")
+	if !ok {
 		return nil, "", 2
 	}
 	c, err := open()
@@ -85,9 +88,9 @@ func pipelineRedrive(ctx context.Context, env Env, args []string) int {
 	return 0
 }
 
-func pipelineList(path string) func(ctx context.Context, env Env, args []string) int {
+func pipelineList(name, path string) func(ctx context.Context, env Env, args []string) int {
 	return func(ctx context.Context, env Env, args []string) int {
-		fs, open := centralFlags("pipeline list", env)
+		fs, open := centralFlags(name, env)
 		var status *string
 		if path == "/v1/pipeline/jobs" {
 			status = fs.String("status", "", "queued, running, succeeded, failed or dead_letter")
@@ -95,9 +98,9 @@ func pipelineList(path string) func(ctx context.Context, env Env, args []string)
 		typ := fs.String("type", "", "job type")
 		sym := fs.String("symbol", "", "symbol")
 		limit := fs.Int("limit", 100, "jobs per page (1-500)")
+		cursor := fs.String("cursor", "", "start after the page whose next_cursor this is")
 		all := fs.Bool("all", false, "follow every page")
-		if pos, err := parseArgs(fs, args); err != nil || len(pos) != 0 {
-			fmt.Fprintln(env.Stderr, "usage: euterpectl pipeline list|dlq [--status S] [--type T] [--symbol S] [--limit N] [--all]")
+		if _, ok := positional(fs, env, args, 0, name+" "+commands[name].Usage); !ok {
 			return 2
 		}
 		c, err := open()
@@ -116,6 +119,9 @@ func pipelineList(path string) func(ctx context.Context, env Env, args []string)
 			q.Set("symbol", *sym)
 		}
 		q.Set("limit", fmt.Sprint(*limit))
+		if *cursor != "" {
+			q.Set("cursor", *cursor)
+		}
 		for {
 			var page struct {
 				Jobs       []json.RawMessage `json:"jobs"`
@@ -131,7 +137,7 @@ func pipelineList(path string) func(ctx context.Context, env Env, args []string)
 				return 0
 			}
 			if !*all {
-				fmt.Fprintln(env.Stderr, "next_cursor:", page.NextCursor, "(--all follows every page)")
+				fmt.Fprintln(env.Stderr, "next_cursor:", page.NextCursor, "(--cursor with it lists the next page, --all every page)")
 				return 0
 			}
 			q.Set("cursor", page.NextCursor)

@@ -208,3 +208,94 @@ func TestPipelineCommands(t *testing.T) {
 		})
 	}
 }
+
+// An argument a pipeline or edges command has no use for is refused with
+// exit 2 and one line naming it, before anything reaches central: it is
+// most often a value meant for a flag, and dropping it would act on
+// something other than what was asked.
+func TestCommandsRefuseUnusedArguments(t *testing.T) {
+	url, d, _ := startCentral(t, "sqlite")
+	op, err := d.Operators.Create(context.Background(), "ctl")
+	require.NoError(t, err)
+	proxy, conns := cutProxy(t, strings.TrimPrefix(url, "http://"), 1<<20, false)
+	env := map[string]string{"EUTERPE_CENTRAL_URL": proxy, "EUTERPE_OPERATOR_TOKEN": op.Token}
+	const id = "0b6c2a5e-7f3c-4a8e-9c1d-2e4f6a8b0c1d"
+	for _, args := range [][]string{
+		{"pipeline", "enqueue", "--type", "edge_daily", "--symbol", "edge-1", "--asof", "2026-01-02", "extra"},
+		{"pipeline", "enqueue", "extra", "--type", "edge_daily", "--symbol", "edge-1", "--asof", "2026-01-02"},
+		{"pipeline", "get", id, "extra"},
+		{"pipeline", "redrive", id, "extra"},
+		{"pipeline", "list", "--status", "failed", "extra"},
+		{"pipeline", "dlq", "extra"},
+		{"edges", "list", "extra"},
+		{"edges", "get", "edge-1", "extra"},
+		{"edges", "jobs", "edge-1", "extra", "--limit", "5"},
+		{"edges", "events", "edge-1", id, "extra"},
+		{"edges", "tail", "extra", "--count", "1"},
+		{"version", "extra"},
+	} {
+		t.Run(strings.Join(args[:2], " "), func(t *testing.T) {
+			code, out, errOut := ctl(env, args...)
+			require.Equal(t, 2, code, errOut)
+			require.Empty(t, out)
+			require.Equal(t, 1, strings.Count(errOut, "\n"), errOut)
+			require.Contains(t, errOut, `"extra"`)
+			require.Zero(t, conns.Load(), "a request reached central")
+		})
+	}
+}
+
+// The next_cursor that pipeline list and dlq print when they stop after a
+// page is what --cursor takes to go on from there: together the pages
+// hold every job once, and a cursor central never made is its 400.
+func TestPipelineListCursor(t *testing.T) {
+	for _, e := range sqltest.Engines {
+		t.Run(string(e), func(t *testing.T) {
+			flaky := filepath.Join(t.TempDir(), "flaky.sh")
+			require.NoError(t, os.WriteFile(flaky, []byte("#!/bin/sh\nexit 1\n"), 0o755))
+			env := append(os.Environ(), "EUTERPE_DATABASE_URL="+sqltest.URL(t, e), "EUTERPE_KEYRING=k1:"+credentials.NewKey(),
+				"EUTERPE_STATE_DIR="+t.TempDir(), "EUTERPE_PIPELINE_TYPES=flaky=exec:"+flaky,
+				"EUTERPE_PIPELINE_BACKOFF_BASE=1ms", "EUTERPE_PIPELINE_BACKOFF_MAX=1ms", "EUTERPE_PIPELINE_POLL=20ms")
+			url, token := startCentralProcess(t, env)
+			cenv := map[string]string{"EUTERPE_CENTRAL_URL": url, "EUTERPE_OPERATOR_TOKEN": token}
+			for _, d := range []string{"2026-01-03", "2026-01-04", "2026-01-05"} {
+				code, _, errOut := ctl(cenv, "pipeline", "enqueue", "--type", "flaky", "--symbol", "S", "--asof", d)
+				require.Equal(t, 0, code, errOut)
+			}
+			require.Eventually(t, func() bool {
+				_, out, _ := ctl(cenv, "pipeline", "dlq", "--symbol", "S")
+				return strings.Count(out, "\n") == 3
+			}, 30*time.Second, 50*time.Millisecond)
+
+			for _, cmd := range []string{"list", "dlq"} {
+				code, first, errOut := ctl(cenv, "pipeline", cmd, "--symbol", "S", "--limit", "2")
+				require.Equal(t, 0, code, errOut)
+				require.Equal(t, 2, strings.Count(first, "\n"), cmd)
+				_, after, ok := strings.Cut(errOut, "next_cursor: ")
+				require.True(t, ok, errOut)
+				cursor, _, _ := strings.Cut(after, " ")
+				require.NotEmpty(t, cursor)
+
+				code, rest, errOut := ctl(cenv, "pipeline", cmd, "--symbol", "S", "--limit", "2", "--cursor", cursor)
+				require.Equal(t, 0, code, errOut)
+				require.Equal(t, 1, strings.Count(rest, "\n"), cmd)
+				require.NotContains(t, errOut, "next_cursor", "the last page")
+				seen := map[string]bool{}
+				for _, line := range strings.Split(strings.TrimSpace(first+rest), "\n") {
+					var j struct {
+						JobID string `json:"job_id"`
+					}
+					require.NoError(t, json.Unmarshal([]byte(line), &j))
+					require.False(t, seen[j.JobID], "job %s on two pages", j.JobID)
+					seen[j.JobID] = true
+				}
+				require.Len(t, seen, 3)
+
+				code, _, errOut = ctl(cenv, "pipeline", cmd, "--cursor", "not-a-cursor")
+				require.Equal(t, 1, code, errOut)
+				require.Contains(t, errOut, "invalid_request")
+				require.Equal(t, 1, strings.Count(errOut, "\n"), errOut)
+			}
+		})
+	}
+}

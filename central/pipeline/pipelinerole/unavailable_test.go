@@ -46,20 +46,7 @@ func submitStatus(t *testing.T, s *server, asof string) (int, string, string) {
 // /ready is 503 with the §6 body; restored, both recover.
 func TestDatabaseDownPostgres(t *testing.T) {
 	ctx := context.Background()
-	direct := sqltest.Open(t, sqldb.Postgres, sets...)
-	var name string
-	_ = direct.QueryRowContext(ctx, "SELECT current_database()").Scan(&name)
-	u, _ := url.Parse(testsvcPostgresURL())
-	p := newProxy(t, u.Host)
-	u.Host, u.Path = p.addr, "/"+name
-	q := u.Query()
-	q.Set("connect_timeout", "1")
-	u.RawQuery = q.Encode()
-	db, err := sqldb.Open(ctx, u.String(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
+	_, db, p := proxiedPostgres(t)
 	cfg := testConfig()
 	cfg.AuthCache = 0 // the operator lookup itself meets the outage (a cached token skips it)
 	s := newServer(t, db, cfg)
@@ -83,7 +70,7 @@ func TestDatabaseDownPostgres(t *testing.T) {
 		t.Fatalf("no retry logged:\n%s", s.logs.String())
 	}
 	// The queue itself (past the operator lookup) says the same.
-	_, err = s.role.Store.Submit(ctx, pipeline.Request{JobType: "edge_daily", Symbol: "edge-1", Asof: "2026-01-03", RequestedBy: "t"})
+	_, err := s.role.Store.Submit(ctx, pipeline.Request{JobType: "edge_daily", Symbol: "edge-1", Asof: "2026-01-03", RequestedBy: "t"})
 	var ue *pipeline.UnavailableError
 	if !errors.As(err, &ue) || ue.Code != pipeline.CodeQueueUnavailable {
 		t.Fatalf("down: submit %v", err)
@@ -108,18 +95,16 @@ func TestDatabaseDownPostgres(t *testing.T) {
 	}
 }
 
-// A submit whose connection breaks while its insert is on the server, with
-// the server then out of reach, cannot learn whether the insert committed:
-// it answers 503 QUEUE_UNAVAILABLE without trying again (each try would
-// wait out the same settling), within its budget and the settle's bound.
-// Once the server is back, the retry with the same key leaves one job.
-func TestSubmitLostMidStatementPostgres(t *testing.T) {
+// proxiedPostgres opens a fresh migrated Postgres database twice: direct,
+// and db through a proxy the test can cut (connect timeout one second).
+func proxiedPostgres(t *testing.T) (direct, db *sqldb.DB, p *proxy) {
+	t.Helper()
 	ctx := context.Background()
-	direct := sqltest.Open(t, sqldb.Postgres, sets...)
+	direct = sqltest.Open(t, sqldb.Postgres, sets...)
 	var name string
 	_ = direct.QueryRowContext(ctx, "SELECT current_database()").Scan(&name)
 	u, _ := url.Parse(testsvcPostgresURL())
-	p := newProxy(t, u.Host)
+	p = newProxy(t, u.Host)
 	u.Host, u.Path = p.addr, "/"+name
 	q := u.Query()
 	q.Set("connect_timeout", "1")
@@ -129,6 +114,17 @@ func TestSubmitLostMidStatementPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
+	return direct, db, p
+}
+
+// A submit whose connection breaks while its insert is on the server, with
+// the server then out of reach, cannot learn whether the insert committed:
+// it answers 503 QUEUE_UNAVAILABLE without trying again (each try would
+// wait out the same settling), within its budget and the settle's bound.
+// Once the server is back, the retry with the same key leaves one job.
+func TestSubmitLostMidStatementPostgres(t *testing.T) {
+	ctx := context.Background()
+	direct, db, p := proxiedPostgres(t)
 	cfg := testConfig()
 	cfg.EnqueueTimeout = 3 * time.Second
 	s := newServer(t, db, cfg)

@@ -163,7 +163,9 @@ func (s *Store) release(ctx context.Context, j *Job, jerr *JobError) error {
 		if err := s.move(ctx, tx, j, c, schema.StatusQueued, now, set, args...); err != nil {
 			return err
 		}
-		return insertEvents(ctx, s.db, tx, []Event{transition(j, from, schema.StatusQueued, c.Seq, now)})
+		ev := transition(j, from, schema.StatusQueued, c.Seq, now)
+		ev.AttemptCount-- // the release gives the attempt back, as the row now says
+		return insertEvents(ctx, s.db, tx, []Event{ev})
 	}))
 }
 

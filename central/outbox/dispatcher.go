@@ -193,7 +193,8 @@ func (d *Dispatcher) handle(ctx context.Context, e *Event, sends chan struct{}) 
 		lease.OnRenewError(func(err error) {
 			d.log.Warn("outbox lease renewal failed; retrying at the next heartbeat",
 				"event_id", e.ID, "job_id", e.JobID, "lease_ttl", d.cfg.LeaseTTL, "err", err)
-		}))
+		}),
+		lease.Until(e.Deadline))
 	if err != nil {
 		if errors.Is(err, lease.ErrStale) {
 			d.log.Warn("outbox lease lost or not renewed in time; left to the dispatcher that reclaims it", "event_id", e.ID, "job_id", e.JobID, "err", err)

@@ -133,7 +133,7 @@ func (s *Store) Heartbeat(ctx context.Context, e *Event, ttl time.Duration) erro
 		return err
 	}
 	e.mu.Lock()
-	e.LeaseExpiresAt = c.LeaseExpiresAt
+	e.LeaseExpiresAt, e.Deadline = c.LeaseExpiresAt, c.Deadline
 	e.mu.Unlock()
 	return nil
 }

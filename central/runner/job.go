@@ -54,7 +54,8 @@ func (r *Runner) Process(ctx context.Context, j *inbox.Job) {
 			},
 			lease.OnRenewError(func(err error) {
 				log.Warn("lease renewal failed; retrying at the next heartbeat", "lease_ttl", r.set.LeaseTTL, "err", err)
-			}))
+			}),
+			lease.Until(j.Deadline))
 	}
 	r.finish(ctx, j, err, log)
 }

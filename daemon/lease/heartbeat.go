@@ -12,6 +12,7 @@ type KeepOption func(*keepOptions)
 
 type keepOptions struct {
 	onRenewError func(error)
+	until        time.Time
 }
 
 // OnRenewError makes Keep report every renew error other than a stale claim
@@ -22,8 +23,19 @@ func OnRenewError(fn func(error)) KeepOption {
 	return func(o *keepOptions) { o.onRenewError = fn }
 }
 
+// Until makes Keep fence the work at deadline, the end of the lease its
+// claim granted by this process's monotonic clock (Claim.Deadline), instead
+// of a TTL after Keep is called. The lease in the database runs from the
+// time the claim stamped, which precedes the claim's commit and whatever
+// came between it and Keep; counting a whole TTL from Keep would let the
+// work run on after another worker can have reclaimed the row. A zero
+// deadline (no claim to go by) is ignored.
+func Until(deadline time.Time) KeepOption {
+	return func(o *keepOptions) { o.until = deadline }
+}
+
 // ErrLeaseDeadline is the cause Keep cancels work with when it has not
-// renewed the lease for a whole TTL. errors.Is(err, ErrStale) holds: the
+// renewed the lease before it ends. errors.Is(err, ErrStale) holds: the
 // lease may have expired in the database and been reclaimed, so the work
 // must stop and write nothing more, exactly as for a stale answer.
 var ErrLeaseDeadline = fmt.Errorf("%w: not renewed within the lease TTL", ErrStale)
@@ -40,13 +52,17 @@ var ErrSkipped = errors.New("lease renewal skipped")
 // the OnRenewError option): a database hiccup shorter than the lease should
 // not abandon the work.
 //
-// Self-fencing: the lease in the database ends a TTL after the last renewal
-// that reached it, and a renewal is no later than when it was sent. So when
+// Self-fencing: the lease in the database ends a TTL after the claim or the
+// last renewal that reached it, and a renewal is no later than when it was
+// sent. So when
 // no renewal sent in the last TTL has succeeded (the database unreachable,
 // renewals hanging), work's context is cancelled with ErrLeaseDeadline on
 // this process's monotonic clock, before another worker can have reclaimed
-// the row; a renewal in flight is bounded by the same deadline. The
-// deadline starts when Keep is called (the claim just granted the lease).
+// the row; a renewal in flight is bounded by the same deadline. Until the
+// first renewal the deadline is the claim's (the Until option), or a TTL
+// after Keep is called without it. The first renewal comes when as little
+// of the lease is left as at every later beat, at once if less is left
+// already; a lease already over when Keep is called runs no work at all.
 //
 // When work returns nil its last fenced write succeeded, so a beat that
 // found the row finished in the meantime (a terminal status is no longer
@@ -57,15 +73,24 @@ func Keep(ctx context.Context, ttl time.Duration, renew func(context.Context) er
 	for _, opt := range opts {
 		opt(&o)
 	}
+	iv := HeartbeatInterval(ttl)
 	deadline := time.Now().Add(ttl)
+	if !o.until.IsZero() && o.until.Before(deadline) {
+		deadline = o.until
+	}
+	if !time.Now().Before(deadline) {
+		// Another worker may hold the row already; work that never
+		// started has written nothing.
+		return ErrLeaseDeadline
+	}
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	done := make(chan struct{})
 	hbDone := make(chan struct{})
 	go func() {
 		defer close(hbDone)
-		t := time.NewTicker(HeartbeatInterval(ttl))
-		defer t.Stop()
+		beat := time.NewTimer(max(time.Until(deadline)-(ttl-iv), 0))
+		defer beat.Stop()
 		fence := time.NewTimer(time.Until(deadline))
 		defer fence.Stop()
 		for {
@@ -77,7 +102,7 @@ func Keep(ctx context.Context, ttl time.Duration, renew func(context.Context) er
 			case <-fence.C:
 				cancel(ErrLeaseDeadline)
 				return
-			case <-t.C:
+			case <-beat.C:
 				sent := time.Now()
 				rctx, rcancel := context.WithDeadline(wctx, deadline)
 				// The renewal runs beside the fence: not every step of it
@@ -96,6 +121,7 @@ func Keep(ctx context.Context, ttl time.Duration, renew func(context.Context) er
 					return
 				}
 				rcancel()
+				beat.Reset(iv - time.Since(sent))
 				switch {
 				case err == nil:
 					deadline = sent.Add(ttl)

@@ -245,3 +245,19 @@ func TestKeepFencesItselfWhileARenewalIgnoresItsDeadline(t *testing.T) {
 	require.ErrorIs(t, err, ErrLeaseDeadline)
 	require.Less(t, stopped, ttl+150*time.Millisecond)
 }
+
+// TestKeepRunsNoWorkPastTheClaimsLease: a claim whose lease is already over
+// when Keep is called may have been reclaimed; the work must not start.
+func TestKeepRunsNoWorkPastTheClaimsLease(t *testing.T) {
+	var ran, renewed atomic.Bool
+	err := Keep(context.Background(), time.Minute, func(context.Context) error {
+		renewed.Store(true)
+		return nil
+	}, func(context.Context) error {
+		ran.Store(true)
+		return nil
+	}, Until(time.Now().Add(-time.Millisecond)))
+	require.ErrorIs(t, err, ErrLeaseDeadline)
+	require.False(t, ran.Load(), "work ran")
+	require.False(t, renewed.Load(), "renewed")
+}

@@ -70,6 +70,10 @@ type Claim struct {
 	Seq            int64
 	Worker         string
 	LeaseExpiresAt time.Time
+	// Deadline is LeaseExpiresAt by this process's monotonic clock, as the
+	// claim (or a Heartbeat on this Claim) left it: Keep fences the work
+	// there (Until), however late after the claim the work starts.
+	Deadline time.Time
 	// At is the time the claim stamped on the row, by the queue's clock
 	// (Queue.Time). A final write whose time comes from another clock
 	// must not record a finish before it.
@@ -342,6 +346,11 @@ func (q *Queue) claim(ctx context.Context, tx *sql.Tx, worker string, n int, ttl
 	} else {
 		args = append(setArgs, selArgs...)
 	}
+	// now may have been read well before this point; the database clock
+	// read after the local one turns the lease's end into a deadline no
+	// later than the one the database will judge.
+	local := time.Now()
+	deadline := local.Add(exp.Sub(q.Time()))
 	rows, err := q.DB.QueryTx(ctx, tx, q.claimSQL, args...)
 	if err != nil {
 		return nil, err
@@ -349,7 +358,7 @@ func (q *Queue) claim(ctx context.Context, tx *sql.Tx, worker string, n int, ttl
 	defer rows.Close()
 	claims := make([]Claim, 0, n)
 	for rows.Next() {
-		c := Claim{Status: s.Claimed, Worker: worker, LeaseExpiresAt: exp, At: now}
+		c := Claim{Status: s.Claimed, Worker: worker, LeaseExpiresAt: exp, Deadline: deadline, At: now}
 		dest := []any{&c.ID, &c.Version, &c.Attempt, &c.Seq}
 		if len(s.Returning) > 0 {
 			c.Extra = q.Extra()
@@ -427,6 +436,7 @@ func (q *Queue) Heartbeat(ctx context.Context, c *Claim, ttl time.Duration) erro
 	if err := q.build(); err != nil {
 		return err
 	}
+	sent := time.Now()
 	now := q.Time()
 	exp := now.Add(ttl)
 	err := q.DB.Tx(ctx, func(tx *sql.Tx) error {
@@ -439,7 +449,7 @@ func (q *Queue) Heartbeat(ctx context.Context, c *Claim, ttl time.Duration) erro
 	if err != nil {
 		return fmt.Errorf("%s: heartbeat: %w", q.Spec.Table, err)
 	}
-	c.LeaseExpiresAt = exp
+	c.LeaseExpiresAt, c.Deadline = exp, sent.Add(ttl)
 	return nil
 }
 

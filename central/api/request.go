@@ -189,6 +189,9 @@ func (r *TranscodeRequest) validate(checkURL func(string) error) error {
 		}
 		seen[rd.Name] = true
 	}
+	if err := r.overSource(); err != nil {
+		return err
+	}
 	for _, u := range []struct{ field, v string }{{"status_webhook_url", r.StatusWebhookURL}, {"refresh_url", r.RefreshURL}} {
 		if u.v == "" {
 			continue
@@ -314,6 +317,37 @@ func outputPrefix(prefix string) error {
 		return &FieldError{"output.prefix", storage.ErrInvalidKey.Error()}
 	case err != nil:
 		return &FieldError{"output.prefix", err.Error()}
+	}
+	return nil
+}
+
+// overSource refuses outputs whose final key is the source object: the
+// same bucket on the same server (storage.SameBucket) and the same key.
+// Promotion would replace the requester's source, and a retry would
+// transcode the output. A signed URL is compared when storage.URLKey reads
+// it as an object of the output bucket; a URL on another host (a CDN, a
+// custom domain) cannot be told apart and is accepted.
+func (r *TranscodeRequest) overSource() error {
+	out := storage.Bucket{Endpoint: r.Output.Endpoint, Name: r.Output.Bucket}
+	var src string
+	switch {
+	case r.Source.URL != "":
+		k, ok := storage.URLKey(r.Source.URL, out)
+		if !ok {
+			return nil
+		}
+		src = k
+	case storage.SameBucket(storage.Bucket{Endpoint: r.Source.Endpoint, Name: r.Source.Bucket}, out):
+		src = r.Source.Key
+	default:
+		return nil
+	}
+	for i, rd := range r.Renditions {
+		tr := transcode.Rendition{Name: rd.Name, Codec: rd.Codec, Container: rd.Container}
+		if storage.ObjectKey(r.Output.Prefix, tr.FileName()) == src {
+			return &FieldError{"output.prefix", fmt.Sprintf(
+				"with renditions[%d] names the source object (%s in the same bucket): the output would replace it", i, tr.FileName())}
+		}
 	}
 	return nil
 }

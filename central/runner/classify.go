@@ -40,6 +40,7 @@ type rule struct {
 var rules = []rule{
 	{ErrOutputTooLarge, inbox.Permanent, "output_too_large"},
 	{storage.ErrInvalidKey, inbox.Permanent, "invalid_output_prefix"},
+	{ErrReplacesSource, inbox.Permanent, "output_replaces_source"},
 	{ErrStalled, inbox.Retryable, "transcode_stalled"},
 	{transcode.ErrMissing, inbox.Retryable, "ffmpeg_missing"}, // recorded by ReleaseError; no attempt spent
 	{ErrRefreshExhausted, inbox.AuthExpired, "credentials_expired"},

@@ -120,6 +120,11 @@ func (r *Runner) execute(ctx context.Context, j *inbox.Job, dir string, log *slo
 			return fmt.Errorf("output.prefix %q: %w", j.Output.Prefix, err)
 		}
 	}
+	// Jobs accepted before POST /transcode refused this are still queued:
+	// nothing may be written over the requester's source.
+	if err := checkSource(j, rends); err != nil {
+		return err
+	}
 	srcPath := filepath.Join(dir, "source")
 	var srcSize int64
 	err := r.withRefresh(ctx, j, wd, "fetch", func(c credentials.Storage) error {

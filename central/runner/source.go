@@ -1,0 +1,59 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/vesta-cx/euterpe/central/inbox"
+	"github.com/vesta-cx/euterpe/central/storage"
+	"github.com/vesta-cx/euterpe/central/transcode"
+)
+
+// ErrReplacesSource: a key the job writes (an output's final key, or the
+// key an attempt stages it at) is its own source object. Promoting over it
+// would destroy the requester's data, and a retry would transcode the
+// output instead of the source.
+var ErrReplacesSource = errors.New("an output would replace the source object")
+
+// checkSource refuses a job whose outputs would be written over its source:
+// the same bucket on the same server (storage.SameBucket) and a key it
+// writes. A signed URL source is compared only when it names an object of
+// the output bucket in a form storage.URLKey reads.
+func checkSource(j *inbox.Job, rends []transcode.Rendition) error {
+	out := storage.Bucket{Endpoint: j.Output.Endpoint, Region: j.Output.Region, Name: j.Output.Bucket}
+	var src string
+	switch {
+	case j.Source.URL != "":
+		k, ok := storage.URLKey(j.Source.URL, out)
+		if !ok {
+			return nil
+		}
+		src = k
+	case storage.SameBucket(storage.Bucket{Endpoint: j.Source.Endpoint, Name: j.Source.Bucket}, out):
+		src = j.Source.Key
+	default:
+		return nil
+	}
+	for _, rd := range rends {
+		if src == storage.ObjectKey(j.Output.Prefix, rd.FileName()) || stagedAs(j.Output.Prefix, src, rd.FileName()) {
+			return fmt.Errorf("rendition %s: output.prefix %q writes the source object %s/%s: %w",
+				rd.Name, j.Output.Prefix, j.Output.Bucket, src, ErrReplacesSource)
+		}
+	}
+	return nil
+}
+
+// stagedAs reports whether key is where some attempt stages the file name
+// under prefix (attemptKey, for any claim version): that attempt would
+// upload over it and then delete it.
+func stagedAs(prefix, key, name string) bool {
+	dir, ok := strings.CutSuffix(key, "/"+name)
+	if !ok {
+		return false
+	}
+	seg := dir[strings.LastIndex(dir, "/")+1:]
+	v, err := strconv.ParseInt(strings.TrimPrefix(seg, ".euterpe-attempt-"), 10, 64)
+	return err == nil && v > 0 && key == attemptKey(prefix, v, name)
+}

@@ -328,18 +328,9 @@ func outputPrefix(prefix string) error {
 // it as an object of the output bucket; a URL on another host (a CDN, a
 // custom domain) cannot be told apart and is accepted.
 func (r *TranscodeRequest) overSource() error {
-	out := storage.Bucket{Endpoint: r.Output.Endpoint, Name: r.Output.Bucket}
-	var src string
-	switch {
-	case r.Source.URL != "":
-		k, ok := storage.URLKey(r.Source.URL, out)
-		if !ok {
-			return nil
-		}
-		src = k
-	case storage.SameBucket(storage.Bucket{Endpoint: r.Source.Endpoint, Name: r.Source.Bucket}, out):
-		src = r.Source.Key
-	default:
+	src, ok := storage.SourceIn(r.Source.URL, storage.Bucket{Endpoint: r.Source.Endpoint, Name: r.Source.Bucket}, r.Source.Key,
+		storage.Bucket{Endpoint: r.Output.Endpoint, Name: r.Output.Bucket})
+	if !ok {
 		return nil
 	}
 	for i, rd := range r.Renditions {

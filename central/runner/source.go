@@ -22,18 +22,9 @@ var ErrReplacesSource = errors.New("an output would replace the source object")
 // writes. A signed URL source is compared only when it names an object of
 // the output bucket in a form storage.URLKey reads.
 func checkSource(j *inbox.Job, rends []transcode.Rendition) error {
-	out := storage.Bucket{Endpoint: j.Output.Endpoint, Region: j.Output.Region, Name: j.Output.Bucket}
-	var src string
-	switch {
-	case j.Source.URL != "":
-		k, ok := storage.URLKey(j.Source.URL, out)
-		if !ok {
-			return nil
-		}
-		src = k
-	case storage.SameBucket(storage.Bucket{Endpoint: j.Source.Endpoint, Name: j.Source.Bucket}, out):
-		src = j.Source.Key
-	default:
+	src, ok := storage.SourceIn(j.Source.URL, storage.Bucket{Endpoint: j.Source.Endpoint, Name: j.Source.Bucket}, j.Source.Key,
+		storage.Bucket{Endpoint: j.Output.Endpoint, Region: j.Output.Region, Name: j.Output.Bucket})
+	if !ok {
 		return nil
 	}
 	for _, rd := range rends {

@@ -76,3 +76,16 @@ func server(ep string) (string, bool) {
 	}
 	return net.JoinHostPort(host, port), true
 }
+
+// SourceIn returns the key of a job's source object when it lies in the
+// bucket out: a signed URL (url) that URLKey reads as one of out's
+// objects, or key of the bucket src when src is out.
+func SourceIn(url string, src Bucket, key string, out Bucket) (string, bool) {
+	if url != "" {
+		return URLKey(url, out)
+	}
+	if SameBucket(src, out) {
+		return key, true
+	}
+	return "", false
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/vesta-cx/euterpe/central/inbox"
 	"github.com/vesta-cx/euterpe/central/storage"
 	"github.com/vesta-cx/euterpe/central/webhook"
+	"github.com/vesta-cx/euterpe/daemon"
 )
 
 // RefreshRequest is the body POSTed to a job's refresh_url when storage
@@ -184,7 +185,7 @@ func (r *Runner) requestRefresh(ctx context.Context, j *inbox.Job, wd *watchdog,
 		if time.Now().After(deadline) {
 			return false, nil
 		}
-		if !sleep(ctx, poll) {
+		if !daemon.Sleep(ctx, poll) {
 			return false, ctx.Err()
 		}
 	}

@@ -174,7 +174,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			if err != nil && ctx.Err() == nil {
 				r.log.Warn("claim failed", "err", err)
 			}
-			if !sleep(ctx, jitter(r.set.PollInterval)) {
+			if !daemon.Sleep(ctx, jitter(r.set.PollInterval)) {
 				return nil
 			}
 			continue
@@ -224,15 +224,4 @@ func (r *Runner) RunOnce(ctx context.Context) (bool, error) {
 
 func jitter(d time.Duration) time.Duration {
 	return d/2 + time.Duration(rand.Int64N(int64(d)+1))
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

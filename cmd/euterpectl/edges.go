@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/vesta-cx/euterpe/daemon"
 )
 
 // The edges commands read euterpe-central's operator API: the fleet, an
@@ -187,7 +189,7 @@ func edgesEvents(ctx context.Context, env Env, args []string) int {
 		if more {
 			continue
 		}
-		if !pause(ctx, *interval) {
+		if !daemon.Sleep(ctx, *interval) {
 			return 1
 		}
 	}
@@ -249,7 +251,7 @@ func edgesTail(ctx context.Context, env Env, args []string) int {
 			delay = tailRetryMin
 		}
 		report(env, fmt.Errorf("tail: %w (reconnecting in %s)", err, delay))
-		if !pause(ctx, delay) {
+		if !daemon.Sleep(ctx, delay) {
 			return interrupted()
 		}
 		delay = min(2*delay, tailRetryMax)

@@ -316,7 +316,7 @@ func (c *edgeClient) follow(ctx context.Context, env Env, id, after string) int 
 			return 1
 		}
 		failures++
-		if !pause(ctx, time.Duration(failures)*200*time.Millisecond) {
+		if !daemon.Sleep(ctx, time.Duration(failures)*200*time.Millisecond) {
 			return 1
 		}
 	}

@@ -12,7 +12,6 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/vesta-cx/euterpe/daemon"
@@ -135,19 +134,6 @@ func clip(s string, n int) string {
 		n--
 	}
 	return s[:n] + "…"
-}
-
-// pause waits d and reports whether it did: an interrupt ends the wait
-// at once rather than after it.
-func pause(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // serverURL checks a --server value, to which every request path is

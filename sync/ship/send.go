@@ -43,7 +43,7 @@ func (s *Shipper) sendLoop(ctx context.Context) {
 			}
 			continue
 		}
-		sleep(ctx, r.Wait)
+		daemon.Sleep(ctx, r.Wait)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/daemon/lease"
 	"github.com/vesta-cx/euterpe/edge/jobs"
 	"github.com/vesta-cx/euterpe/sync/spool"
@@ -189,21 +190,6 @@ func (s *Shipper) clear(keys ...string) {
 	s.logMu.Unlock()
 }
 
-// sleep waits d or until ctx ends; false when ctx ended.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
 // moved clears the tombstones of a move whose XDEL succeeded (drained: the
 // move read the whole stream). The move is complete either way: a
 // tombstone left by a failure here can never match a capture entry again,
@@ -228,11 +214,11 @@ func (s *Shipper) moveLoop(ctx context.Context) {
 		case err != nil && ctx.Err() == nil:
 			failures++
 			s.once("move", func() { s.log.Warn("sync: cannot move captured events to the spool; retrying", "err", err) })
-			sleep(ctx, s.backoff.Delay(failures))
+			daemon.Sleep(ctx, s.backoff.Delay(failures))
 		case err == nil && int64(n) < s.cfg.MoveBatch:
 			failures = 0
 			s.clear("move")
-			sleep(ctx, s.cfg.Poll)
+			daemon.Sleep(ctx, s.cfg.Poll)
 		default:
 			failures = 0
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/edge/jobs"
 )
 
@@ -52,7 +53,7 @@ func (y *yielder) wait(ctx context.Context, over func(context.Context) bool) boo
 		if left <= 0 || (over != nil && over(ctx)) {
 			break
 		}
-		sleep(ctx, min(left, y.s.cfg.Poll))
+		daemon.Sleep(ctx, min(left, y.s.cfg.Poll))
 	}
 	y.last = y.s.cfg.Now()
 	return ctx.Err() == nil

@@ -93,12 +93,14 @@ func (s *Store) Heartbeat(ctx context.Context, j *Job, ttl time.Duration) error 
 	return s.q.Heartbeat(ctx, &j.Claim, ttl)
 }
 
-// Keep runs work under j's lease with heartbeats (lease.Keep).
+// Keep runs work under j's lease with heartbeats (lease.Keep), fenced at
+// the end of the lease its claim or last heartbeat granted.
 func (s *Store) Keep(ctx context.Context, j *Job, ttl time.Duration, work func(ctx context.Context) error) error {
 	return lease.Keep(ctx, ttl, func(ctx context.Context) error { return s.Heartbeat(ctx, j, ttl) }, work,
 		lease.OnRenewError(func(err error) {
 			s.logJob(j.Msg, j.Status, nil).Warn("pipeline heartbeat failed; retrying on the next beat", "err", Redact(err.Error()))
-		}))
+		}),
+		lease.Until(j.Deadline))
 }
 
 // SetRunning restamps the attempt's start on j's row (fenced; the final

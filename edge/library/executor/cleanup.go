@@ -64,7 +64,7 @@ func (x *Executor) RunCleanupOnce(ctx context.Context) (bool, error) {
 	if _, err := x.RequeueStaleCleanups(ctx); err != nil {
 		return false, err
 	}
-	now := x.now()
+	now, deadline := x.claimStamp()
 	tok := x.token()
 	var id int64
 	var group string
@@ -86,7 +86,8 @@ func (x *Executor) RunCleanupOnce(ctx context.Context) (bool, error) {
 		}
 		return nil
 	}
-	err = lease.Keep(ctx, x.LeaseTTL, renew, func(ctx context.Context) error { return x.cleanGroup(ctx, group) })
+	err = lease.Keep(ctx, x.LeaseTTL, renew, func(ctx context.Context) error { return x.cleanGroup(ctx, group) },
+		lease.Until(deadline))
 	if errors.Is(err, lease.ErrStale) {
 		return true, nil
 	}

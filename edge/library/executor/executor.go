@@ -189,6 +189,17 @@ func (x *Executor) now() int64 { return x.Store.NowMS() }
 
 func (x *Executor) leaseUntil(now int64) int64 { return now + x.LeaseTTL.Milliseconds() }
 
+// claimStamp is the store time a claim stamps its lease from, and the end
+// of that lease by this process's monotonic clock, for lease.Until. The
+// deadline is read first and the claim statement runs after both: it can
+// wait for SQLite's write lock (the busy timeout) while the lease it will
+// write is already running, so Keep must not count a whole TTL from its own
+// start.
+func (x *Executor) claimStamp() (now int64, deadline time.Time) {
+	deadline = time.Now().Add(x.LeaseTTL)
+	return x.now(), deadline
+}
+
 func stale(table string, id int64) error {
 	return &lease.StaleError{Table: table, ID: strconv.FormatInt(id, 10)}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/daemon/lease"
@@ -65,7 +66,7 @@ func (x *Executor) ClaimJob(ctx context.Context) (*Claim, error) {
 	if _, err := x.RecoverStaleJobs(ctx); err != nil {
 		return nil, err
 	}
-	now := x.now()
+	now, deadline := x.claimStamp()
 	tok := x.token()
 	var j store.Job
 	err := x.queryRow(ctx, sqlJobClaim, func(r *sql.Row) error {
@@ -79,14 +80,17 @@ func (x *Executor) ClaimJob(ctx context.Context) (*Claim, error) {
 	if err != nil {
 		return nil, fmt.Errorf("claim job: %w", err)
 	}
-	return &Claim{Job: j, Token: tok, x: x}, nil
+	return &Claim{Job: j, Token: tok, Deadline: deadline, x: x}, nil
 }
 
 // Claim is a job held under lease by this executor.
 type Claim struct {
 	Job   store.Job
 	Token string
-	x     *Executor
+	// Deadline is the end of the claimed lease by this process's monotonic
+	// clock (see claimStamp).
+	Deadline time.Time
+	x        *Executor
 
 	processed atomic.Int64
 	progress  atomic.Uint64 // math.Float64bits is overkill; per-mille
@@ -178,7 +182,7 @@ func (x *Executor) RunJobOnce(ctx context.Context) (bool, error) {
 		code = CodeBadPayload
 		return fmt.Errorf("unknown job kind %q", c.Job.Kind)
 	}
-	err = lease.Keep(ctx, x.LeaseTTL, c.Heartbeat, work)
+	err = lease.Keep(ctx, x.LeaseTTL, c.Heartbeat, work, lease.Until(c.Deadline))
 	switch {
 	case errors.Is(err, lease.ErrStale):
 		log.Warn("job lease lost; abandoning", "err", err)

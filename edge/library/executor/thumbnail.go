@@ -80,6 +80,9 @@ type ThumbTask struct {
 	MaxSize                int
 	ErrorCount             int
 	Token                  string
+	// Deadline is the end of the claimed lease by this process's monotonic
+	// clock (see claimStamp).
+	Deadline time.Time
 }
 
 // thumbError carries the error code a failure is persisted with.
@@ -108,8 +111,8 @@ func (x *Executor) ClaimThumbnail(ctx context.Context) (*ThumbTask, error) {
 	if _, err := x.RequeueStaleThumbnails(ctx); err != nil {
 		return nil, err
 	}
-	now := x.now()
-	t := &ThumbTask{Token: x.token()}
+	now, deadline := x.claimStamp()
+	t := &ThumbTask{Token: x.token(), Deadline: deadline}
 	err := x.queryRow(ctx, sqlThumbClaim, func(r *sql.Row) error {
 		return r.Scan(&t.ID, &t.FileID, &t.SourcePath, &t.OutputPath, &t.MediaType, &t.Format, &t.MaxSize, &t.ErrorCount)
 	}, t.Token, now, x.leaseUntil(now))
@@ -145,7 +148,7 @@ func (x *Executor) RunThumbnailOnce(ctx context.Context) (bool, error) {
 		var err error
 		w, h, size, err = x.render(ctx, t)
 		return err
-	})
+	}, lease.Until(t.Deadline))
 	bg := context.WithoutCancel(ctx)
 	switch {
 	case errors.Is(err, lease.ErrStale):

@@ -110,7 +110,7 @@ func (x *Executor) RunWALOnce(ctx context.Context) (bool, error) {
 	if _, err := x.RecoverStaleWAL(ctx); err != nil {
 		return false, err
 	}
-	now := x.now()
+	now, deadline := x.claimStamp()
 	tok := x.token()
 	var id, retries int64
 	var mode string
@@ -139,7 +139,7 @@ func (x *Executor) RunWALOnce(ctx context.Context) (bool, error) {
 			return &refusedError{code: CodeBadMode, msg: fmt.Sprintf("unknown checkpoint mode %q", mode)}
 		}
 		return x.checkpoint(ctx, m, &busy, &logFrames, &done)
-	})
+	}, lease.Until(deadline))
 	if errors.Is(err, lease.ErrStale) {
 		return true, nil
 	}

@@ -56,7 +56,10 @@ func (s *Sweeper) sweep(ctx context.Context) {
 		log.Debug("sweep: purged idempotency keys", "count", n)
 	}
 	if s.Retention > 0 {
-		if n, err := s.Deps.Inbox.Prune(ctx, time.Now().Add(-s.Retention)); err != nil {
+		// The cutoff is on the store's clock, the database's, like the
+		// finished_at it is compared with: a pod whose own clock runs ahead
+		// would otherwise prune jobs before their retention ends.
+		if n, err := s.Deps.Inbox.Prune(ctx, s.Deps.Inbox.Now().Add(-s.Retention)); err != nil {
 			log.Warn("sweep: prune finished jobs", "err", err)
 		} else if n > 0 {
 			log.Info("sweep: pruned finished jobs", "count", n)

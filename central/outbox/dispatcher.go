@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vesta-cx/euterpe/central/requesters"
 	"github.com/vesta-cx/euterpe/central/ssrf"
 	"github.com/vesta-cx/euterpe/central/webhook"
 	"github.com/vesta-cx/euterpe/daemon"
@@ -188,6 +189,12 @@ func (d *Dispatcher) handle(ctx context.Context, e *Event, sends chan struct{}) 
 				return context.Cause(lctx)
 			}
 			defer func() { <-sends }()
+			// select picks at random among ready cases: with a slot free and
+			// shutdown begun, the slot may have won. An unstarted send is
+			// not in flight, so it goes back like the others.
+			if ctx.Err() != nil {
+				return d.record(d.store.ReleaseOp(e))
+			}
 			return d.deliver(lctx, e)
 		},
 		lease.OnRenewError(func(err error) {
@@ -216,13 +223,19 @@ func (d *Dispatcher) deliver(ctx context.Context, e *Event) error {
 	case errors.Is(err, ErrRequesterDisabled):
 		return d.deadLetter(rec, e, Outcome{Action: DeadLetter, Reason: "requester disabled or unknown"})
 	case err != nil:
-		// A removed KEK or a corrupt blob will not heal by itself: the
-		// operator has to act, so every such attempt alerts, and the event
-		// spends its attempts like any failure instead of blocking its
-		// job's later events forever.
+		// The event spends its attempts like any failure instead of
+		// blocking its job's later events forever. A removed KEK or a
+		// corrupt blob will not heal by itself: the operator has to act, so
+		// every such attempt alerts. A failed read (the database, or the
+		// lease ending) heals by itself and must not page anyone.
 		o = Outcome{Action: Retry, Reason: daemon.CapMessage("signing secret unavailable: " + err.Error())}
-		d.log.Error("webhook signing secret cannot be opened", "alert", true, "event_id", e.ID, "job_id", e.JobID,
-			"requester_id", e.RequesterID, "attempt", e.Attempt, "cause", err.Error())
+		if errors.Is(err, requesters.ErrSecretUnopenable) {
+			d.log.Error("webhook signing secret cannot be opened", "alert", true, "event_id", e.ID, "job_id", e.JobID,
+				"requester_id", e.RequesterID, "attempt", e.Attempt, "cause", err.Error())
+		} else {
+			d.log.Warn("webhook signing secret could not be read", "event_id", e.ID, "job_id", e.JobID,
+				"requester_id", e.RequesterID, "attempt", e.Attempt, "err", err.Error())
+		}
 	case e.URL == "":
 		return d.deadLetter(rec, e, Outcome{Action: DeadLetter, Reason: "event has no webhook URL"})
 	default:

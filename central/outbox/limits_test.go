@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -125,6 +126,45 @@ func TestAttemptCeilingHasOneSource(t *testing.T) {
 	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
 		if _, err := db.Exec(`SELECT max_attempts FROM job_outbox_events`); err == nil {
 			t.Fatal("job_outbox_events still has a max_attempts column nothing reads")
+		}
+	})
+}
+
+// failingSecrets is a SecretSource whose reads fail the way a database
+// outage makes them fail.
+type failingSecrets struct{}
+
+func (failingSecrets) Secrets(context.Context, string, time.Time) ([][]byte, error) {
+	return nil, errors.New("requesters: read secrets: connection refused")
+}
+
+// TestUnreadableSecretDoesNotAlert: a signing secret that could not be read
+// (the database, not the secret) costs the attempt like any failure but
+// heals by itself, so it is logged without "alert":true; only a secret that
+// cannot be opened pages the operator (TestUnopenableSecretDeadLetters).
+func TestUnreadableSecretDoesNotAlert(t *testing.T) {
+	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
+		f := newFixture(t, db)
+		rc := newReceiver(t, nil)
+		cfg := testConfig()
+		cfg.BackoffBase, cfg.BackoffMax = time.Minute, time.Minute // one attempt to look at
+		d, err := New(cfg, Options{Store: NewStore(db, nil), Secrets: failingSecrets{}, Worker: "w",
+			Log: slog.New(slog.NewJSONHandler(f.logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- d.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+		id := f.addEvent(t, "job_unreadable", 1, rc.URL)
+		waitFor(t, "the failed attempt recorded", 10*time.Second, func() bool { r := f.row(t, id); return r.Attempts == 1 && r.Status == "pending" })
+		logs := f.logs.String()
+		if strings.Contains(logs, `"alert":true`) {
+			t.Fatalf("a failed read of the secret alerted:\n%s", logs)
+		}
+		if !strings.Contains(logs, "webhook signing secret could not be read") {
+			t.Fatalf("the failed read was not logged:\n%s", logs)
 		}
 	})
 }

@@ -11,7 +11,9 @@ import (
 )
 
 // SecretSource gives the secrets to sign a requester's webhooks with: the
-// current one first and, during a rotation's overlap, the previous one.
+// current one first and, during a rotation's overlap, the previous one. An
+// error wrapping requesters.ErrSecretUnopenable alerts on every attempt it
+// costs; any other error is taken to heal by itself.
 type SecretSource interface {
 	Secrets(ctx context.Context, requesterID string, now time.Time) ([][]byte, error)
 }

@@ -40,11 +40,16 @@ func (s Secrets) Keys() [][]byte {
 	return out
 }
 
+// ErrSecretUnopenable means a stored webhook secret was read but cannot be
+// opened: its KEK is not in the keyring, or the blob is corrupt. Unlike a
+// failed read, it does not heal by itself; an operator has to act.
+var ErrSecretUnopenable = errors.New("webhook secret cannot be opened")
+
 // SecretsAt opens the requester's signing secrets as of now: the current one
 // and the previous one while now is before its overlap expiry. It is the one
 // reader of the secret columns; the dispatcher (with its short cache) and
 // the runner's signed refresh calls both use it. Unknown requester:
-// ErrNotFound.
+// ErrNotFound; a secret that cannot be opened: ErrSecretUnopenable.
 func (s *Store) SecretsAt(ctx context.Context, requesterID string, now time.Time) (Secrets, error) {
 	var cur, prev credentials.Sealed
 	var curVer int
@@ -67,14 +72,14 @@ func (s *Store) SecretsAt(ctx context.Context, requesterID string, now time.Time
 	out := Secrets{Disabled: disabled != nil}
 	pt, err := s.keys.Open(cur, credentials.WebhookSecretAAD(requesterID, curVer))
 	if err != nil {
-		return Secrets{Disabled: out.Disabled}, fmt.Errorf("requesters: webhook secret of %s: %w", requesterID, err)
+		return Secrets{Disabled: out.Disabled}, fmt.Errorf("requesters: webhook secret of %s: %w: %w", requesterID, ErrSecretUnopenable, err)
 	}
 	out.Current = Secret{Value: string(pt), Version: curVer}
 	if prev.Ciphertext != nil && prevKEK != nil && prevEnc != nil && prevVer != nil && prevExp != nil && now.Before(sqldb.FromMicros(*prevExp)) {
 		prev.KEKID, prev.Version = *prevKEK, *prevEnc
 		pt, err := s.keys.Open(prev, credentials.WebhookSecretAAD(requesterID, *prevVer))
 		if err != nil {
-			return Secrets{Disabled: out.Disabled}, fmt.Errorf("requesters: previous webhook secret of %s: %w", requesterID, err)
+			return Secrets{Disabled: out.Disabled}, fmt.Errorf("requesters: previous webhook secret of %s: %w: %w", requesterID, ErrSecretUnopenable, err)
 		}
 		out.Previous = &Secret{Value: string(pt), Version: *prevVer, ExpiresAt: sqldb.FromMicros(*prevExp)}
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -105,7 +106,7 @@ func (l *LLM) chat(ctx context.Context, p map[string]json.RawMessage, delta Delt
 	if limit <= 0 {
 		limit = DefaultLLMMaxText
 	}
-	res, err := readChatStream(ctx, resp.Body, delta, limit, l.APIKey)
+	res, err := readChatStream(ctx, resp.Body, delta, limit, l.secrets()...)
 	if err != nil {
 		return nil, err
 	}
@@ -131,8 +132,9 @@ type chunk struct {
 // readChatStream reads SSE "data: {...}" lines until "data: [DONE]". More
 // than maxText bytes of text stop the read with result_too_large; the
 // fragment that crosses the limit is not handed to delta. An error event's
-// message has secret (the API key) redacted: it becomes the job's error.
-func readChatStream(ctx context.Context, r io.Reader, delta Delta, maxText int, secret string) (*ChatResult, error) {
+// message has secrets (the request's credentials) redacted: it becomes the
+// job's error.
+func readChatStream(ctx context.Context, r io.Reader, delta Delta, maxText int, secrets ...string) (*ChatResult, error) {
 	res := &ChatResult{}
 	var text strings.Builder
 	done, tooLarge := false, false
@@ -178,7 +180,7 @@ func readChatStream(ctx context.Context, r io.Reader, delta Delta, maxText int, 
 		return nil, ctxErr(ctx, "llm")
 	}
 	if res == nil {
-		return nil, Errorf(CodeBackendError, 0, "llm stream error: %s", redactSecret(text.String(), secret))
+		return nil, Errorf(CodeBackendError, 0, "llm stream error: %s", redactSecret(text.String(), secrets...))
 	}
 	if tooLarge {
 		return nil, Errorf(CodeResultTooLarge, 0, "llm answer longer than %d bytes (EUTERPE_LLM_MAX_TEXT_BYTES)", maxText)
@@ -270,7 +272,7 @@ func do(ctx context.Context, c *http.Client, req *http.Request, what string) (*h
 		if msg == "" {
 			msg = http.StatusText(resp.StatusCode)
 		}
-		return nil, Errorf(CodeBackendError, resp.StatusCode, "%s: %s", what, redactSecret(msg, credential(req)))
+		return nil, Errorf(CodeBackendError, resp.StatusCode, "%s: %s", what, redactSecret(msg, credentials(req)...))
 	}
 	return resp, nil
 }
@@ -328,23 +330,54 @@ func describe(b []byte) string {
 	return fmt.Sprintf("%q", b)
 }
 
-// redactSecret replaces secret in msg. A server or proxy refusing a key
-// may quote it back, and the message becomes the job's error, which every
-// client can read. It runs before the message is capped, which could
-// otherwise cut the key and leave a prefix no longer matching it.
-func redactSecret(msg, secret string) string {
-	if len(secret) < 4 {
-		return msg
+// redactSecret replaces each secret in msg. A server or proxy refusing a
+// key may quote it back, and the message becomes the job's error, which
+// every client can read. It runs before the message is capped, which could
+// otherwise cut a key and leave a prefix no longer matching it.
+func redactSecret(msg string, secrets ...string) string {
+	for _, secret := range secrets {
+		if len(secret) >= 4 {
+			msg = strings.ReplaceAll(msg, secret, "[REDACTED]")
+		}
 	}
-	return strings.ReplaceAll(msg, secret, "[REDACTED]")
+	return msg
 }
 
-// credential is the secret of req's Authorization header: a bearer
-// token, or the whole value of any other scheme.
-func credential(req *http.Request) string {
+// credentials are the secrets req carries: its Authorization header (the
+// token of a bearer, the whole value of any other scheme) and the password
+// of its URL, which the client sends as Basic credentials of its own (the
+// header is set on a copy, so req never shows it), in both forms.
+func credentials(req *http.Request) []string {
+	var out []string
 	v := strings.TrimSpace(req.Header.Get("Authorization"))
 	if scheme, tok, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "bearer") {
-		return strings.TrimSpace(tok)
+		v = strings.TrimSpace(tok)
 	}
-	return v
+	if v != "" {
+		out = append(out, v)
+	}
+	return append(out, urlCredentials(req.URL)...)
+}
+
+// urlCredentials are the forms in which the password of u can come back:
+// the Basic credential the client makes of it, and the password itself.
+func urlCredentials(u *url.URL) []string {
+	if u == nil || u.User == nil {
+		return nil
+	}
+	pass, ok := u.User.Password()
+	if !ok || pass == "" {
+		return nil
+	}
+	basic := base64.StdEncoding.EncodeToString([]byte(u.User.Username() + ":" + pass))
+	return []string{basic, pass}
+}
+
+// secrets are what l sends that must not come back in a job's error.
+func (l *LLM) secrets() []string {
+	out := []string{l.APIKey}
+	if u, err := url.Parse(l.BaseURL); err == nil {
+		out = append(out, urlCredentials(u)...)
+	}
+	return out
 }

@@ -74,13 +74,16 @@ func ParseTasks(spec string) ([]Binding, error) {
 		if part == "" {
 			continue
 		}
+		// An http URL may carry a password: every message shows the
+		// entry without it.
+		shown := daemon.RedactURL(part)
 		task, be, ok := strings.Cut(part, "=")
 		task, be = strings.TrimSpace(task), strings.TrimSpace(be)
 		if !ok || be == "" {
-			return nil, fmt.Errorf("entry %q: want task=backend", part)
+			return nil, fmt.Errorf("entry %q: want task=backend", shown)
 		}
 		if !known(task) {
-			return nil, fmt.Errorf("entry %q: unknown task %q (want one of %s)", part, task, strings.Join(Tasks, ", "))
+			return nil, fmt.Errorf("entry %q: unknown task %q (want one of %s)", shown, task, strings.Join(Tasks, ", "))
 		}
 		if seen[task] {
 			return nil, fmt.Errorf("task %q bound twice", task)
@@ -91,18 +94,18 @@ func ParseTasks(spec string) ([]Binding, error) {
 		switch kind {
 		case "llm":
 			if arg != "" {
-				return nil, fmt.Errorf("entry %q: llm takes no argument", part)
+				return nil, fmt.Errorf("entry %q: llm takes no argument", shown)
 			}
 		case "exec":
 			if len(strings.Fields(arg)) == 0 {
-				return nil, fmt.Errorf("entry %q: exec needs a command, e.g. exec:/usr/local/bin/tool", part)
+				return nil, fmt.Errorf("entry %q: exec needs a command, e.g. exec:/usr/local/bin/tool", shown)
 			}
 		case "http":
 			if u, err := url.Parse(arg); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return nil, fmt.Errorf("entry %q: http needs an absolute http(s) URL", part)
+				return nil, fmt.Errorf("entry %q: http needs an absolute http(s) URL", shown)
 			}
 		default:
-			return nil, fmt.Errorf("entry %q: unknown backend %q (want llm, exec:<command> or http:<url>)", part, kind)
+			return nil, fmt.Errorf("entry %q: unknown backend %q (want llm, exec:<command> or http:<url>)", shown, kind)
 		}
 		out = append(out, Binding{Task: task, Kind: kind, Arg: arg})
 	}
@@ -142,7 +145,7 @@ func New(cfg Config, client *http.Client) (*Registry, error) {
 	}
 	bindings, err := ParseTasks(cfg.Tasks)
 	if err != nil {
-		return nil, &daemon.SettingError{Setting: "EUTERPE_TASK_BACKENDS", Value: cfg.Tasks, Reason: err.Error()}
+		return nil, &daemon.SettingError{Setting: "EUTERPE_TASK_BACKENDS", Value: daemon.RedactURL(cfg.Tasks), Reason: err.Error()}
 	}
 	if strings.TrimSpace(cfg.Tasks) == "" && cfg.LLMBaseURL != "" {
 		for _, t := range llmTasks {
@@ -156,7 +159,7 @@ func New(cfg Config, client *http.Client) (*Registry, error) {
 		switch b.Kind {
 		case "llm":
 			if cfg.LLMBaseURL == "" {
-				return nil, &daemon.SettingError{Setting: "EUTERPE_TASK_BACKENDS", Value: cfg.Tasks,
+				return nil, &daemon.SettingError{Setting: "EUTERPE_TASK_BACKENDS", Value: daemon.RedactURL(cfg.Tasks),
 					Reason: "task " + b.Task + " uses llm but EUTERPE_LLM_BASE_URL is empty"}
 			}
 			if llm == nil {
@@ -167,7 +170,7 @@ func New(cfg Config, client *http.Client) (*Registry, error) {
 			argv := strings.Fields(b.Arg)
 			path, err := exec.LookPath(argv[0])
 			if err != nil {
-				return nil, &daemon.SettingError{Setting: "EUTERPE_TASK_BACKENDS", Value: cfg.Tasks,
+				return nil, &daemon.SettingError{Setting: "EUTERPE_TASK_BACKENDS", Value: daemon.RedactURL(cfg.Tasks),
 					Reason: "task " + b.Task + ": " + err.Error()}
 			}
 			be = &Exec{Path: path, Args: argv[1:], Timeout: cfg.Timeout}

@@ -118,3 +118,32 @@ func TestRegisterSettings(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// An http backend's URL may carry a password; a startup error about any
+// entry of the list must not print it.
+func TestTaskBackendsErrorsRedactURLPassword(t *testing.T) {
+	const pw = "hunter2-in-url"
+	tests := []struct {
+		name string
+		cfg  Config
+	}{
+		{"missing program beside it", Config{Tasks: "rag=http:http://u:" + pw + "@127.0.0.1:9/rag,tool=exec:/nonexistent/prog"}},
+		{"llm without base url beside it", Config{Tasks: "rag=http:http://u:" + pw + "@127.0.0.1:9/rag,chat=llm"}},
+		{"bad entry itself", Config{Tasks: "rag=http:ftp://u:" + pw + "@127.0.0.1:9/rag"}},
+		{"bound twice", Config{Tasks: "rag=http:http://u:" + pw + "@127.0.0.1:9/rag,rag=llm"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New(tc.cfg, nil)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if strings.Contains(err.Error(), pw) {
+				t.Fatalf("password in %q", err)
+			}
+			if _, perr := ParseTasks(tc.cfg.Tasks); perr != nil && strings.Contains(perr.Error(), pw) {
+				t.Fatalf("password in %q", perr)
+			}
+		})
+	}
+}

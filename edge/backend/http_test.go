@@ -1,0 +1,82 @@
+package backend
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A backend URL may carry a user and password, which the client sends as a
+// Basic Authorization header. A server refusing them may quote them back,
+// and the message becomes the job's error, which every client can read.
+func TestBackendErrorRedactsURLCredentials(t *testing.T) {
+	const user, pass = "euterpe", "hunter2-url-pass"
+	basic := base64.StdEncoding.EncodeToString([]byte(user + ":" + pass))
+	tests := []struct {
+		name  string
+		quote func(r *http.Request) string
+	}{
+		{"authorization header", func(r *http.Request) string { return "refused " + r.Header.Get("Authorization") }},
+		{"encoded credential", func(r *http.Request) string {
+			return "refused " + strings.TrimPrefix(r.Header.Get("Authorization"), "Basic ")
+		}},
+		{"password", func(r *http.Request) string {
+			_, p, _ := r.BasicAuth()
+			return "wrong password " + p
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(http.StatusUnauthorized)
+				w.Write([]byte(`{"error":{"message":"` + tc.quote(r) + `"}}`))
+			}))
+			defer srv.Close()
+			u := strings.Replace(srv.URL, "http://", "http://"+user+":"+pass+"@", 1)
+			backends := map[string]Backend{
+				"http": &HTTP{URL: u + "/rag", Timeout: 5 * time.Second, Client: srv.Client()},
+				"llm":  &LLM{BaseURL: u, Timeout: 5 * time.Second, Client: srv.Client()},
+			}
+			for kind, be := range backends {
+				_, err := be.Run(context.Background(), Request{JobID: "j", Task: "chat", Payload: json.RawMessage(`{"prompt":"x"}`)}, nil)
+				var e *Error
+				if !errors.As(err, &e) || e.Status != http.StatusUnauthorized {
+					t.Fatalf("%s: err = %v", kind, err)
+				}
+				if strings.Contains(e.Message, pass) || strings.Contains(e.Message, basic) {
+					t.Fatalf("%s: credential in error message %q", kind, e.Message)
+				}
+				if !strings.Contains(e.Message, "[REDACTED]") {
+					t.Fatalf("%s: message %q", kind, e.Message)
+				}
+			}
+		})
+	}
+}
+
+// The same holds for an error event inside an LLM stream.
+func TestLLMStreamErrorRedactsURLCredentials(t *testing.T) {
+	const user, pass = "euterpe", "hunter2-url-pass"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, p, _ := r.BasicAuth()
+		w.Write([]byte(`data: {"error":{"message":"wrong password ` + p + ` (` + r.Header.Get("Authorization") + `)"}}` + "\n\n"))
+	}))
+	defer srv.Close()
+	l := &LLM{BaseURL: strings.Replace(srv.URL, "http://", "http://"+user+":"+pass+"@", 1), Timeout: 5 * time.Second, Client: srv.Client()}
+	_, err := l.Run(context.Background(), Request{JobID: "j", Task: "chat", Payload: json.RawMessage(`{"prompt":"x"}`)}, nil)
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeBackendError {
+		t.Fatalf("err = %v", err)
+	}
+	basic := base64.StdEncoding.EncodeToString([]byte(user + ":" + pass))
+	if strings.Contains(e.Message, pass) || strings.Contains(e.Message, basic) || !strings.Contains(e.Message, "[REDACTED]") {
+		t.Fatalf("message %q", e.Message)
+	}
+}

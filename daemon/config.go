@@ -120,7 +120,9 @@ func (c *Config) settingErr(b *binding, name, value string, err error) error {
 	if b.Secret {
 		value = "[REDACTED]"
 	}
-	return &SettingError{Setting: name, Value: value, Reason: err.Error()}
+	// A setting that is not secret as a whole can still hold a URL with a
+	// password (a list of backends, say).
+	return &SettingError{Setting: name, Value: RedactURL(value), Reason: RedactURL(err.Error())}
 }
 
 // String declares a string setting. check may be nil.

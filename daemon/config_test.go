@@ -219,3 +219,28 @@ func TestFlagErrorQuotesTheValue(t *testing.T) {
 		})
 	}
 }
+
+// A setting that is not secret as a whole may still hold a URL with a
+// password (a backend list, a DSN); the error that quotes its refused value
+// shows the URL without it, from a flag and from the environment alike.
+func TestSettingErrorRedactsURLPassword(t *testing.T) {
+	const urlPassword = "hunter2hunter2"
+	bad := "http://user:" + urlPassword + "@h:6379/0"
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+	}{
+		{"flag", nil, []string{"-redis-url", bad}},
+		{"environment", map[string]string{"EUTERPE_REDIS_URL": bad}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := newTestConfig(tc.env)
+			err := c.Parse(tc.args)
+			var se *SettingError
+			require.ErrorAs(t, err, &se)
+			require.NotContains(t, err.Error(), urlPassword)
+			require.Contains(t, err.Error(), "user:")
+		})
+	}
+}

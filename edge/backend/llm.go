@@ -138,7 +138,18 @@ func readChatStream(ctx context.Context, r io.Reader, delta Delta, maxText int, 
 	res := &ChatResult{}
 	var text strings.Builder
 	done, tooLarge := false, false
-	err := scanSSE(r, func(data string) bool {
+	err := scanSSE(r, func(field, data string) bool {
+		if field == "error" {
+			// llama.cpp: `error: {"code":500,"message":…}`.
+			msg := errorMessage([]byte(data))
+			if msg == "" {
+				msg = strings.TrimSpace(data)
+			}
+			res = nil
+			text.Reset()
+			text.WriteString(msg)
+			return false
+		}
 		if data == "[DONE]" {
 			done = true
 			return false

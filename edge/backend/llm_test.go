@@ -231,17 +231,28 @@ func TestLLMEmbed(t *testing.T) {
 	}
 }
 
+// An error in the middle of a stream becomes the job's error with the
+// server's message: as an OpenAI-style data event, and as the "error:" line
+// llama.cpp's server writes instead.
 func TestLLMStreamErrorChunk(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprint(w, `data: {"choices":[{"delta":{"content":"a"}}]}`+"\n\n")
-		fmt.Fprint(w, `data: {"error":{"message":"context length exceeded"}}`+"\n\n")
-	}))
-	defer srv.Close()
-	l := &LLM{BaseURL: srv.URL, Client: srv.Client()}
-	_, err := l.Run(context.Background(), Request{Task: "chat", Payload: json.RawMessage(`{"prompt":"x"}`)}, nil)
-	var be *Error
-	if !errors.As(err, &be) || be.Code != CodeBackendError || !strings.Contains(be.Message, "context length exceeded") {
-		t.Fatalf("err = %v", err)
+	for _, tc := range []struct{ name, line string }{
+		{"data event", `data: {"error":{"message":"context length exceeded"}}`},
+		{"llama.cpp error line", `error: {"code":500,"message":"context length exceeded","type":"server_error"}`},
+		{"error line of plain text", `error: context length exceeded`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				fmt.Fprint(w, `data: {"choices":[{"delta":{"content":"a"}}]}`+"\n\n")
+				fmt.Fprint(w, tc.line+"\n\n")
+			}))
+			defer srv.Close()
+			l := &LLM{BaseURL: srv.URL, Client: srv.Client()}
+			_, err := l.Run(context.Background(), Request{Task: "chat", Payload: json.RawMessage(`{"prompt":"x"}`)}, nil)
+			var be *Error
+			if !errors.As(err, &be) || be.Code != CodeBackendError || !strings.Contains(be.Message, "context length exceeded") {
+				t.Fatalf("err = %v", err)
+			}
+		})
 	}
 }
 

@@ -16,11 +16,13 @@ const maxEvent = 4 << 20
 // errEventTooLarge is returned when one event's data exceeds maxEvent.
 var errEventTooLarge = errors.New("event larger than 4 MiB")
 
-// scanSSE calls fn with the data of every Server-Sent Event in r (multi-line
-// data fields joined with "\n") until fn returns false or r ends. Comments,
-// event names and ids are ignored: OpenAI-compatible servers put everything
-// in data.
-func scanSSE(r io.Reader, fn func(data string) bool) error {
+// scanSSE calls fn("data", …) with the data of every Server-Sent Event in r
+// (multi-line data fields joined with "\n") until fn returns false or r
+// ends. Comments, event names and ids are ignored: OpenAI-compatible
+// servers put everything in data. An "error:" line, which is no SSE field
+// but is how llama.cpp's server reports a failure in the middle of a
+// stream, is passed at once as fn("error", value).
+func scanSSE(r io.Reader, fn func(field, value string) bool) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxEvent)
 	var data []string
@@ -31,7 +33,7 @@ func scanSSE(r io.Reader, fn func(data string) bool) error {
 		}
 		d := strings.Join(data, "\n")
 		data, size = data[:0], 0
-		return fn(d)
+		return fn("data", d)
 	}
 	for sc.Scan() {
 		line := sc.Text()
@@ -47,6 +49,12 @@ func scanSSE(r io.Reader, fn func(data string) bool) error {
 				return errEventTooLarge
 			}
 			data = append(data, v)
+			continue
+		}
+		if v, ok := strings.CutPrefix(line, "error:"); ok {
+			if !fn("error", strings.TrimPrefix(v, " ")) {
+				return nil
+			}
 		}
 	}
 	if err := sc.Err(); err != nil {

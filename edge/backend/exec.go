@@ -58,10 +58,18 @@ func (e *Exec) Run(ctx context.Context, req Request, _ Delta) (json.RawMessage, 
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
 			msg := strings.TrimSpace(stderr.String())
+			status := ee.ExitCode()
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				// ExitCode is -1 for a signal; a shell's $? says which.
+				status = 128 + int(ws.Signal())
+				if msg != "" {
+					msg = ee.String() + ": " + msg
+				}
+			}
 			if msg == "" {
 				msg = ee.String()
 			}
-			return nil, Errorf(CodeBackendError, ee.ExitCode(), "exec backend: %s", msg)
+			return nil, Errorf(CodeBackendError, status, "exec backend: %s", msg)
 		}
 		if !errors.Is(err, exec.ErrWaitDelay) {
 			return nil, Errorf(CodeBackendUnreachable, 0, "exec backend: %v", err)

@@ -33,6 +33,8 @@ func TestExecBackend(t *testing.T) {
 		{"sees job env only", `printf '{"job":"%s","task":"%s","key":"%s"}' "$EUTERPE_JOB_ID" "$EUTERPE_TASK" "$EUTERPE_LLM_API_KEY"`, `{"job":"j9","task":"tool","key":""}`, "", 0},
 		{"empty output", `cat >/dev/null`, `{}`, "", 0},
 		{"exit status and stderr", `echo "bad thing happened" >&2; exit 3`, "", CodeBackendError, 3},
+		// A shell's $? for a program killed by a signal: 128 + the signal.
+		{"killed by a signal", `echo "bad thing happened" >&2; kill -9 $$`, "", CodeBackendError, 128 + 9},
 		{"not json", `echo hello`, "", CodeInvalidResult, 0},
 		// JSON lets Latin-1 through inside strings; GET and SSE promise UTF-8.
 		{"latin-1 result", `printf '{"text":"caf\351 \377\376"}'`, "{\"text\":\"caf\uFFFD \uFFFD\"}", "", 0},
@@ -50,8 +52,11 @@ func TestExecBackend(t *testing.T) {
 			if !errors.As(err, &be) || be.Code != tc.code || be.Status != tc.status {
 				t.Fatalf("err = %#v, want %s status %d", err, tc.code, tc.status)
 			}
-			if tc.status == 3 && !strings.Contains(be.Message, "bad thing happened") {
+			if tc.status != 0 && !strings.Contains(be.Message, "bad thing happened") {
 				t.Fatalf("message = %q", be.Message)
+			}
+			if tc.status > 128 && !strings.Contains(be.Message, "killed") {
+				t.Fatalf("message = %q does not name the signal", be.Message)
 			}
 		})
 	}

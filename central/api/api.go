@@ -62,10 +62,14 @@ func (a *API) Mount(e *echo.Echo) {
 	e.GET("/openapi.json", func(c echo.Context) error {
 		return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, a.cfg.Document)
 	})
-	g := e.Group("", Auth(a.cfg.Requesters))
-	g.POST("/transcode", a.enqueue)
-	g.GET("/transcode/status", a.status)
-	g.PUT("/transcode/credentials", a.updateCredentials)
+	// Per route, not through an e.Group("", …): a group's middleware
+	// registers a catch-all for its prefix, which for "" is the whole
+	// server, and every unknown path (a console page among them) would
+	// answer 401 asking for an API key instead of 404.
+	auth := Auth(a.cfg.Requesters)
+	e.POST("/transcode", a.enqueue, auth)
+	e.GET("/transcode/status", a.status, auth)
+	e.PUT("/transcode/credentials", a.updateCredentials, auth)
 }
 
 // MountRoutes lets the API be composed like any other role's routes.
@@ -193,15 +197,18 @@ func (a *API) enqueue(c echo.Context) error {
 
 // jobIDParam reads the job_id query parameter of the job routes: missing →
 // 400 invalid_request; not a job id (UUID) → 404, as no such job can exist.
+// The id is returned in the canonical form jobs are stored under: a UUID is
+// case-insensitive, and a client may print it in upper case.
 func jobIDParam(c echo.Context) (string, error) {
 	id := c.QueryParam("job_id")
 	if id == "" {
 		return "", daemon.Errorf(http.StatusBadRequest, "invalid_request", "query parameter job_id is required")
 	}
-	if _, err := uuid.Parse(id); err != nil {
+	u, err := uuid.Parse(id)
+	if err != nil {
 		return "", daemon.Errorf(http.StatusNotFound, "not_found", "no job %q", daemon.CapMessage(id))
 	}
-	return id, nil
+	return u.String(), nil
 }
 
 func (a *API) status(c echo.Context) error {

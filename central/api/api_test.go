@@ -281,6 +281,9 @@ func TestInvalidBodiesWriteNothing(t *testing.T) {
 		}{
 			{"not json", `{"source":`, "body"},
 			{"trailing data", js(validBody()) + `{}`, "body"},
+			// json.Decoder.More answers false before a closing bracket.
+			{"trailing brace", js(validBody()) + `}`, "body"},
+			{"trailing bracket", js(validBody()) + ` ]`, "body"},
 			{"unknown field", mut(func(m map[string]any) { m["priority"] = 3 }), "priority"},
 			{"no source", mut(func(m map[string]any) { delete(m, "source") }), "source"},
 			{"url and bucket", mut(func(m map[string]any) { m["source"].(map[string]any)["url"] = "https://x/y" }), "source"},

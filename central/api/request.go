@@ -84,7 +84,9 @@ func decode(body []byte) (*TranscodeRequest, error) {
 			return nil, &FieldError{Field: "body", Reason: "is not a valid JSON object"}
 		}
 	}
-	if dec.More() {
+	// Not dec.More: it answers false before a stray ']' or '}', which would
+	// let `{…}}` through.
+	if len(bytes.TrimLeft(body[dec.InputOffset():], " \t\r\n")) > 0 {
 		return nil, &FieldError{Field: "body", Reason: "has data after the JSON object"}
 	}
 	return &r, nil

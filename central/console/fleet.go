@@ -37,6 +37,9 @@ type edgeView struct {
 
 func (r *Role) edgePage(c echo.Context) error {
 	ctx := c.Request().Context()
+	if !isText(c.QueryParam("id")) {
+		return daemon.Errorf(http.StatusNotFound, "not_found", "no such edge")
+	}
 	e, err := r.fleet.Edge(ctx, c.QueryParam("id"), r.staleAfter)
 	if errors.Is(err, ingest.ErrNotFound) {
 		return daemon.Errorf(http.StatusNotFound, "not_found", "no such edge")
@@ -70,6 +73,9 @@ type edgeJobView struct {
 
 func (r *Role) edgeJobPage(c echo.Context) error {
 	ctx := c.Request().Context()
+	if !isText(c.QueryParam("edge")) || !isText(c.QueryParam("id")) {
+		return daemon.Errorf(http.StatusNotFound, "not_found", "no such job on this edge")
+	}
 	j, err := r.fleet.Job(ctx, c.QueryParam("edge"), c.QueryParam("id"))
 	if errors.Is(err, ingest.ErrNotFound) {
 		return daemon.Errorf(http.StatusNotFound, "not_found", "no such job on this edge")

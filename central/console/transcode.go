@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 	"github.com/vesta-cx/euterpe/central/inbox"
@@ -114,6 +115,9 @@ type jobView struct {
 func (r *Role) jobPage(c echo.Context) error {
 	ctx := c.Request().Context()
 	id := c.QueryParam("id")
+	if !isText(id) {
+		return daemon.Errorf(http.StatusNotFound, "not_found", "no such job")
+	}
 	v, err := r.inbox.Get(ctx, id)
 	switch {
 	case errors.Is(err, inbox.ErrNotFound):
@@ -153,6 +157,9 @@ func (r *Role) redriveWebhook(c echo.Context) error {
 	if id := strings.TrimSpace(c.FormValue("event_id")); id != "" {
 		f.EventIDs = []string{id}
 	}
+	if !isText(f.JobID) || !isText(strings.Join(f.EventIDs, "")) {
+		return daemon.Errorf(http.StatusBadRequest, "invalid_request", "event_id and job_id must be UTF-8 text without NUL")
+	}
 	n, err := r.outbox.Redrive(c.Request().Context(), f)
 	if errors.Is(err, outbox.ErrEmptyFilter) {
 		return daemon.Errorf(http.StatusBadRequest, "invalid_request", "give an event_id or a job_id")
@@ -176,4 +183,11 @@ func withRedriven(path string, n int64) string {
 	q.Set("redriven", strconv.FormatInt(n, 10))
 	u.RawQuery = q.Encode()
 	return u.String()
+}
+
+// isText reports whether v can be a stored identifier: Postgres refuses a
+// text parameter that is not UTF-8 or holds NUL (the query would fail and
+// the request end in a 500), and no row of either engine has one.
+func isText(v string) bool {
+	return utf8.ValidString(v) && strings.IndexByte(v, 0) < 0
 }

@@ -20,13 +20,19 @@ import (
 // it arrives with U+FFFD in place of the bad bytes (once, it stopped every
 // later batch with a 503 on Postgres, for good). A result over
 // wire.MaxDataBytes arrives as a note of its size (once, the event was set
-// aside on the edge and its job stayed "running" on central). Jobs behind
+// aside on the edge and its job stayed "running" on central). Markup
+// arrives as written. Jobs behind
 // them sync as usual, and nothing is quarantined.
 func TestResultsCentralCannotStoreAsWrittenStillSync(t *testing.T) {
 	results := map[string]struct{ result, stored string }{
 		"latin-1":   {"{\"text\":\"caf\xe9 cr\xe8me\"}", `{"text":"caf\uFFFD cr\uFFFDme"}`},
 		"oversized": {`{"text":"` + strings.Repeat("h", wire.MaxDataBytes) + `"}`, `{"truncated":true,"bytes":65547}`},
 		"plain":     {`{"text":"ok"}`, `{"text":"ok"}`},
+		// Within wire.MaxDataBytes as written, and sent as written: HTML
+		// escaping by the encoder (\u003c for <) once took it past the
+		// cap on the way, and central refused, for good, the whole batch.
+		"markup": {`{"text":"` + strings.Repeat("<p>a &amp; b</p>", wire.MaxDataBytes/20) + `"}`,
+			`{"text":"` + strings.Repeat("<p>a &amp; b</p>", wire.MaxDataBytes/20) + `"}`},
 	}
 	for _, eng := range sqltest.Engines {
 		t.Run(string(eng), func(t *testing.T) {
@@ -36,7 +42,7 @@ func TestResultsCentralCannotStoreAsWrittenStillSync(t *testing.T) {
 			st := capturingStore(rdb)
 			var ids []string
 			job := map[string]string{} // case -> job id
-			for _, name := range []string{"latin-1", "oversized", "plain"} {
+			for _, name := range []string{"latin-1", "oversized", "markup", "plain"} {
 				id := finishedJob(t, st, "chat", json.RawMessage(results[name].result))
 				ids, job[name] = append(ids, id), id
 			}

@@ -52,7 +52,11 @@ func (s *Store) TailStart(ctx context.Context, lastSeq int64) (TailCursor, error
 		err = s.db.QueryRowContext(ctx, `SELECT xid::text FROM edge_events WHERE seq = $1`, lastSeq).Scan(&c.XID)
 		if errors.Is(err, sql.ErrNoRows) {
 			var seq int64
-			err = s.db.QueryRowContext(ctx, `SELECT xid::text, seq FROM edge_events WHERE seq > $1 ORDER BY xid, seq LIMIT 1`,
+			// Only below the horizon, as TailPage reads: a row above it may
+			// have committed ahead of one with a smaller xid still open,
+			// which a cursor taken from it would skip for good.
+			err = s.db.QueryRowContext(ctx, `SELECT xid::text, seq FROM edge_events
+				WHERE seq > $1 AND xid < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY xid, seq LIMIT 1`,
 				lastSeq).Scan(&c.XID, &seq)
 			c.Seq = seq - 1
 			if errors.Is(err, sql.ErrNoRows) {

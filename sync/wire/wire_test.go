@@ -101,3 +101,29 @@ func FuzzDecode(f *testing.F) {
 		require.Equal(t, b.Events, b2.Events)
 	})
 }
+
+// TestEncodeOutputDecodes: whatever Encode accepts, Decode (central) must
+// accept too; otherwise a good batch is answered 400 and set aside for good.
+func TestEncodeOutputDecodes(t *testing.T) {
+	near := MaxDataBytes - 64
+	cases := map[string]json.RawMessage{
+		"html characters": json.RawMessage(`{"text":"` + strings.Repeat("<a>&", near/4-4) + `"}`),
+		"line separators": json.RawMessage(`{"text":"` + strings.Repeat("\u2028", near/3-4) + `"}`),
+		"spaced json":     json.RawMessage(`{"text": [` + strings.Repeat(`1, `, near/3-10) + `1]}`),
+	}
+	for name, data := range cases {
+		t.Run(name, func(t *testing.T) {
+			require.LessOrEqual(t, len(data), MaxDataBytes)
+			b := sample()
+			b.Events[1].Data = data
+			body, err := Encode(b)
+			require.NoError(t, err)
+			got, err := Decode(body)
+			require.NoError(t, err)
+			var want, have any
+			require.NoError(t, json.Unmarshal(data, &want))
+			require.NoError(t, json.Unmarshal(got.Events[1].Data, &have))
+			require.Equal(t, want, have, "the data arrives as sent")
+		})
+	}
+}

@@ -3,6 +3,7 @@ package ingest
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -96,9 +97,11 @@ func TestOperatorAPI(t *testing.T) {
 		for path, code := range map[string]string{
 			"/v1/edges/" + edge + "/jobs?cursor=garbage!": "invalid_cursor",
 			"/v1/edges/" + edge + "/jobs?cursor=e30":      "invalid_cursor", // {}
-			"/v1/edges/" + edge + "/jobs?status=lost":     "invalid_request",
-			"/v1/edges/" + edge + "/jobs?limit=0":         "invalid_request",
-			"/v1/edges/events?last_event_id=x":            "invalid_last_event_id",
+			// A job id no edge can send: Postgres text cannot hold NUL.
+			"/v1/edges/" + edge + "/jobs?cursor=" + base64.RawURLEncoding.EncodeToString([]byte(`{"j":"\u0000","t":1}`)): "invalid_cursor",
+			"/v1/edges/" + edge + "/jobs?status=lost": "invalid_request",
+			"/v1/edges/" + edge + "/jobs?limit=0":     "invalid_request",
+			"/v1/edges/events?last_event_id=x":        "invalid_last_event_id",
 		} {
 			if res := s.get(path, nil); res.status != 400 || res.code() != code {
 				t.Fatalf("%s: %d %s", path, res.status, res.body)

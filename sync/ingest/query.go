@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
@@ -158,7 +159,9 @@ func decodeCursor(s string) (*jobCursor, error) {
 		return nil, ErrBadCursor
 	}
 	var c jobCursor
-	if json.Unmarshal(b, &c) != nil || c.JobID == "" {
+	// A job id holding NUL was never issued (no edge can send one), and
+	// Postgres text cannot hold it: refused here, not failed there.
+	if json.Unmarshal(b, &c) != nil || c.JobID == "" || strings.ContainsRune(c.JobID, 0) {
 		return nil, ErrBadCursor
 	}
 	return &c, nil

@@ -61,7 +61,7 @@ func classify(status int, code string) action {
 
 // ErrNotBatchResult is matched when a 2xx answer to a batch is not
 // central's: something else at EUTERPE_SYNC_URL (a captive portal's login
-// page, a proxy's fallback, a redirect followed to a page) answered. The
+// page, a proxy's fallback) answered. The
 // batch stays spooled and is sent again with backoff.
 var ErrNotBatchResult = errors.New("sync: a 2xx answer that is not central's answer to the batch (is EUTERPE_SYNC_URL central, with nothing in between answering for it?)")
 

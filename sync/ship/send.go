@@ -172,7 +172,12 @@ func (s *Shipper) act(ctx context.Context, st *sendState, r *Result, sub spool.P
 	default:
 		st.failures++
 		r.Wait = s.backoff.Delay(st.failures)
-		if r.Err == nil {
+		switch {
+		case r.Err != nil:
+		case r.Status >= 300 && r.Status < 400:
+			r.Err = fmt.Errorf("central answered %d, a redirect to %q: a signed batch is never sent on to another address; set EUTERPE_SYNC_URL to where central answers",
+				r.Status, daemon.CapMessage(daemon.RedactURL(hdr.Get("Location"))))
+		default:
 			r.Err = fmt.Errorf("central answered %d", r.Status)
 		}
 		err := r.Err

@@ -76,6 +76,14 @@ func (c *Config) defaults() {
 	if c.Client == nil {
 		c.Client = &http.Client{Timeout: 30 * time.Second}
 	}
+	if c.Client.CheckRedirect == nil {
+		// A redirect would carry the signed request and its x-euterpe-*
+		// headers to another host, which could replay them to central
+		// within the skew window; the 3xx is answered like any refusal.
+		cl := *c.Client
+		cl.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		c.Client = &cl
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}

@@ -6,8 +6,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -421,8 +423,8 @@ func TestBatchesSplitToFitAndUnsendableEventsHandled(t *testing.T) {
 }
 
 // Only central's own answer to a batch deletes it: a 2xx from something
-// else at the URL (a captive portal's login page, a proxy's fallback, a
-// redirect followed to a page) would otherwise drop the batch from the
+// else at the URL (a captive portal's login page, a proxy's fallback)
+// would otherwise drop the batch from the
 // spool although central never stored it. Such an answer backs off and
 // the batch is sent again.
 func TestOnlyCentralsBatchResultDeletesTheBatch(t *testing.T) {
@@ -439,13 +441,6 @@ func TestOnlyCentralsBatchResultDeletesTheBatch(t *testing.T) {
 		{"other JSON", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(`{"ok":true}`)) }},
 		{"counts of another batch", func(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write([]byte(`{"accepted":1,"duplicates":0,"gaps":0}`))
-		}},
-		{"redirect to a page", func(w http.ResponseWriter, r *http.Request) {
-			if r.Method == http.MethodPost {
-				http.Redirect(w, r, "/portal", http.StatusFound)
-				return
-			}
-			_, _ = w.Write([]byte("portal"))
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -543,6 +538,41 @@ func TestZeroRetryAfterBacksOff(t *testing.T) {
 				waits = append(waits, r.Wait.Round(10*time.Millisecond))
 			}
 			assert.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond}, waits)
+		})
+	}
+}
+
+// A redirect from the sync URL is not followed: the signed request and its
+// x-euterpe-* headers would reach another host, which could replay them to
+// central within the signature's skew window. It is an answer like any
+// other non-2xx: the batch stays spooled and is sent again after a backoff.
+func TestRedirectIsNotFollowed(t *testing.T) {
+	for _, status := range []int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect, http.StatusFound} {
+		t.Run(http.StatusText(status), func(t *testing.T) {
+			var elsewhere atomic.Int32
+			other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				elsewhere.Add(1)
+				w.WriteHeader(http.StatusNoContent)
+			}))
+			defer other.Close()
+			h := newHarness(t, 64<<20, nil)
+			h.rc.SetHook(func(w http.ResponseWriter, r *http.Request, n int) bool {
+				http.Redirect(w, r, other.URL+r.URL.Path, status)
+				return true
+			})
+			ids := h.jobs(1, 0, `{}`)
+			want := h.written(ids)
+			_, err := h.sh.MoveOnce(context.Background())
+			require.NoError(t, err)
+			r := h.sh.SendOnce(context.Background())
+			assert.Equal(t, actBackoff, r.Action, "%+v", r)
+			assert.Zero(t, elsewhere.Load(), "the signed request followed the redirect")
+			assert.Zero(t, h.sh.Quarantined())
+			assert.Contains(t, h.logs.String(), "a redirect to", "the log says why")
+
+			h.rc.SetHook(nil)
+			require.Equal(t, actAccepted, h.sh.SendOnce(context.Background()).Action)
+			assert.Equal(t, want, h.rc.Events())
 		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -111,6 +112,8 @@ func (a *API) updateCredentials(c echo.Context) error {
 		return daemon.Errorf(http.StatusForbidden, "forbidden", "job %s belongs to another requester", id)
 	case errors.Is(err, inbox.ErrFinished):
 		return daemon.Errorf(http.StatusConflict, "job_finished", "job %s has finished; its credentials can no longer change", id)
+	case errors.Is(err, inbox.ErrSourceMismatch):
+		return daemon.Errorf(http.StatusBadRequest, "invalid_request", "%s", daemon.CapMessage(strings.TrimPrefix(err.Error(), "inbox: ")))
 	case errors.Is(err, inbox.ErrCredentialConflict):
 		// Two answers raced; the first committed. Re-reading the status
 		// shows the version it set; resending is safe.

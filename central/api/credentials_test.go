@@ -96,7 +96,7 @@ func TestUpdateCredentials(t *testing.T) {
 		}{
 			{"owner", owner.APIKey, id, good, 200, ""},
 			{"owner again", owner.APIKey, id, good, 200, ""},
-			{"signed url source", owner.APIKey, id, `{"source":{"url":"https://s3.example/in/k?X-Amz-Signature=` + planted + `"},"output":{"credentials":{"access_key_id":"a","secret_access_key":"` + planted + `"}}}`, 200, ""},
+			{"signed url for a bucket source", owner.APIKey, id, `{"source":{"url":"https://s3.example/in/k?X-Amz-Signature=` + planted + `"},"output":{"credentials":{"access_key_id":"a","secret_access_key":"` + planted + `"}}}`, 400, "invalid_request"},
 			{"other requester", other.APIKey, id, good, 403, "forbidden"},
 			{"unknown job", owner.APIKey, uuid.NewString(), good, 404, "not_found"},
 			{"not a uuid", owner.APIKey, "nope", good, 404, "not_found"},
@@ -137,9 +137,37 @@ func TestUpdateCredentials(t *testing.T) {
 				continue
 			}
 			st, v, err := in.Credentials(ctx, j)
-			if err != nil || v != version || st.Output.SecretAccessKey != planted || !strings.Contains(st.SourceURL, planted) {
+			if err != nil || v != version || st.Output.SecretAccessKey != planted || st.Source == nil || st.Source.SecretAccessKey != planted || st.SourceURL != "" {
 				t.Fatalf("credentials after update: v=%d err=%v", v, err)
 			}
+		}
+
+		// A refresh renews access to the job's source, never changes it: a
+		// URL job takes a new signature for the same object, nothing else.
+		urlJob := uuid.NewString()
+		if err := in.Enqueue(ctx, inbox.NewJob{ID: urlJob, RequesterID: owner.RequesterID,
+			Source: inbox.Source{URL: "https://s3.example/in/k"}, Output: inbox.Output{Bucket: "out", Prefix: "p/"},
+			Renditions:  []inbox.Rendition{{Name: "o", Codec: "opus"}},
+			Credentials: credentials.Storage{SourceURL: "https://s3.example/in/k?X-Amz-Signature=old", Output: credentials.S3{AccessKeyID: "a", SecretAccessKey: "old"}}}); err != nil {
+			t.Fatal(err)
+		}
+		out := `"output":{"credentials":{"access_key_id":"a","secret_access_key":"s"}}`
+		for _, tc := range []struct {
+			name, source string
+			status       int
+		}{
+			{"new signature for the same object", `{"url":"https://s3.example/in/k?X-Amz-Signature=` + planted + `"}`, 200},
+			{"another object", `{"url":"https://s3.example/in/other?X-Amz-Signature=` + planted + `"}`, 400},
+			{"another host", `{"url":"https://evil.example/in/k?X-Amz-Signature=` + planted + `"}`, 400},
+			{"bucket credentials for a url source", `{"credentials":{"access_key_id":"a","secret_access_key":"s"}}`, 400},
+		} {
+			status, body := put(owner.APIKey, urlJob, `{"source":`+tc.source+`,`+out+`}`)
+			if status != tc.status || strings.Contains(body, planted) {
+				t.Fatalf("%s: HTTP %d %s, want %d", tc.name, status, body, tc.status)
+			}
+		}
+		if v, err := in.CredentialVersion(ctx, urlJob); err != nil || v != 2 {
+			t.Fatalf("url job at credential_version %d (%v), want 2: only the fitting update counts", v, err)
 		}
 		if bytes.Contains([]byte(logs.String()), []byte(planted)) {
 			t.Fatal("log leaks the secret")

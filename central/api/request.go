@@ -371,17 +371,6 @@ func httpURL(v string) error {
 	return nil
 }
 
-// stripURL removes userinfo, query and fragment: what may be stored in
-// plaintext for routing. The full signed URL goes into the sealed blob.
-func stripURL(v string) string {
-	u, err := url.Parse(v)
-	if err != nil {
-		return ""
-	}
-	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
-	return u.String()
-}
-
 // canonical is the request as hashed for idempotency: every field except
 // credentials and the signature parameters of a signed source URL
 // (authorization material that a retry may legitimately renew;
@@ -418,7 +407,9 @@ func (r *TranscodeRequest) canonical() []byte {
 
 func (r *TranscodeRequest) source() inbox.Source {
 	if r.Source.URL != "" {
-		return inbox.Source{URL: stripURL(r.Source.URL)}
+		// Only the plain URL is stored for routing; the full signed URL
+		// goes into the sealed blob.
+		return inbox.Source{URL: credentials.PlainURL(r.Source.URL)}
 	}
 	return inbox.Source{Bucket: r.Source.Bucket, Key: r.Source.Key, Endpoint: r.Source.Endpoint, Region: r.Source.Region}
 }

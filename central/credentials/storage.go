@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"time"
 )
 
@@ -67,4 +68,18 @@ func (k *Keyring) OpenStorage(sealed Sealed, jobID, requesterID string, credenti
 		return Storage{}, ErrDecrypt
 	}
 	return s, nil
+}
+
+// PlainURL is a source URL without what may be secret: its user info, query
+// and fragment (a signed URL's signature is in its query). It is what a job
+// records of its source in plaintext, and what a refreshed signed URL must
+// still be: a new signature for the same object. A URL that does not parse
+// gives "".
+func PlainURL(v string) string {
+	u, err := url.Parse(v)
+	if err != nil {
+		return ""
+	}
+	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
+	return u.String()
 }

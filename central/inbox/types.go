@@ -19,6 +19,13 @@ var ErrForbidden = errors.New("inbox: job belongs to another requester")
 // ErrFinished is returned when a finished job's credentials are updated.
 var ErrFinished = errors.New("inbox: job already finished")
 
+// ErrSourceMismatch is returned when new credentials do not fit the job's
+// source: S3 credentials for a job that fetches a URL, a URL for a job
+// that reads a bucket, or a URL naming another object than the job's. A
+// refresh renews access to the job's source; it never changes what the
+// job transcodes.
+var ErrSourceMismatch = errors.New("inbox: the credentials do not fit the job's source")
+
 // ErrCredentialConflict is returned when another update of a job's
 // credentials committed between this one's read and its write.
 var ErrCredentialConflict = errors.New("inbox: job credentials changed concurrently")

@@ -359,9 +359,11 @@ func (s *Store) UpdateCredentials(ctx context.Context, jobID, requesterID string
 	var next int
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
 		var owner, status string
+		var srcURL, srcBucket sql.NullString
 		var cur int
-		err := tx.QueryRowContext(ctx, s.db.Rebind(`SELECT requester_id, status, credential_version FROM inbox_jobs WHERE id = ?`), jobID).
-			Scan(&owner, &status, &cur)
+		err := tx.QueryRowContext(ctx, s.db.Rebind(`SELECT requester_id, status, credential_version, source_url, source_bucket
+			FROM inbox_jobs WHERE id = ?`), jobID).
+			Scan(&owner, &status, &cur, &srcURL, &srcBucket)
 		if errors.Is(err, sql.ErrNoRows) {
 			return ErrNotFound
 		}
@@ -373,6 +375,9 @@ func (s *Store) UpdateCredentials(ctx context.Context, jobID, requesterID string
 		}
 		if Transitions.IsTerminal(status) {
 			return ErrFinished
+		}
+		if err := fitsSource(srcURL.String, creds); err != nil {
+			return err
 		}
 		next = cur + 1
 		sealed, err := s.keys.SealStorage(creds, jobID, requesterID, next)
@@ -410,6 +415,20 @@ func (s *Store) UpdateCredentials(ctx context.Context, jobID, requesterID string
 		return 0, err
 	}
 	return next, nil
+}
+
+// fitsSource checks creds against the source the job recorded at enqueue:
+// its plain URL (credentials.PlainURL), or "" for a bucket source.
+func fitsSource(recordedURL string, creds credentials.Storage) error {
+	switch {
+	case recordedURL == "" && creds.SourceURL != "":
+		return fmt.Errorf("%w: the job reads its source from a bucket; send source credentials, not a URL", ErrSourceMismatch)
+	case recordedURL != "" && creds.SourceURL == "":
+		return fmt.Errorf("%w: the job fetches its source from a URL; send a new URL for it, not credentials", ErrSourceMismatch)
+	case recordedURL != "" && credentials.PlainURL(creds.SourceURL) != recordedURL:
+		return fmt.Errorf("%w: the URL names another object than the job's source (only its query, the signature, may change)", ErrSourceMismatch)
+	}
+	return nil
 }
 
 // CredentialVersion re-reads the job's current credential_version.

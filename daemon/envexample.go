@@ -9,6 +9,11 @@ import (
 
 var envLine = regexp.MustCompile(`^(#?)(EUTERPE_[A-Z0-9_]+)=(.*)$`)
 
+// inlineComment is a "#" after blank space in a value: systemd's
+// EnvironmentFile= has no inline comments and keeps it, blank and all, as
+// part of the value.
+var inlineComment = regexp.MustCompile(`[ \t]#`)
+
 // CheckEnvExample checks an environment file shipped as an example (the
 // packages' /etc/euterpe/*.env) against the settings a program declares:
 // every EUTERPE_* line must name a setting, a commented-out line must show
@@ -27,6 +32,9 @@ func CheckEnvExample(text string, settings []Setting) error {
 			continue
 		}
 		commented, name, value := m[1] == "#", m[2], m[3]
+		if !commented && inlineComment.MatchString(value) {
+			return fmt.Errorf("line %d: %s: systemd keeps an inline comment in the value; put the comment on a line of its own", n, name)
+		}
 		if base, ok := strings.CutSuffix(name, FileSuffix); ok {
 			if s, known := byEnv[base]; known && s.Secret {
 				continue

@@ -18,6 +18,10 @@ func TestCheckEnvExample(t *testing.T) {
 		{"stale default", "\n#EUTERPE_WORKERS=5\n", `line 2: EUTERPE_WORKERS shows "5", the default is "4"`},
 		{"secret value", "#EUTERPE_API_KEY=abcdefghij\n", "EUTERPE_API_KEY is secret"},
 		{"_FILE of a non-secret", "#EUTERPE_WORKERS_FILE=/x\n", "EUTERPE_WORKERS_FILE is not a setting"},
+		// systemd's EnvironmentFile= keeps an inline comment in the value.
+		{"inline comment", "EUTERPE_API_KEY_FILE=/etc/euterpe/api_key   # mode 0600\n", "line 1: EUTERPE_API_KEY_FILE: systemd keeps"},
+		{"inline comment on a tab", "EUTERPE_WORKERS=8\t# more\n", "line 1: EUTERPE_WORKERS: systemd keeps"},
+		{"hash inside a value", "EUTERPE_REDIS_URL=redis://127.0.0.1:6379/0#x\n", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

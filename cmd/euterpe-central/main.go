@@ -53,6 +53,32 @@ func main() {
 // run is main without the process: customize adjusts the composition
 // (tests add a test executor role through it).
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, customize ...func(*serve.App)) int {
+	out := &recordingWriter{w: stdout}
+	code := runCommand(ctx, args, getenv, out, stderr, customize...)
+	if out.err != nil && code == 0 {
+		// What a command prints (a new key, a requester's secrets) exists
+		// nowhere else: output that did not reach its file is a failure.
+		fmt.Fprintln(stderr, "euterpe-central: writing the output:", daemon.CapMessage(out.err.Error()))
+		return 1
+	}
+	return code
+}
+
+// recordingWriter keeps the first error of its writes.
+type recordingWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (r *recordingWriter) Write(p []byte) (int, error) {
+	n, err := r.w.Write(p)
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+	return n, err
+}
+
+func runCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, customize ...func(*serve.App)) int {
 	app := serve.NewApp()
 	register(app)
 	for _, f := range customize {

@@ -187,7 +187,7 @@ func (r *Runner) execute(ctx context.Context, j *inbox.Job, dir string, log *slo
 			DurationMS: o.duration.Milliseconds(), Checksum: o.checksum,
 		}
 	}
-	if err := r.promote(ctx, j, wd, bucket, stagedOuts); err != nil {
+	if err := r.promote(ctx, j, wd, bucket, stagedOuts, log); err != nil {
 		return err
 	}
 	return r.jobs.Succeed(ctx, j, files)
@@ -206,7 +206,11 @@ func (r *Runner) fetch(ctx context.Context, j *inbox.Job, c credentials.Storage,
 	if c.Source != nil {
 		creds = s3Creds(c.Source)
 	}
-	n, err := r.store.Fetch(ctx, src, creds, touchWriter{f, wd}, int64(r.set.MaxSourceBytes))
+	var opts []storage.FetchOption
+	if r.set.FetchTimeout > 0 {
+		opts = append(opts, storage.FetchDeadline(time.Now().Add(r.set.FetchTimeout)))
+	}
+	n, err := r.store.Fetch(ctx, src, creds, touchWriter{f, wd}, int64(r.set.MaxSourceBytes), opts...)
 	if cerr := f.Close(); err == nil && cerr != nil {
 		return n, cerr
 	}

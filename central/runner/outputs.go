@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/vesta-cx/euterpe/central/credentials"
 	"github.com/vesta-cx/euterpe/central/inbox"
 	"github.com/vesta-cx/euterpe/central/storage"
+	"github.com/vesta-cx/euterpe/daemon/lease"
 )
 
 // Outputs are written in two steps so that an attempt which lost its lease
@@ -42,12 +44,15 @@ func attemptKey(prefix string, version int64, name string) string {
 type staged struct{ tmp, final, path, contentType string }
 
 // promote copies every staged output to its final key, each copy fenced.
-func (r *Runner) promote(ctx context.Context, j *inbox.Job, wd *watchdog, b storage.Bucket, outs []staged) error {
+// When one fails, the final keys already written are removed again (see
+// unpromote): a job that did not succeed leaves no outputs.
+func (r *Runner) promote(ctx context.Context, j *inbox.Job, wd *watchdog, b storage.Bucket, outs []staged, log *slog.Logger) error {
 	progress := storage.OnProgress(func(n int) {
 		if n > 0 {
 			wd.touch()
 		}
 	})
+	promoted := make([]string, 0, len(outs))
 	for _, o := range outs {
 		err := r.withRefresh(ctx, j, wd, "upload", func(c credentials.Storage) error {
 			// Every try is fenced afresh, the first and each one after a
@@ -73,11 +78,45 @@ func (r *Runner) promote(ctx context.Context, j *inbox.Job, wd *watchdog, b stor
 			return err
 		})
 		if err != nil {
+			r.unpromote(ctx, j, b, promoted, log)
 			return err
 		}
+		promoted = append(promoted, o.final)
 		wd.touch()
 	}
 	return nil
+}
+
+// unpromote removes the final keys an attempt wrote before its promotion
+// failed, best effort, on its own short deadline (the attempt's context may
+// be over). Only while the attempt still holds the lease: once it is lost,
+// a later owner may have written the same keys. A fenced renewal comes
+// first and the removals are bounded by a lease TTL from it, as a copy is.
+func (r *Runner) unpromote(ctx context.Context, j *inbox.Job, b storage.Bucket, keys []string, log *slog.Logger) {
+	if len(keys) == 0 || errors.Is(context.Cause(ctx), lease.ErrStale) {
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	c, _, err := r.jobs.Credentials(dctx, j)
+	if err != nil {
+		log.Warn("outputs of a failed promotion not removed", "err", err)
+		return
+	}
+	creds := s3Creds(&c.Output)
+	c = credentials.Storage{}
+	sent := time.Now()
+	if err := r.jobs.Heartbeat(dctx, j, r.set.LeaseTTL); err != nil {
+		log.Warn("outputs of a failed promotion not removed: lease not renewed", "err", err)
+		return
+	}
+	rctx, rcancel := context.WithDeadline(dctx, sent.Add(r.set.LeaseTTL))
+	defer rcancel()
+	for _, k := range keys {
+		if err := r.store.Remove(rctx, b, k, creds); err != nil {
+			log.Warn("output of a failed promotion not removed", "key", k, "err", err)
+		}
+	}
 }
 
 // discard deletes an attempt's staged objects, best effort: after success

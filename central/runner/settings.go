@@ -20,6 +20,9 @@ type Settings struct {
 	RefreshWait     time.Duration
 	FFmpeg, FFprobe string
 	StorageTimeout  time.Duration
+	// FetchTimeout bounds one download of the source, body included; 0
+	// means no bound beyond the stall timeout.
+	FetchTimeout time.Duration
 	// StallTimeout is how long an attempt may go without progress (an
 	// ffmpeg progress report that advanced, bytes fetched or uploaded)
 	// before the runner stops renewing its lease and fails the attempt
@@ -64,6 +67,7 @@ func DefaultSettings() Settings {
 		FFmpeg:         "ffmpeg",
 		FFprobe:        "ffprobe",
 		StorageTimeout: 30 * time.Second,
+		FetchTimeout:   time.Hour,
 	}
 }
 
@@ -88,6 +92,8 @@ func Bind(c *daemon.Config) *Settings {
 	c.String(&s.FFprobe, "ffprobe", "EUTERPE_FFPROBE", d.FFprobe, "ffprobe program name or path", nil)
 	c.Duration(&s.StorageTimeout, "runner-storage-timeout", "EUTERPE_RUNNER_STORAGE_TIMEOUT", d.StorageTimeout, time.Second, 10*time.Minute,
 		"how long object storage may take to start answering a request")
+	c.Duration(&s.FetchTimeout, "runner-fetch-timeout", "EUTERPE_RUNNER_FETCH_TIMEOUT", d.FetchTimeout, time.Second, 24*time.Hour,
+		"how long one download of a source may take, body included; a source still arriving then fails the attempt as storage_timeout (retryable)")
 	c.Duration(&s.StallTimeout, "runner-stall-timeout", "EUTERPE_RUNNER_STALL_TIMEOUT", d.StallTimeout, 0, 24*time.Hour,
 		"how long a job may make no progress (ffmpeg progress, bytes moved) before the runner gives it up as transcode_stalled; 0 means max(2×lease TTL, 60s)")
 	c.Check(func() error { return s.Validate() }) // after Parse has filled s

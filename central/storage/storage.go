@@ -117,15 +117,49 @@ func (c *Client) s3(b Bucket, creds Credentials) (*minio.Client, error) {
 	})
 }
 
+// FetchOption adjusts one Fetch.
+type FetchOption func(*fetchOptions)
+
+type fetchOptions struct{ deadline time.Time }
+
+// FetchDeadline bounds the whole fetch, body included, by t: a server that
+// answers in time and then trickles the body a byte at a time is otherwise
+// bounded only by the size limit. Unlike a deadline on the ctx given to
+// Fetch (the caller giving up: final), running out of this one while ctx
+// is still live is the storage's fault: a retryable storage_timeout
+// (contract §5).
+func FetchDeadline(t time.Time) FetchOption {
+	return func(o *fetchOptions) { o.deadline = t }
+}
+
 // Fetch streams the source into w and returns the number of bytes written.
 // The declared size (Content-Length of the GET, or the object's size from a
 // HEAD) is checked against limit before any of the body is read; the stream
 // is cut at limit+1 bytes whatever was declared. limit <= 0 means no limit.
-func (c *Client) Fetch(ctx context.Context, src Source, creds Credentials, w io.Writer, limit int64) (int64, error) {
-	if src.URL != "" {
-		return c.fetchURL(ctx, src.URL, w, limit)
+func (c *Client) Fetch(ctx context.Context, src Source, creds Credentials, w io.Writer, limit int64, opts ...FetchOption) (int64, error) {
+	var o fetchOptions
+	for _, opt := range opts {
+		opt(&o)
 	}
-	return c.fetchObject(ctx, src, creds, w, limit)
+	fctx, cancel := ctx, context.CancelFunc(func() {})
+	if !o.deadline.IsZero() {
+		fctx, cancel = context.WithDeadline(ctx, o.deadline)
+	}
+	defer cancel()
+	var n int64
+	var err error
+	if src.URL != "" {
+		n, err = c.fetchURL(fctx, src.URL, w, limit)
+	} else {
+		n, err = c.fetchObject(fctx, src, creds, w, limit)
+	}
+	var se *Error
+	if err != nil && fctx.Err() != nil && ctx.Err() == nil && errors.As(err, &se) && se.Status == 0 {
+		// Classified against fctx, which looked like the caller's end.
+		se.class, se.timeout = Retryable, true
+		se.Err = fmt.Errorf("not complete within its deadline: %w", context.DeadlineExceeded)
+	}
+	return n, err
 }
 
 func (c *Client) fetchURL(ctx context.Context, raw string, w io.Writer, limit int64) (int64, error) {

@@ -55,9 +55,10 @@ func (t Tools) Probe(ctx context.Context, path string) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
-	cmd := exec.CommandContext(ctx, bin, "-v", "error",
-		"-show_entries", "format=duration:stream=codec_type,codec_name",
+	args := append([]string{"-v", "error"}, inputArgs...)
+	args = append(args, "-show_entries", "format=duration:stream=codec_type,codec_name",
 		"-of", "json", "--", path)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	dieWithParent(cmd)
 	stderr := &tail{max: 2048}
 	cmd.Stderr = stderr

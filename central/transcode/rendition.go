@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // Rendition is one requested output of a job.
@@ -153,6 +154,21 @@ func (r Rendition) FileName() string { return r.Name + r.container().ext }
 // ContentType is the MIME type the output is stored with.
 func (r Rendition) ContentType() string { return r.container().contentType }
 
+// inputArgs confine what ffprobe and ffmpeg read to the source file
+// itself. Both pick a demuxer from the content, not the name, and the
+// source is the requester's: an HLS playlist (or a DASH manifest) would
+// have them read other files of the runner's host, or fetch URLs, and
+// encode them into the requester's output. Only the file protocol and
+// demuxers of single-file audio and audio-video containers are allowed.
+var inputArgs = []string{
+	"-protocol_whitelist", "file",
+	"-format_whitelist", strings.Join([]string{
+		"aac", "ac3", "eac3", "aiff", "amr", "ape", "asf", "au", "avi", "caf", "dsf", "dts", "dtshd",
+		"flac", "flv", "iff", "loas", "matroska", "mlp", "mov", "mp3", "mpc", "mpc8", "mpeg", "mpegts",
+		"nut", "ogg", "oma", "rm", "shn", "tak", "truehd", "tta", "voc", "w64", "wav", "wv", "xwma",
+	}, ","),
+}
+
 // Args is the ffmpeg command line (without the program name) that encodes
 // the first audio stream of in into out for r, writing machine-readable
 // progress to stdout. r must have passed Validate.
@@ -160,10 +176,13 @@ func (r Rendition) Args(in, out string) []string {
 	c := codecs[r.Codec]
 	args := []string{
 		"-hide_banner", "-nostdin", "-nostats", "-loglevel", "error", "-y",
+	}
+	args = append(args, inputArgs...)
+	args = append(args,
 		"-i", in,
 		"-map", "0:a:0", "-vn", "-sn", "-dn",
 		"-c:a", c.encoder,
-	}
+	)
 	if !c.lossless {
 		kbps := r.BitrateKbps
 		if kbps == 0 {

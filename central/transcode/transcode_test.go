@@ -182,3 +182,69 @@ func TestCancelKillsFFmpeg(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSourceReadsNoOtherFile: ffmpeg picks a demuxer from the content, not
+// the name, so a requester's source that is an HLS playlist or an ffconcat
+// list would make ffprobe and ffmpeg read files of the runner's host (or
+// fetch URLs) and encode them into the requester's output. Such a source
+// must be refused as invalid media by both programs.
+func TestSourceReadsNoOtherFile(t *testing.T) {
+	testsvc.Program(t, "ffmpeg")
+	dir := t.TempDir()
+	// An extension the HLS demuxer accepts for a segment.
+	secret := filepath.Join(t.TempDir(), "secret.mkv")
+	transcodetest.WAV(t, secret, 2, 44100, 2)
+	cases := []struct{ name, body string }{
+		{"hls", "#EXTM3U\n#EXT-X-TARGETDURATION:10\n#EXTINF:2,\nfile:" + secret + "\n#EXT-X-ENDLIST\n"},
+		{"hls plain path", "#EXTM3U\n#EXT-X-TARGETDURATION:10\n#EXTINF:2,\n" + secret + "\n#EXT-X-ENDLIST\n"},
+		{"ffconcat", "ffconcat version 1.0\nfile '" + secret + "'\n"},
+	}
+	tools := transcode.Tools{}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			src := filepath.Join(dir, "source")
+			if err := os.WriteFile(src, []byte(c.body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if info, err := tools.Probe(context.Background(), src); !errors.Is(err, transcode.ErrInvalidMedia) {
+				t.Errorf("Probe = %+v, %v; want ErrInvalidMedia", info, err)
+			}
+			out := filepath.Join(dir, "out.ogg")
+			_ = os.Remove(out)
+			r := transcode.Rendition{Name: "o", Codec: "opus"}
+			if d, err := tools.Transcode(context.Background(), r, src, out, 0, nil); !errors.Is(err, transcode.ErrFailed) {
+				t.Errorf("Transcode = %v, %v; want ErrFailed", d, err)
+			}
+		})
+	}
+}
+
+// TestSourceContainers: the demuxer whitelist still reads the usual audio
+// and audio-video containers.
+func TestSourceContainers(t *testing.T) {
+	ffmpeg := testsvc.Program(t, "ffmpeg")
+	dir := t.TempDir()
+	wav := filepath.Join(dir, "src.wav")
+	transcodetest.WAV(t, wav, 1, 48000, 2)
+	tools := transcode.Tools{}
+	for _, ext := range []string{"wav", "mp3", "m4a", "mp4", "ogg", "opus", "flac", "mka", "webm", "aac", "aiff", "ts", "avi", "w64", "caf"} {
+		t.Run(ext, func(t *testing.T) {
+			src := filepath.Join(dir, "in."+ext)
+			if out, err := exec.Command(ffmpeg, "-hide_banner", "-nostdin", "-loglevel", "error", "-y", "-i", wav, src).CombinedOutput(); err != nil {
+				t.Fatalf("make %s: %v: %s", src, err, out)
+			}
+			// The runner's source has no extension: the demuxer is chosen by content.
+			plain := filepath.Join(dir, "source-"+ext)
+			if err := os.Rename(src, plain); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tools.Probe(context.Background(), plain); err != nil {
+				t.Fatalf("Probe: %v", err)
+			}
+			r := transcode.Rendition{Name: "o", Codec: "opus"}
+			if _, err := tools.Transcode(context.Background(), r, plain, filepath.Join(dir, "out-"+ext+".ogg"), 0, nil); err != nil {
+				t.Fatalf("Transcode: %v", err)
+			}
+		})
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/labstack/echo/v4"
+	"golang.org/x/sys/unix"
 
 	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/daemon/lease"
@@ -34,6 +35,11 @@ type Library struct {
 	log       *slog.Logger
 }
 
+// rootWritable reports why this process cannot write root: a delete moves
+// files out of it. The unit's ProtectSystem=strict mounts it read-only
+// (EROFS) until a drop-in lists it in ReadWritePaths=.
+var rootWritable = func(root string) error { return unix.Access(root, unix.W_OK) }
+
 // New opens <stateDir>/library.db (migrating it), checks every path
 // setting and assembles the library.
 func New(ctx context.Context, log *slog.Logger, stateDir, workerID string, s Settings) (*Library, error) {
@@ -50,6 +56,13 @@ func New(ctx context.Context, log *slog.Logger, stateDir, workerID string, s Set
 	roots, err := pathsafe.NewRoots(RootList(s.Roots))
 	if err != nil {
 		return nil, &daemon.SettingError{Setting: "EUTERPE_LIBRARY_ROOTS", Value: s.Roots, Reason: err.Error()}
+	}
+	for _, root := range roots.List() {
+		if err := rootWritable(root); err != nil {
+			log.Warn("library root is not writable by this process: scans, hashes and thumbnails work, deleting duplicates fails",
+				"root", root, "err", err.Error(),
+				"hint", "under systemd make it writable in a drop-in (systemctl edit euterpe-edge): [Service] ReadWritePaths="+root)
+		}
 	}
 	thumbs, err := pathsafe.NewDir(filepath.Join(state.Path(), "thumbs"))
 	if err != nil {

@@ -8,9 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
 	"github.com/vesta-cx/euterpe/edge/library"
 )
 
@@ -215,5 +217,38 @@ func symlink(t *testing.T, target, link string) {
 	t.Helper()
 	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestUnwritableRootWarns: a root this process cannot write (the unit's
+// ProtectSystem=strict mounts it read-only until ReadWritePaths= lists it)
+// still scans, but deletes would fail on it; New says so once per such
+// root, naming the drop-in that fixes it, and stays quiet about the others.
+func TestUnwritableRootWarns(t *testing.T) {
+	base := t.TempDir()
+	ro, rw := filepath.Join(base, "ro"), filepath.Join(base, "rw")
+	mkdir(t, ro)
+	mkdir(t, rw)
+	defer library.SetRootWritable(func(root string) error {
+		if root == ro {
+			return syscall.EROFS
+		}
+		return nil
+	})()
+	var logs testsvc.LogBuffer
+	s := library.Defaults()
+	s.Roots = ro + "," + rw
+	s.Watch = false
+	lib, err := library.New(context.Background(), slog.New(slog.NewJSONHandler(&logs, nil)), filepath.Join(base, "state"), "w", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib.Store.Close()
+	out := logs.String()
+	if strings.Count(out, "library root is not writable") != 1 || !strings.Contains(out, "ReadWritePaths="+ro) {
+		t.Fatalf("want one warning naming %s:\n%s", ro, out)
+	}
+	if strings.Contains(out, "ReadWritePaths="+rw+`"`) {
+		t.Fatalf("a writable root was warned about:\n%s", out)
 	}
 }

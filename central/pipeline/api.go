@@ -127,7 +127,7 @@ func (a *API) submit(c echo.Context) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	var r SubmitRequest
-	if err := dec.Decode(&r); err != nil || dec.More() {
+	if err := dec.Decode(&r); err != nil || !atEOF(dec) {
 		a.Log.Error("pipeline message refused", "error_code", CodeInvalidMessage, "error_message", "body is not one JSON object {job_type, symbol, asof}",
 			"requested_by", requestedBy(c), "alert", true)
 		return daemon.Errorf(http.StatusBadRequest, CodeInvalidMessage, "body must be one JSON object {job_type, symbol, asof}")
@@ -150,27 +150,31 @@ func (a *API) submit(c echo.Context) error {
 			break
 		}
 		d := a.Backoff.Delay(attempt)
-		a.Log.Warn("pipeline enqueue: queue unavailable; retrying", "error_code", CodeQueueUnavailable, "reason", ue.Reason,
-			"attempt", attempt, "retry_in", d.String(), "job_type", r.JobType, "symbol", r.Symbol, "asof", r.Asof)
+		jobLog(a.Log, m, "", nil).Warn("pipeline enqueue: queue unavailable; retrying", "error_code", CodeQueueUnavailable, "reason", ue.Reason,
+			"attempt", attempt, "retry_in", d.String())
 		select {
 		case <-bctx.Done():
 		case <-time.After(d):
 		}
 	}
 	if err != nil {
-		return a.error(err)
+		return a.errorLog(jobLog(a.Log, m, "", nil), err)
 	}
 	return c.JSON(http.StatusAccepted, out)
 }
 
 // error maps store errors to the API's: contract codes for the contract's
 // failures, 503 with Retry-After (never 500) for an unreachable database.
-func (a *API) error(err error) error {
+func (a *API) error(err error) error { return a.errorLog(a.Log, err) }
+
+// errorLog is error with its log line on lg (a submit's carries the
+// message's tracing fields).
+func (a *API) errorLog(lg *slog.Logger, err error) error {
 	var ue *UnavailableError
 	var te *lease.TransitionError
 	switch code := ErrorCode(err); {
 	case errors.As(err, &ue):
-		a.Log.Error("pipeline: database unreachable", "error_code", ue.Code, "reason", ue.Reason, "err", Redact(err.Error()))
+		lg.Error("pipeline: database unreachable", "error_code", ue.Code, "reason", ue.Reason, "err", Redact(err.Error()))
 		e := daemon.Errorf(http.StatusServiceUnavailable, ue.Code, "the pipeline queue database cannot be reached (%s); retry later", ue.Reason)
 		e.RetryAfter = 5
 		return e

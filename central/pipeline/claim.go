@@ -96,9 +96,15 @@ func (s *Store) Heartbeat(ctx context.Context, j *Job, ttl time.Duration) error 
 // Keep runs work under j's lease with heartbeats (lease.Keep), fenced at
 // the end of the lease its claim or last heartbeat granted.
 func (s *Store) Keep(ctx context.Context, j *Job, ttl time.Duration, work func(ctx context.Context) error) error {
-	return lease.Keep(ctx, ttl, func(ctx context.Context) error { return s.Heartbeat(ctx, j, ttl) }, work,
+	// The heartbeats run on other goroutines while work writes j (its
+	// final write moves j.Claim, and restores it when that write fails):
+	// they renew a copy of the claim, which needs only its id and fencing
+	// token, both fixed for the whole run, and log what j was at the start.
+	hb := lease.Claim{ID: j.ID, Version: j.Version, Status: j.Status, Worker: j.Worker}
+	lg := s.logJob(j.Msg, j.Status, nil)
+	return lease.Keep(ctx, ttl, func(ctx context.Context) error { return s.q.Heartbeat(ctx, &hb, ttl) }, work,
 		lease.OnRenewError(func(err error) {
-			s.logJob(j.Msg, j.Status, nil).Warn("pipeline heartbeat failed; retrying on the next beat", "err", Redact(err.Error()))
+			lg.Warn("pipeline heartbeat failed; retrying on the next beat", "err", Redact(err.Error()))
 		}),
 		lease.Until(j.Deadline))
 }
@@ -158,6 +164,9 @@ func (s *Store) SetSucceeded(ctx context.Context, j *Job, finishedAt time.Time, 
 
 // SetFailed records a failure: error_code, capped message and attempt.
 func (s *Store) SetFailed(ctx context.Context, j *Job, finishedAt time.Time, f *JobError, attempt int) error {
+	if err := checkFailure(f, attempt); err != nil {
+		return err
+	}
 	return s.DB.Tx(ctx, func(tx *sql.Tx) error { return s.setFailed(ctx, tx, j, finishedAt, f, attempt) })
 }
 
@@ -169,6 +178,9 @@ func (s *Store) setFailed(ctx context.Context, tx lease.Execer, j *Job, at time.
 
 // SetDeadLetter moves a failed job to the DLQ with its last failure.
 func (s *Store) SetDeadLetter(ctx context.Context, j *Job, finishedAt time.Time, f *JobError, attempt int) error {
+	if err := checkFailure(f, attempt); err != nil {
+		return err
+	}
 	return s.DB.Tx(ctx, func(tx *sql.Tx) error { return s.setDeadLetter(ctx, tx, j, finishedAt, f, attempt) })
 }
 
@@ -192,6 +204,9 @@ const (
 // until max_attempts, then to the DLQ (set_dead_letter); a final code
 // stays failed. The failure is counted and logged once it committed.
 func (s *Store) Fail(ctx context.Context, j *Job, f *JobError) (Outcome, error) {
+	if err := checkFailure(f, j.Attempt); err != nil {
+		return "", err
+	}
 	saved := j.Claim
 	var r failure
 	now := notBefore(s.now(), j)

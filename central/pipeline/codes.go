@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"errors"
+	"fmt"
 	"regexp"
 
 	"github.com/vesta-cx/euterpe/daemon"
@@ -50,6 +52,30 @@ var Retry = map[string]bool{
 	CodeVisibilityTimeout:  true,
 	CodeStageUnavailable:   true,
 	CodeInvalidAnswer:      false,
+}
+
+// ErrBadFailure refuses to record a failure without a code of the enum
+// (the keys of Retry) or without its attempt (§4.2: every failure carries
+// both).
+var ErrBadFailure = errors.New("pipeline: a failure needs an error_code of the contract and an attempt of at least 1")
+
+// isFailureCode reports whether c is a code a job failure may be recorded
+// with: one of the retry table's.
+func isFailureCode(c string) bool {
+	_, ok := Retry[c]
+	return ok
+}
+
+func checkFailure(f *JobError, attempt int) error {
+	switch {
+	case f == nil:
+		return ErrBadFailure
+	case !isFailureCode(f.Code):
+		return fmt.Errorf("%w: %q is not one", ErrBadFailure, truncate(f.Code, 64))
+	case attempt < 1:
+		return fmt.Errorf("%w: attempt %d", ErrBadFailure, attempt)
+	}
+	return nil
 }
 
 // Alert codes are logged with "alert":true (§3.3: log and alert).

@@ -37,7 +37,7 @@ func parseAnswer(b []byte) (string, error) {
 	if err := dec.Decode(&a); err != nil {
 		return "", Fail(CodeInvalidAnswer, "refused answer: not a JSON object of result_ref or error_code/error_message")
 	}
-	if dec.More() {
+	if !atEOF(dec) {
 		return "", Fail(CodeInvalidAnswer, "refused answer: trailing data after the JSON object")
 	}
 	switch {
@@ -57,6 +57,14 @@ func parseAnswer(b []byte) (string, error) {
 		return "", Fail(*a.ErrorCode, msg)
 	}
 	return "", Fail(CodeInvalidAnswer, "refused answer: want exactly one of result_ref or error_code")
+}
+
+// atEOF reports whether dec has nothing but white space left. Not
+// dec.More: it answers false before a stray ']' or '}', which would let
+// such trailing data through.
+func atEOF(dec *json.Decoder) bool {
+	_, err := dec.Token()
+	return errors.Is(err, io.EOF)
 }
 
 func truncate(s string, n int) string {

@@ -53,6 +53,21 @@ func IsJobID(id string) bool {
 	return len(id) == 36 && uuid.Validate(id) == nil
 }
 
+// jobKey is id in the canonical form job ids are stored under (NewJobID's,
+// lower case), for an id in any form uuid.Parse reads (UUIDs are
+// case-insensitive); false for anything that is not a UUID, which names no
+// job.
+func jobKey(id string) (string, bool) {
+	if len(id) > 45 { // the longest form uuid.Parse reads (urn:uuid:…)
+		return "", false
+	}
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return "", false
+	}
+	return u.String(), true
+}
+
 // isText reports whether v can be a text parameter on both engines: UTF-8
 // without NUL (Postgres refuses either, SQLite would compare them).
 func isText(v string) bool {
@@ -61,7 +76,8 @@ func isText(v string) bool {
 
 // GetByID is get_by_id.
 func (s *Store) GetByID(ctx context.Context, id string) (JobRecord, error) {
-	if !IsJobID(id) {
+	id, ok := jobKey(id)
+	if !ok {
 		return JobRecord{}, ErrNotFound
 	}
 	j, err := scanRecord(s.DB.QueryRowContext(ctx, s.DB.Rebind("SELECT "+recordCols+" FROM pipeline_jobs WHERE job_id = ?"), id))
@@ -171,7 +187,8 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 // (the unique index says so); a *lease.TransitionError for a job that is
 // not dead-lettered.
 func (s *Store) Redrive(ctx context.Context, id string) (JobRecord, error) {
-	if !IsJobID(id) {
+	id, ok := jobKey(id)
+	if !ok {
 		return JobRecord{}, ErrNotFound
 	}
 	now := sqldb.Micros(s.now())

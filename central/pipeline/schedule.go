@@ -114,8 +114,8 @@ func (s *Scheduler) RunOnce(ctx context.Context) (int, error) {
 func (s *Scheduler) schedule(ctx context.Context, jobType, sym, asof string) (bool, error) {
 	st := s.Store
 	m := st.Message(Request{JobType: jobType, Symbol: sym, Asof: asof, RequestedBy: "scheduler"})
-	if err := m.Validate(); err != nil {
-		s.Log.Error("pipeline scheduler: refusing a message", "job_type", jobType, "symbol", sym, "asof", asof, "error_code", ErrorCode(err), "err", err.Error(), "alert", true)
+	if err := st.checkSubmit(m); err != nil {
+		jobLog(s.Log, m, "", err).Error("pipeline scheduler: refusing a message", "alert", true)
 		return false, nil
 	}
 	var out Created

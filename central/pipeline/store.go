@@ -122,13 +122,7 @@ func (s *Store) Submit(ctx context.Context, r Request) (Created, error) {
 // committed after all, the retry finds the job by its id and answers
 // created: true, not an idempotency conflict with itself.
 func (s *Store) SubmitMessage(ctx context.Context, m JobMessage) (Created, error) {
-	err := m.Validate()
-	if err == nil && !IsJobID(m.JobID) {
-		err = invalid("job_id must be a UUID (NewJobID)")
-	}
-	if err == nil && s.Types != nil {
-		err = s.Types.Check(m)
-	}
+	err := s.checkSubmit(m)
 	if err != nil {
 		s.logJob(m, "", err).Error("pipeline message refused", alertAttr(err)...)
 		return Created{}, err
@@ -160,6 +154,19 @@ func (s *Store) SubmitMessage(ctx context.Context, m JobMessage) (Created, error
 	}
 	s.submitted(m, out)
 	return out, nil
+}
+
+// checkSubmit is what every producer's message must pass: the data
+// contract, a job id of NewJobID, and its registered type's own checks.
+func (s *Store) checkSubmit(m JobMessage) error {
+	err := m.Validate()
+	if err == nil && !IsJobID(m.JobID) {
+		err = invalid("job_id must be a UUID (NewJobID)")
+	}
+	if err == nil && s.Types != nil {
+		err = s.Types.Check(m)
+	}
+	return err
 }
 
 // submittedAfterAll learns whether m's insert, cut off (its context ended or
@@ -346,6 +353,11 @@ var (
 // fields (job_id, idempotency_key, symbol, asof, status, and error_code and
 // attempt when set).
 func (s *Store) logJob(m JobMessage, status string, err error) *slog.Logger {
+	return jobLog(s.Log, m, status, err)
+}
+
+// jobLog is logJob on l: the API logs a submit's lines on its own logger.
+func jobLog(l *slog.Logger, m JobMessage, status string, err error) *slog.Logger {
 	attrs := []any{"job_id", m.JobID, "idempotency_key", m.IdempotencyKey, "symbol", m.Symbol, "asof", m.Asof}
 	if m.JobType != "" {
 		attrs = append(attrs, "job_type", m.JobType)
@@ -362,5 +374,5 @@ func (s *Store) logJob(m JobMessage, status string, err error) *slog.Logger {
 		}
 		attrs = append(attrs, "error_message", Redact(err.Error()))
 	}
-	return s.Log.With(attrs...)
+	return l.With(attrs...)
 }

@@ -107,8 +107,11 @@ func (w *Worker) RunJob(ctx context.Context, j *Job) {
 		if jerr == nil {
 			return w.succeed(ctx, j, ref)
 		}
+		// A failure without a code of the contract (a Go stage's bare
+		// error, or a *JobError with no code or one of its own) is
+		// recorded as the job type not answering, its message kept.
 		var je *JobError
-		if !errors.As(jerr, &je) {
+		if !errors.As(jerr, &je) || !isFailureCode(je.Code) {
 			je = Fail(CodeStageUnavailable, jerr.Error())
 		}
 		_, err := s.Fail(ctx, j, je)

@@ -3,8 +3,14 @@ package executor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/edge/library/store"
@@ -87,6 +93,16 @@ func (x *Executor) delete(ctx context.Context, c *Claim) error {
 		if acted[id] {
 			removed++
 			step()
+			continue
+		}
+		if f, trash, ok := x.movedBefore(ctx, c.Job.ID, id, key); ok {
+			removed++
+			step()
+			if err := x.recordActed(f, &trash, func() error {
+				return record(f, DecisionTrashed, "moved to the trash by an earlier run of this job stopped before it recorded the move", &trash)
+			}); err != nil {
+				return err
+			}
 			continue
 		}
 		if len(kept) == 0 {
@@ -199,6 +215,50 @@ func (x *Executor) recordActed(f store.File, trash *string, record func() error)
 	err = fmt.Errorf("%s but the decision was not recorded: %w", what, err)
 	x.Log.Error("delete decision lost", "file_id", f.ID, "path", f.Path, "err", err)
 	return err
+}
+
+// movedBefore finds file id in the trash entry an earlier run of job jobID
+// moved it to and was stopped (SIGKILL, power loss) before recording:
+// the recorded path is gone and trash/<job>/<file>/<name> is a regular
+// file with the group's content, reached without a symlink. The move into that entry was the
+// earlier run's, made under the delete lock after every check; verifying
+// again would find the path missing and record a refusal, leaving the
+// copy in the trash unaccounted for until the retention removes it.
+func (x *Executor) movedBefore(ctx context.Context, jobID, id int64, k store.GroupKey) (store.File, string, bool) {
+	f, err := x.Store.GetFile(ctx, id)
+	if err != nil || f.Path == "" {
+		return f, "", false
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(f.Path, &st); !errors.Is(err, unix.ENOENT) {
+		return f, "", false
+	}
+	p, err := x.Trash.Join(filepath.Join(strconv.FormatInt(jobID, 10), strconv.FormatInt(id, 10), filepath.Base(f.Path)))
+	if err != nil {
+		return f, "", false
+	}
+	dir, _, err := openDirNoSymlinks(filepath.Dir(p))
+	if err != nil {
+		return f, "", false
+	}
+	defer dir.Close()
+	fd, err := unix.Openat(int(dir.Fd()), filepath.Base(p), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return f, "", false
+	}
+	file := os.NewFile(uintptr(fd), p)
+	defer file.Close()
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return f, "", false
+	}
+	// Only the group's content is that file: an entry of another library
+	// database's job with the same numbers, or whatever was caught in the
+	// instant between that run's move and its check, is not claimed.
+	digest, err := HashReader(ctx, file, k.Algorithm, nil)
+	if err != nil || digest != k.HashHex {
+		return f, "", false
+	}
+	return f, p, true
 }
 
 func sameAsKept(p *pinned, kept []*pinned) *pinned {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -101,10 +100,6 @@ func (x *Executor) hashOnPool(ctx context.Context, p *filehash.Pool, path, algo 
 // filesInFlight is how many files a hash job reads at once: one more than
 // workers keeps every worker busy while another file is opened and stat'ed.
 func filesInFlight() int { return runtime.GOMAXPROCS(0) + 1 }
-
-func sameStat(a, b os.FileInfo) bool {
-	return a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
-}
 
 // hash digests every live file with needs_hash=1, recording a digest only
 // when the file still has the size and mtime the scan recorded. Files are

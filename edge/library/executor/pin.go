@@ -27,6 +27,10 @@ type pinned struct {
 	key     fileKey
 	size    int64
 	mtimeNS int64
+	// ctimeNS moves on every change of content or metadata, also a
+	// rewrite that keeps the size and puts the mtime back (which utimes
+	// can do, but not for the ctime).
+	ctimeNS int64
 }
 
 func (p *pinned) close() {
@@ -140,34 +144,33 @@ func (x *Executor) pin(p string) (*pinned, error) {
 	return pn, nil
 }
 
-// hash digests the pinned descriptor from its start, and records the size
-// and mtime it had; they must not change while it is read.
+// hash digests the pinned descriptor from its start, and records the size,
+// mtime and ctime it had; they must not change while it is read.
 func (p *pinned) hash(ctx context.Context, algo string) (string, error) {
 	if _, err := p.file.Seek(0, 0); err != nil {
 		return "", err
 	}
-	before, err := p.file.Stat()
-	if err != nil {
+	var before, after unix.Stat_t
+	if err := unix.Fstat(int(p.file.Fd()), &before); err != nil {
 		return "", err
 	}
 	digest, err := HashReader(ctx, p.file, algo, nil)
 	if err != nil {
 		return "", err
 	}
-	after, err := p.file.Stat()
-	if err != nil {
+	if err := unix.Fstat(int(p.file.Fd()), &after); err != nil {
 		return "", err
 	}
-	if !sameStat(before, after) {
+	if before.Size != after.Size || before.Mtim != after.Mtim || before.Ctim != after.Ctim {
 		return "", fmt.Errorf("%s changed while it was hashed", p.path)
 	}
-	p.size, p.mtimeNS = after.Size(), after.ModTime().UnixNano()
+	p.size, p.mtimeNS, p.ctimeNS = after.Size, after.Mtim.Nano(), after.Ctim.Nano()
 	return digest, nil
 }
 
 // unchanged re-checks, right before an act, that the recorded path still
 // passes checkPath and names the very file that was hashed (same device,
-// inode, size and mtime) in the directory that was opened.
+// inode, size, mtime and ctime) in the directory that was opened.
 func (x *Executor) unchanged(p *pinned) error {
 	st, err := x.checkPath(p.path)
 	if err != nil {
@@ -176,7 +179,7 @@ func (x *Executor) unchanged(p *pinned) error {
 	if keyOf(st) != p.key {
 		return fmt.Errorf("%w: %s was swapped for another file after it was verified", errPathChanged, p.path)
 	}
-	if st.Size != p.size || st.Mtim.Nano() != p.mtimeNS {
+	if st.Size != p.size || st.Mtim.Nano() != p.mtimeNS || st.Ctim.Nano() != p.ctimeNS {
 		return fmt.Errorf("%w: %s was modified after it was verified", errPathChanged, p.path)
 	}
 	var dst unix.Stat_t

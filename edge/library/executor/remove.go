@@ -54,6 +54,11 @@ func (x *Executor) remove(ctx context.Context, jobID, fileID int64, t *pinned, k
 	if err := ctx.Err(); err != nil {
 		return "", nil, fmt.Errorf("interrupted while waiting for the delete lock: %w", err)
 	}
+	// The file to delete first: a link swapped in for it also moves the
+	// kept file's ctime, and the refusal should name the swap.
+	if err := x.unchanged(t); err != nil {
+		return "", nil, err
+	}
 	live := 0
 	for _, k := range kept {
 		if k.key == t.key {
@@ -65,9 +70,6 @@ func (x *Executor) remove(ctx context.Context, jobID, fileID int64, t *pinned, k
 	}
 	if live == 0 {
 		return "", nil, errors.New("no kept copy is still in place unchanged; refusing to delete what may be the last copy")
-	}
-	if err := x.unchanged(t); err != nil {
-		return "", nil, err
 	}
 	if x.beforeMove != nil {
 		x.beforeMove(t.path)

@@ -1,0 +1,78 @@
+package executor_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/vesta-cx/euterpe/edge/library/executor"
+	"github.com/vesta-cx/euterpe/edge/library/policy"
+	"github.com/vesta-cx/euterpe/edge/library/store"
+)
+
+// TestDeleteRerunRecordsFileMovedBeforeCrash leaves the filesystem as a
+// delete killed (SIGKILL, power loss) right after moving its file into
+// the trash leaves it: the file at trash/<job>/<file>/<name>, gone from
+// its path, and no decision recorded. The re-run must record where the
+// file is, not refuse it as missing: a refusal would tell the user the
+// file was kept while the retention empties it from the trash later.
+func TestDeleteRerunRecordsFileMovedBeforeCrash(t *testing.T) {
+	for _, permanent := range []bool{false, true} {
+		t.Run("permanent="+strconv.FormatBool(permanent), func(t *testing.T) {
+			e := newEnv(t, true)
+			kept, del, fk, fd := dupPair(t, e)
+			keptIno := inode(t, kept)
+			j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
+				policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}, Permanent: permanent})
+			if err != nil {
+				t.Fatal(err)
+			}
+			moved := filepath.Join(e.x.Trash.Path(), strconv.FormatInt(j.ID, 10), strconv.FormatInt(fd.ID, 10), filepath.Base(del))
+			if err := os.MkdirAll(filepath.Dir(moved), 0o750); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(del, moved); err != nil {
+				t.Fatal(err)
+			}
+			got := e.runJob()
+			d := decisions(t, e, j.ID)[fd.ID]
+			if got.Status != store.StatusCompleted || d.Decision != executor.DecisionTrashed {
+				t.Fatalf("job %s, decision %+v: want completed, trashed", got.Status, d)
+			}
+			if d.TrashPath == nil || *d.TrashPath != moved {
+				t.Fatalf("trash path %v, want %s", d.TrashPath, moved)
+			}
+			if data, err := os.ReadFile(moved); err != nil || string(data) != dupContent {
+				t.Fatalf("trash copy: %q %v", data, err)
+			}
+			keptIntact(t, kept, keptIno, true)
+		})
+	}
+	// An entry with other content (another library database's job with
+	// the same numbers) is not taken for the file.
+	t.Run("other content", func(t *testing.T) {
+		e := newEnv(t, true)
+		_, del, fk, fd := dupPair(t, e)
+		j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
+			policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stray := filepath.Join(e.x.Trash.Path(), strconv.FormatInt(j.ID, 10), strconv.FormatInt(fd.ID, 10), filepath.Base(del))
+		if err := os.MkdirAll(filepath.Dir(stray), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(stray, []byte("something else"), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(del); err != nil {
+			t.Fatal(err)
+		}
+		e.runJob()
+		if d := decisions(t, e, j.ID)[fd.ID]; d.Decision != executor.DecisionRefused || d.TrashPath != nil {
+			t.Fatalf("decision %+v: want refused", d)
+		}
+	})
+}

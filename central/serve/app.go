@@ -381,7 +381,16 @@ func (a *App) Serve(ctx context.Context, s Settings, d *Deps) error {
 			return nil
 		})
 	}
+	// STOPPING=1 as soon as the stop begins (a signal, or a role that
+	// failed), not once the roles have used up the grace finishing their
+	// work: systemd then shows the unit deactivating.
+	announced := make(chan struct{})
+	go func() {
+		defer close(announced)
+		<-gctx.Done()
+		notifier.Stopping()
+	}()
 	err := g.Wait()
-	notifier.Stopping()
+	<-announced
 	return err
 }

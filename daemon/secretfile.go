@@ -88,6 +88,12 @@ func (c *Config) secretSources(b *binding) (*secretSource, error) {
 		Reason: "set by both " + strings.Join(names, " and ") + "; keep exactly one"}
 }
 
+// ReadPrivateFile returns the trimmed content of a secret file the daemon
+// keeps itself (a key in its state directory), refusing one its group or
+// others may access, like a _FILE setting. A missing file wraps
+// os.ErrNotExist.
+func ReadPrivateFile(path string) (string, error) { return readSecretFile(path, true) }
+
 // readSecretFile returns the trimmed content of the regular file at path.
 // With private set it refuses a file that its group or others may access,
 // as ssh does with private keys: a secret moved out of the environment into

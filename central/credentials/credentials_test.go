@@ -118,6 +118,30 @@ func TestLocalKeyFile(t *testing.T) {
 	}
 }
 
+// TestLooseLocalKeyFileRefused: a central-kek its group or others may read
+// seals nothing from them; it is refused, naming the file and the fix,
+// like a loose _FILE secret, and the error never holds the key.
+func TestLooseLocalKeyFileRefused(t *testing.T) {
+	for _, mode := range []os.FileMode{0o640, 0o604, 0o644} {
+		dir := t.TempDir()
+		if _, _, err := credentials.LoadOrCreateLocal(dir); err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, credentials.LocalKeyFile)
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		key, _ := os.ReadFile(p)
+		_, _, err := credentials.LoadOrCreateLocal(dir)
+		if err == nil || !strings.Contains(err.Error(), "chmod 0600") || !strings.Contains(err.Error(), p) {
+			t.Fatalf("mode %04o: err = %v, want a refusal naming the file and chmod 0600", mode, err)
+		}
+		if _, secret, _ := strings.Cut(strings.TrimSpace(string(key)), ":"); strings.Contains(err.Error(), secret) {
+			t.Fatal("the error holds the key")
+		}
+	}
+}
+
 // TestLocalKEKCreatedAtomically: processes starting together on a fresh
 // state directory all load the one key; none reads a half-written file.
 func TestLocalKEKCreatedAtomically(t *testing.T) {

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/vesta-cx/euterpe/daemon"
 )
 
 // KeySize is the length of every KEK and DEK: AES-256.
@@ -88,7 +90,9 @@ func NewKey() string {
 // 0600, one fresh key) when missing. created reports a new file.
 func LoadOrCreateLocal(stateDir string) (k *Keyring, created bool, err error) {
 	p := filepath.Join(stateDir, LocalKeyFile)
-	b, err := os.ReadFile(p)
+	// A key others can read seals nothing from them: refused like a loose
+	// _FILE secret, before any credential is sealed or opened with it.
+	b, err := daemon.ReadPrivateFile(p)
 	if errors.Is(err, os.ErrNotExist) {
 		if err := os.MkdirAll(stateDir, 0o750); err != nil {
 			return nil, false, fmt.Errorf("local KEK: %w", err)
@@ -101,9 +105,9 @@ func LoadOrCreateLocal(stateDir string) (k *Keyring, created bool, err error) {
 		return k, won, err
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("local KEK: %w", err)
+		return nil, false, fmt.Errorf("local KEK file %s: %w", p, err)
 	}
-	k, err = ParseKeyring(strings.TrimSpace(string(b)), "")
+	k, err = ParseKeyring(b, "")
 	if err != nil {
 		return nil, false, fmt.Errorf("local KEK file %s: %w", p, err)
 	}

@@ -38,8 +38,8 @@ func printLines(env Env, items []json.RawMessage) {
 
 func edgesList(ctx context.Context, env Env, args []string) int {
 	fs, client := centralFlags("edges list", env)
-	if _, ok := positional(fs, env, args, 0, "edges list"); !ok {
-		return 2
+	if _, code, ok := positional(fs, env, args, 0, "edges list"); !ok {
+		return code
 	}
 	c, code := openCentral(env, client)
 	if c == nil {
@@ -55,9 +55,9 @@ func edgesList(ctx context.Context, env Env, args []string) int {
 
 func edgesGet(ctx context.Context, env Env, args []string) int {
 	fs, client := centralFlags("edges get", env)
-	pos, ok := positional(fs, env, args, 1, "edges get EDGE_ID")
+	pos, code, ok := positional(fs, env, args, 1, "edges get EDGE_ID")
 	if !ok {
-		return 2
+		return code
 	}
 	c, code := openCentral(env, client)
 	if c == nil {
@@ -75,9 +75,9 @@ func edgesJobs(ctx context.Context, env Env, args []string) int {
 	fs, client := centralFlags("edges jobs", env)
 	status := fs.String("status", "", "only jobs in this status: queued, running, done, error or canceled")
 	limit := fs.Int("limit", 0, "print at most this many jobs (0: all)")
-	pos, ok := positional(fs, env, args, 1, "edges jobs EDGE_ID [--status S] [--limit N]")
+	pos, code, ok := positional(fs, env, args, 1, "edges jobs EDGE_ID [--status S] [--limit N]")
 	if !ok {
-		return 2
+		return code
 	}
 	c, code := openCentral(env, client)
 	if c == nil {
@@ -116,9 +116,9 @@ func edgesEvents(ctx context.Context, env Env, args []string) int {
 	fs, client := centralFlags("edges events", env)
 	follow := fs.Bool("follow", false, "keep printing new events until the job ends on the edge")
 	interval := fs.Duration("interval", 2*time.Second, "how often --follow asks for new events")
-	pos, ok := positional(fs, env, args, 2, "edges events EDGE_ID JOB_ID [--follow]")
+	pos, code, ok := positional(fs, env, args, 2, "edges events EDGE_ID JOB_ID [--follow]")
 	if !ok {
-		return 2
+		return code
 	}
 	c, code := openCentral(env, client)
 	if c == nil {
@@ -172,6 +172,9 @@ func edgesEvents(ctx context.Context, env Env, args []string) int {
 				fmt.Fprintf(env.Stdout, "{\"gap\":%s}\n", g)
 			}
 		}
+		if outputFailed(env) {
+			return 0 // dispatch reports the failed write and exits 1
+		}
 		more := len(out.Events) >= 1000 // more pages of history
 		if !more {
 			switch out.Job.Status {
@@ -200,8 +203,8 @@ func edgesTail(ctx context.Context, env Env, args []string) int {
 	edge := fs.String("edge", "", "only this edge's events")
 	last := fs.String("last-event-id", "", "resume after this event seq (0: from the oldest retained event)")
 	count := fs.Int("count", 0, "exit after this many events (0: run until interrupted)")
-	if _, ok := positional(fs, env, args, 0, "edges tail [--edge EDGE_ID] [--last-event-id SEQ] [--count N]"); !ok {
-		return 2
+	if _, code, ok := positional(fs, env, args, 0, "edges tail [--edge EDGE_ID] [--last-event-id SEQ] [--count N]"); !ok {
+		return code
 	}
 	c, code := openCentral(env, client)
 	if c == nil {
@@ -217,7 +220,12 @@ func edgesTail(ctx context.Context, env Env, args []string) int {
 	}
 	printed := 0
 	emit := func(id, data string) bool {
-		fmt.Fprintln(env.Stdout, data)
+		if _, err := fmt.Fprintln(env.Stdout, data); err != nil {
+			// Output that cannot be written (a full disk; a closed pipe
+			// ends the process by SIGPIPE) ends the tail: it would run for
+			// ever with nowhere to go. dispatch reports it and exits 1.
+			return true
+		}
 		if id != "" {
 			*last = id
 		}

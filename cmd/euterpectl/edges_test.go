@@ -348,3 +348,44 @@ func TestEdgesEventsWithoutEntryID(t *testing.T) {
 		})
 	}
 }
+
+// A follow whose output cannot be written (a full disk) stops and exits 1
+// naming the failed write: edges tail without --count, and edges events
+// --follow on a job still running, would otherwise run for ever printing
+// into nothing.
+func TestFollowStopsWhenOutputCannotBeWritten(t *testing.T) {
+	url, d, _ := startCentral(t, "sqlite")
+	ctx := context.Background()
+	op, err := d.Operators.Create(ctx, "ctl")
+	require.NoError(t, err)
+	reg, err := ingest.NewRegistry(d.DB, d.Keys).Register(ctx, "jetson-full-disk")
+	require.NoError(t, err)
+	evs := []wire.Event{wire.NewEvent(reg.EdgeID, "job-1", "1700000000000-0", "progress", "s", 1700000000000, json.RawMessage(`{}`))}
+	b := wire.Batch{EdgeID: reg.EdgeID, SentAt: time.Now(), Events: evs}
+	raw, err := wire.Encode(b)
+	require.NoError(t, err)
+	body := wire.Compress(raw)
+	req, _ := http.NewRequest(http.MethodPost, url+wire.BatchPath, bytes.NewReader(body))
+	req.Header.Set("Content-Encoding", "gzip")
+	require.NoError(t, wire.Sign(req, time.Now(), b, body, []byte(reg.SyncSecret)))
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, 200, res.StatusCode)
+
+	env := map[string]string{"EUTERPE_OPERATOR_TOKEN": op.Token}
+	for _, args := range [][]string{
+		{"edges", "tail", "--server", url, "--last-event-id", "0"},
+		{"edges", "events", "--server", url, "--follow", "--interval", "50ms", reg.EdgeID, "job-1"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var errb bytes.Buffer
+		code := dispatch(ctx, Env{Stdin: strings.NewReader(""), Stdout: failingWriter{}, Stderr: &errb,
+			Getenv: func(k string) string { return env[k] }}, args)
+		stoppedByItself := ctx.Err() == nil
+		cancel()
+		assert.True(t, stoppedByItself, "%v ran on with nowhere to write", args[:2])
+		assert.Equal(t, 1, code, "%v", args[:2])
+		assert.Contains(t, errb.String(), "no space left on device", "%v", args[:2])
+	}
+}

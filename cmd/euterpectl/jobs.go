@@ -132,7 +132,7 @@ func jobsSubmit(ctx context.Context, env Env, args []string) int {
 	follow := fs.Bool("follow", false, "stream events until the job ends")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return 2
+		return usageExit(err)
 	}
 	if len(pos) > 0 {
 		fmt.Fprintf(env.Stderr, "euterpectl: jobs submit takes no argument: %s (the payload goes in --payload)\n", pos[0])
@@ -207,31 +207,33 @@ func readPayload(v string, stdin io.Reader) (json.RawMessage, error) {
 	return json.RawMessage(b), nil
 }
 
-func oneID(name string, env Env, args []string, extra func(*flag.FlagSet)) (string, *edgeClient, bool) {
+// oneID parses the flags and the one job id argument; when it stops the
+// command, its int is the exit status.
+func oneID(name string, env Env, args []string, extra func(*flag.FlagSet)) (string, *edgeClient, int, bool) {
 	fs, server := newFlags(name, env)
 	if extra != nil {
 		extra(fs)
 	}
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return "", nil, false
+		return "", nil, usageExit(err), false
 	}
 	if len(pos) != 1 {
 		fmt.Fprintf(env.Stderr, "euterpectl: %s needs exactly one job id\n", name)
-		return "", nil, false
+		return "", nil, 2, false
 	}
 	if err := checkJobID(pos[0]); err != nil {
 		report(env, err)
-		return "", nil, false
+		return "", nil, 2, false
 	}
 	c, ok := client(env, *server)
-	return pos[0], c, ok
+	return pos[0], c, 2, ok
 }
 
 func jobsGet(ctx context.Context, env Env, args []string) int {
-	id, c, ok := oneID("jobs get", env, args, nil)
+	id, c, code, ok := oneID("jobs get", env, args, nil)
 	if !ok {
-		return 2
+		return code
 	}
 	out, err := c.do(ctx, http.MethodGet, jobPath(id, ""), nil, nil)
 	if err != nil {
@@ -247,9 +249,9 @@ func jobsGet(ctx context.Context, env Env, args []string) int {
 }
 
 func jobsCancel(ctx context.Context, env Env, args []string) int {
-	id, c, ok := oneID("jobs cancel", env, args, nil)
+	id, c, code, ok := oneID("jobs cancel", env, args, nil)
 	if !ok {
-		return 2
+		return code
 	}
 	out, err := c.do(ctx, http.MethodPost, jobPath(id, "/cancel"), nil, nil)
 	if err != nil {
@@ -262,11 +264,11 @@ func jobsCancel(ctx context.Context, env Env, args []string) int {
 
 func jobsEvents(ctx context.Context, env Env, args []string) int {
 	var after *string
-	id, c, ok := oneID("jobs events", env, args, func(fs *flag.FlagSet) {
+	id, c, code, ok := oneID("jobs events", env, args, func(fs *flag.FlagSet) {
 		after = fs.String("after", "", "resume after this event id")
 	})
 	if !ok {
-		return 2
+		return code
 	}
 	return c.follow(ctx, env, id, *after)
 }

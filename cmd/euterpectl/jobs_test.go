@@ -425,9 +425,40 @@ func TestUsageHidesServerPassword(t *testing.T) {
 	env := map[string]string{"EUTERPE_EDGE_URL": "http://ops:hunter2@127.0.0.1:1", "EUTERPE_CENTRAL_URL": "http://ops:hunter2@127.0.0.1:1"}
 	for _, args := range [][]string{{"jobs", "get", "-h"}, {"jobs", "submit", "--bogus"}, {"edges", "list", "--bogus"}, {"pipeline", "list", "-h"}} {
 		code, out, errOut := runCtlCtx(context.Background(), env, args...)
-		assert.Equal(t, 2, code, "%v", args)
+		want := 2
+		if args[len(args)-1] == "-h" {
+			want = 0
+		}
+		assert.Equal(t, want, code, "%v", args)
 		assert.Contains(t, errOut, "-server", "%v", args)
 		assert.NotContains(t, out+errOut, "hunter2", "%v", args)
+	}
+}
+
+// -h or --help on any command prints its flags and exits 0, as Go's flag
+// package does on its own; a usage error exits 2. webhook verify keeps 2:
+// its 0 means "the signature is valid".
+func TestHelpExitsZero(t *testing.T) {
+	paths := make([]string, 0, len(commands))
+	for p := range commands {
+		paths = append(paths, p)
+	}
+	for _, p := range paths {
+		if p == "version" {
+			continue
+		}
+		for _, h := range []string{"-h", "--help"} {
+			args := append(strings.Fields(p), h)
+			code, _, errOut := runCtlCtx(context.Background(), map[string]string{}, args...)
+			want := 0
+			if p == "webhook verify" {
+				want = 2
+			}
+			assert.Equal(t, want, code, "%v: %s", args, errOut)
+			assert.Contains(t, errOut, "Usage of "+p, "%v", args)
+		}
+		code, _, _ := runCtlCtx(context.Background(), map[string]string{}, append(strings.Fields(p), "--no-such-flag")...)
+		assert.Equal(t, 2, code, "%s --no-such-flag", p)
 	}
 }
 

@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"flag"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -100,20 +101,30 @@ func printUsage(w io.Writer) {
 // too many is named rather than dropped: it is most often a value meant
 // for a flag, and acting without it would do something other than what
 // was asked.
-func positional(fs *flag.FlagSet, env Env, args []string, n int, usage string) ([]string, bool) {
+func positional(fs *flag.FlagSet, env Env, args []string, n int, usage string) ([]string, int, bool) {
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return nil, false
+		return nil, usageExit(err), false
 	}
 	switch {
 	case len(pos) > n:
 		fmt.Fprintf(env.Stderr, "euterpectl: unexpected argument %q; usage: %s\n", clip(pos[n], 80), usage)
-		return nil, false
+		return nil, 2, false
 	case len(pos) < n:
 		fmt.Fprintf(env.Stderr, "euterpectl: usage: %s\n", usage)
-		return nil, false
+		return nil, 2, false
 	}
-	return pos, true
+	return pos, 0, true
+}
+
+// usageExit is the exit status for a command line the flags refused: 0
+// when help was asked for (-h, -help; the flags were printed, as Go's flag
+// package exits on its own), 2 for a usage error.
+func usageExit(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 2
 }
 
 // report prints err as one line. Errors carry what others sent (a
@@ -162,6 +173,14 @@ func serverURL(raw string) (string, error) {
 type recordingWriter struct {
 	w   io.Writer
 	err error
+}
+
+// outputFailed reports whether a write to env's stdout has failed: a
+// command that would otherwise go on printing for as long as the user
+// wants (a follow) stops then, since nothing it prints can arrive.
+func outputFailed(env Env) bool {
+	r, ok := env.Stdout.(*recordingWriter)
+	return ok && r.err != nil
 }
 
 func (r *recordingWriter) Write(p []byte) (int, error) {

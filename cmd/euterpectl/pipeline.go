@@ -27,8 +27,8 @@ func pipelineEnqueue(ctx context.Context, env Env, args []string) int {
 	sym := fs.String("symbol", "", "symbol, e.g. an edge id")
 	asof := fs.String("asof", "", "UTC day, YYYY-MM-DD")
 	const usage = "pipeline enqueue --type T --symbol S --asof YYYY-MM-DD"
-	if _, ok := positional(fs, env, args, 0, usage); !ok {
-		return 2
+	if _, code, ok := positional(fs, env, args, 0, usage); !ok {
+		return code
 	}
 	if *typ == "" || *sym == "" || *asof == "" {
 		fmt.Fprintf(env.Stderr, "euterpectl: --type, --symbol and --asof are required; usage: %s\n", usage)
@@ -50,9 +50,9 @@ func pipelineEnqueue(ctx context.Context, env Env, args []string) int {
 // pipelineID parses the flags and the one job id argument.
 func pipelineID(name string, env Env, args []string) (*centralClient, string, int) {
 	fs, open := centralFlags(name, env)
-	pos, ok := positional(fs, env, args, 1, name+" ID")
+	pos, code, ok := positional(fs, env, args, 1, name+" ID")
 	if !ok {
-		return nil, "", 2
+		return nil, "", code
 	}
 	c, err := open()
 	if err != nil {
@@ -100,8 +100,8 @@ func pipelineList(name, path string) func(ctx context.Context, env Env, args []s
 		limit := fs.Int("limit", 100, "jobs per page (1-500)")
 		cursor := fs.String("cursor", "", "start after the page whose next_cursor this is")
 		all := fs.Bool("all", false, "follow every page")
-		if _, ok := positional(fs, env, args, 0, name+" "+commands[name].Usage); !ok {
-			return 2
+		if _, code, ok := positional(fs, env, args, 0, name+" "+commands[name].Usage); !ok {
+			return code
 		}
 		c, err := open()
 		if err != nil {

@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"context"
+	"net/http"
 	"time"
 
 	"github.com/vesta-cx/euterpe/central/inbox"
@@ -38,3 +40,8 @@ func WatchdogLastProgress(w *Watchdog) time.Time { return w.lastProgress() }
 // ProgressDue says whether a progress event for percent p follows one for
 // last.
 func ProgressDue(last, p int) bool { return progressDue(last, p) }
+
+// CallRefresh makes one refresh call to url the way the runner does.
+func CallRefresh(ctx context.Context, url string, req RefreshRequest) error {
+	return refresher{client: http.DefaultClient, now: time.Now}.call(ctx, url, req, [][]byte{[]byte("secret")})
+}

@@ -47,7 +47,9 @@ func (r refresher) call(ctx context.Context, url string, req RefreshRequest, sec
 	}
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("refresh_url: %w", err)
+		// A URL that does not parse is quoted whole in the error, its
+		// user info and query (where a token may be) included.
+		return fmt.Errorf("refresh_url: %w", scrub(err))
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	eventID := fmt.Sprintf("refresh-%s-v%d-%d", req.JobID, req.CredentialVersion, req.RefreshAttempt)

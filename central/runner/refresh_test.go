@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -190,4 +191,20 @@ func counter(t *testing.T, c prometheus.Counter) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// A refresh_url the request cannot even be built from (a bad escape in its
+// query) fails without the URL's query, which may hold a token, in the
+// error the runner logs and stores.
+func TestRefreshURLErrorsHideTheQuery(t *testing.T) {
+	const token = "tok-9f2c1e77d0"
+	for _, u := range []string{
+		"https://requester.example/refresh?token=" + token + "&x=%zz",
+		"https://user:" + token + "@requester.example/refresh\x7f",
+	} {
+		err := runner.CallRefresh(context.Background(), u, runner.RefreshRequest{JobID: "j", CredentialVersion: 1, RefreshAttempt: 1})
+		if err == nil || strings.Contains(err.Error(), token) {
+			t.Fatalf("%q: err = %v", u, err)
+		}
+	}
 }

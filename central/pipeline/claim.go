@@ -109,15 +109,31 @@ func (s *Store) Keep(ctx context.Context, j *Job, ttl time.Duration, work func(c
 		lease.Until(j.Deadline))
 }
 
-// SetRunning restamps the attempt's start on j's row (fenced; the final
-// write copies it to started_at). The claim itself moves queued → running
-// and stamps it; this is for a caller that starts the work later.
+// SetRunning restamps the attempt's start on j's row (the final write
+// copies it to started_at). The claim itself moves queued → running and
+// stamps it; this is for a caller that starts the work later, so j must be
+// held running: any other status is a *lease.TransitionError (a queued job
+// is started by a claim, never by this), and a row that is no longer
+// running under j's claim — finished or put back in the queue through
+// another copy of it — is a *lease.StaleError. The claim_version alone
+// does not fence this: the final writes keep it.
 func (s *Store) SetRunning(ctx context.Context, j *Job, startedAt time.Time) error {
 	if j.Status != StatusRunning {
-		return Transitions.Check(j.Status, StatusRunning)
+		return &lease.TransitionError{Machine: Transitions.Machine, From: j.Status, To: StatusRunning,
+			Reason: "set_running restamps a claimed job; a claim starts a queued one"}
 	}
 	err := s.DB.Tx(ctx, func(tx *sql.Tx) error {
-		return s.q.Exec(ctx, tx, &j.Claim, "updated_at = ?", sqldb.Micros(startedAt))
+		res, err := s.DB.ExecTx(ctx, tx, "UPDATE pipeline_jobs SET updated_at = ? WHERE job_id = ? AND claim_version = ? AND status = ?",
+			sqldb.Micros(startedAt), j.ID, j.Version, StatusRunning)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return &lease.StaleError{Table: Lease.Table, ID: j.ID, Version: j.Version}
+		}
+		return nil
 	})
 	if err == nil {
 		j.At = startedAt

@@ -24,6 +24,10 @@ type Metrics struct {
 	Failures  *prometheus.CounterVec
 	Finished  *prometheus.CounterVec
 	Duration  *prometheus.HistogramVec
+	// ScheduleRefused counts the scheduled days whose message was refused
+	// for good: each (type, symbol, asof) once, since its mark keeps the
+	// scheduler from refusing it again.
+	ScheduleRefused *prometheus.CounterVec
 }
 
 // NewMetrics creates the series and registers them, with the backlog and
@@ -46,9 +50,12 @@ func NewMetrics(reg prometheus.Registerer, store *Store) *Metrics {
 			Name: "euterpe_pipeline_job_duration_seconds", Help: "Pipeline job latency, enqueue to success or final failure (p95: job_latency_p95).",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 14),
 		}, []string{"job_type", "status"}),
+		ScheduleRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "euterpe_pipeline_schedule_refused_total", Help: "Scheduled days not enqueued because their message was refused (INVALID_MESSAGE, MESSAGE_TOO_LARGE); each day once.",
+		}, []string{"job_type", "error_code"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Enqueued, m.Conflicts, m.Failures, m.Finished, m.Duration)
+		reg.MustRegister(m.Enqueued, m.Conflicts, m.Failures, m.Finished, m.Duration, m.ScheduleRefused)
 		if store != nil {
 			reg.MustRegister(&gauges{store: store})
 		}
@@ -65,6 +72,12 @@ func (m *Metrics) enqueued(jobType string) {
 func (m *Metrics) conflict(jobType string) {
 	if m != nil {
 		m.Conflicts.WithLabelValues(jobType).Inc()
+	}
+}
+
+func (m *Metrics) scheduleRefused(jobType, code string) {
+	if m != nil {
+		m.ScheduleRefused.WithLabelValues(jobType, code).Inc()
 	}
 }
 

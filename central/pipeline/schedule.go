@@ -115,8 +115,12 @@ func (s *Scheduler) schedule(ctx context.Context, jobType, sym, asof string) (bo
 	st := s.Store
 	m := st.Message(Request{JobType: jobType, Symbol: sym, Asof: asof, RequestedBy: "scheduler"})
 	if err := st.checkSubmit(m); err != nil {
-		jobLog(s.Log, m, "", err).Error("pipeline scheduler: refusing a message", "alert", true)
-		return false, nil
+		if code := ErrorCode(err); code != CodeInvalidMessage && code != CodeMessageTooLarge {
+			// Not a verdict on the message: the next tick asks again.
+			jobLog(s.Log, m, "", err).Warn("pipeline scheduler: cannot check a message; will retry", alertAttr(err)...)
+			return false, nil
+		}
+		return false, s.refuse(ctx, m, err)
 	}
 	var out Created
 	marked := false
@@ -144,6 +148,29 @@ func (s *Scheduler) schedule(ctx context.Context, jobType, sym, asof string) (bo
 		st.submitted(m, out)
 	}
 	return marked, nil
+}
+
+// refuse records the final refusal err of m's day in its schedule mark
+// (an empty job_id, the code and message), so the day is refused — alerted and
+// counted — once, by one pod, like a systemd timer whose unit failed: not
+// triggered again before its next slot. The same message would be refused
+// again; the operator fixes the cause and submits the day by hand.
+func (s *Scheduler) refuse(ctx context.Context, m JobMessage, err error) error {
+	st := s.Store
+	code := ErrorCode(err)
+	msg := Redact(err.Error())
+	res, xerr := st.DB.ExecContext(ctx, st.DB.Rebind(`INSERT INTO pipeline_schedule_runs (job_type, symbol, asof, job_id, scheduled_at, error_code, error_message)
+		VALUES (?, ?, ?, '', ?, ?, ?) ON CONFLICT (job_type, symbol, asof) DO NOTHING`),
+		m.JobType, m.Symbol, m.Asof, sqldb.Micros(st.now()), code, msg)
+	if xerr != nil {
+		return unavailable(CodeQueueUnavailable, fmt.Errorf("pipeline scheduler: record a refusal: %w", xerr))
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return nil // another pod refused (or scheduled) it
+	}
+	st.Metrics.scheduleRefused(m.JobType, code)
+	jobLog(s.Log, m, "", err).Error("pipeline scheduler: refusing a message; the day is not scheduled again", "alert", true)
+	return nil
 }
 
 // Run schedules until ctx is done: at start (the catch-up), at every slot,

@@ -218,13 +218,13 @@ var activeList = "'" + strings.Join(ActiveStatuses, "', '") + "'"
 
 // CreateQueued is create_queued alone, in its own transaction: the row is
 // created queued but not yet visible (Enqueue makes it so). Producers use
-// Submit, which does both in one commit.
+// Submit, which does both in one commit. The message passes Submit's
+// checks, its job type's included: a message refused here would otherwise
+// become a job every worker fails.
 func (s *Store) CreateQueued(ctx context.Context, m JobMessage) (Created, error) {
-	if err := m.Validate(); err != nil {
+	if err := s.checkSubmit(m); err != nil {
+		s.logJob(m, "", err).Error("pipeline message refused", alertAttr(err)...)
 		return Created{}, err
-	}
-	if !IsJobID(m.JobID) {
-		return Created{}, invalid("job_id must be a UUID (NewJobID)")
 	}
 	var out Created
 	err := s.DB.Tx(ctx, func(tx *sql.Tx) error {

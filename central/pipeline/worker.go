@@ -141,7 +141,11 @@ func (w *Worker) execute(ctx context.Context, j *Job) (string, error) {
 }
 
 // succeed hands j's success to the finisher and waits for the write (the
-// lease is kept meanwhile).
+// lease is kept meanwhile). Once handed over, the success is written
+// whatever becomes of ctx (the finisher outlives the jobs, and its write is
+// fenced on the claim), so its answer is waited for even past the lease
+// deadline or a shutdown: only it says whether the job succeeded or its
+// lease was lost.
 func (w *Worker) succeed(ctx context.Context, j *Job, ref string) error {
 	res := make(chan error, 1)
 	select {
@@ -149,12 +153,7 @@ func (w *Worker) succeed(ctx context.Context, j *Job, ref string) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	select {
-	case err := <-res:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return <-res
 }
 
 // finisher writes successes in batches: whatever accumulated while the

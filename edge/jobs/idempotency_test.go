@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -117,4 +118,54 @@ func testIdempotencyRecordOfVanishedJob(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, c.Duplicate)
 	assert.Equal(t, c.ID, rdb.Get(ctx, jobs.IdempotencyKey("legacy")).Val())
+}
+
+// A job's TTL runs from its last event, so a job that keeps working outlives
+// the TTL it was created with; its idempotency record must live as long, or
+// a retry while the job still runs would create a second job.
+func TestIdempotencyRecordLivesAsLongAsItsJob(t *testing.T) {
+	testsvc.EachRedis(t, testIdempotencyRecordLivesAsLongAsItsJob)
+}
+
+func testIdempotencyRecordLivesAsLongAsItsJob(t *testing.T) {
+	st, rdb := newStore(t)
+	ctx := context.Background()
+	nj := jobs.NewJob{Task: "chat", Payload: json.RawMessage(`{}`), TTL: 60, IdempotencyKey: "long", Fingerprint: "f1"}
+	a, err := st.Create(ctx, nj)
+	require.NoError(t, err)
+	records := []string{jobs.IdempotencyKey("long"), jobs.IdempotencyFingerprintKey("long")}
+	age := func() {
+		// 55 of the 60 seconds have passed since the job was created.
+		for _, k := range records {
+			require.True(t, rdb.Expire(ctx, k, 5*time.Second).Val())
+		}
+	}
+	for _, step := range []func() error{
+		func() error { _, err := st.SetRunning(ctx, a.ID, "w", nil); return err },
+		func() error { _, err := st.AppendEvent(ctx, a.ID, "delta", "w", json.RawMessage(`{}`)); return err },
+		func() error {
+			_, err := st.Finish(ctx, a.ID, jobs.Done, "w", json.RawMessage(`{}`), nil, "")
+			return err
+		},
+	} {
+		age()
+		require.NoError(t, step())
+		for _, k := range records {
+			assert.InDelta(t, 60, rdb.TTL(ctx, k).Val().Seconds(), 2, "%s not refreshed with its job", k)
+		}
+		assert.InDelta(t, 60, rdb.TTL(ctx, jobs.JobKey(a.ID)).Val().Seconds(), 2)
+	}
+	again, err := st.Create(ctx, nj)
+	require.NoError(t, err)
+	assert.Equal(t, jobs.Created{ID: a.ID, Duplicate: true, Status: jobs.Done}, again)
+
+	// A job created without a key refreshes nothing of another's.
+	plain, err := st.Create(ctx, jobs.NewJob{Task: "chat", Payload: json.RawMessage(`{}`), TTL: 60})
+	require.NoError(t, err)
+	age()
+	_, err = st.SetRunning(ctx, plain.ID, "w", nil)
+	require.NoError(t, err)
+	for _, k := range records {
+		assert.LessOrEqual(t, rdb.TTL(ctx, k).Val().Seconds(), 5.0)
+	}
 }

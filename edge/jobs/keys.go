@@ -33,12 +33,24 @@ const CancelPattern = "job:*:cancel"
 
 // IdempotencyKey maps a client's Idempotency-Key header to its job: it
 // holds the job id, as the contract says.
-func IdempotencyKey(key string) string { return "idempotency:" + key }
+func IdempotencyKey(key string) string { return idempotencyPrefix + key }
 
 // IdempotencyFingerprintKey holds the fingerprint of the request that took
 // IdempotencyKey(key), with the same TTL. Its prefix is not "idempotency:",
 // so no client key can name it.
-func IdempotencyFingerprintKey(key string) string { return "idempotency_fingerprint:" + key }
+func IdempotencyFingerprintKey(key string) string { return idempotencyFingerprintPrefix + key }
+
+// IdempotencyJobKey names, for a job created with an Idempotency-Key, that
+// key, so that every write refreshing the job's TTL refreshes its record
+// too: a job's TTL runs from its last event, and a record expiring while
+// its job still lives would let a retry create a second job.
+func IdempotencyJobKey(id string) string { return idempotencyJobPrefix + id }
+
+const (
+	idempotencyPrefix            = "idempotency:"
+	idempotencyFingerprintPrefix = "idempotency_fingerprint:"
+	idempotencyJobPrefix         = "idempotency_job:"
+)
 
 // Tasks are the task names the contract allows.
 var Tasks = []string{"chat", "plan", "code", "tool", "rag", "embed"}

@@ -19,7 +19,8 @@ import (
 // ARGV: id, task, payload, now_ms, ttl_s, request fingerprint, queue maxlen
 // (0: no trimming, the normal case; finished entries are deleted by the
 // worker, see transitionScript), capture stream ("" none: see captureLua),
-// stale record to replace ("" none)
+// stale record to replace ("" none), idempotency key as the client gave it
+// (for IdempotencyJobKey)
 var createScript = redis.NewScript(`
 redis.replicate_commands()
 if #KEYS >= 5 then
@@ -29,6 +30,7 @@ if #KEYS >= 5 then
   if prev and not stale then return {'duplicate', prev, redis.call('GET', KEYS[5]) or ''} end
   redis.call('SET', KEYS[4], ARGV[1], 'EX', ARGV[5])
   redis.call('SET', KEYS[5], ARGV[6], 'EX', ARGV[5])
+  redis.call('SET', '` + idempotencyJobPrefix + `' .. ARGV[1], ARGV[10], 'EX', ARGV[5])
 end
 redis.call('HSET', KEYS[1], 'job_id', ARGV[1], 'task', ARGV[2], 'payload', ARGV[3],
   'status', 'queued', 'created_ts', ARGV[4], 'updated_ts', ARGV[4], 'ttl_s', ARGV[5],
@@ -49,7 +51,8 @@ return {'created', ev, msg}
 
 // transitionScript is every write after creation. It refuses unless the
 // current status is one of the allowed sources, then updates the hash, adds
-// the event, refreshes both TTLs from the hash's ttl_s, publishes a cancel
+// the event, refreshes both TTLs from the hash's ttl_s (and those of the
+// job's idempotency record, see IdempotencyJobKey), publishes a cancel
 // and acknowledges the queue message as asked. The message is also
 // acknowledged when the job is gone or already terminal, since there is
 // nothing left to do for it. An acknowledged message is then deleted
@@ -92,6 +95,15 @@ local ttl = tonumber(redis.call('HGET', KEYS[1], 'ttl_s'))
 if ttl and ttl > 0 then
   redis.call('EXPIRE', KEYS[1], ttl)
   redis.call('EXPIRE', KEYS[2], ttl)
+  local back = '` + idempotencyJobPrefix + `' .. ARGV[10]
+  local ik = redis.call('GET', back)
+  if ik then
+    redis.call('EXPIRE', back, ttl)
+    if redis.call('GET', '` + idempotencyPrefix + `' .. ik) == ARGV[10] then
+      redis.call('EXPIRE', '` + idempotencyPrefix + `' .. ik, ttl)
+      redis.call('EXPIRE', '` + idempotencyFingerprintPrefix + `' .. ik, ttl)
+    end
+  end
 end
 if ARGV[8] ~= '' then redis.call('PUBLISH', ARGV[8], ARGV[10]) end
 ack()

@@ -135,7 +135,7 @@ func (s *Store) Create(ctx context.Context, nj NewJob) (Created, error) {
 				keys = append(keys, JobKey(staleJob))
 			}
 		}
-		res, err := createScript.Run(ctx, s.rdb, keys, id, nj.Task, string(nj.Payload), s.nowMS(), nj.TTL, nj.Fingerprint, s.QueueMaxLen, s.Capture, stale).StringSlice()
+		res, err := createScript.Run(ctx, s.rdb, keys, id, nj.Task, string(nj.Payload), s.nowMS(), nj.TTL, nj.Fingerprint, s.QueueMaxLen, s.Capture, stale, nj.IdempotencyKey).StringSlice()
 		if err != nil {
 			return Created{}, fmt.Errorf("create job: %w", err)
 		}

@@ -1,10 +1,15 @@
 package inbox_test
 
 import (
+	"context"
+	"net/url"
 	"testing"
+	"time"
 
 	"github.com/vesta-cx/euterpe/central/inbox"
+	"github.com/vesta-cx/euterpe/central/schema"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
+	"github.com/vesta-cx/euterpe/daemon/sqldb/sqltest"
 )
 
 // TestStoreOnTheRealClockFollowsTheDatabaseClock: a store without
@@ -24,4 +29,43 @@ func TestStoreOnTheRealClockFollowsTheDatabaseClock(t *testing.T) {
 			t.Fatal("WithClock did not reach the lease queue")
 		}
 	})
+}
+
+// The first measurement of the database clock takes a connection of its
+// own: made inside a transaction that holds the last one, it would wait
+// out its timeout and leave the store on this process's clock.
+func TestFirstClockMeasurementDoesNotWaitForTheTransactionsConnection(t *testing.T) {
+	ctx := context.Background()
+	u, err := url.Parse(sqltest.URL(t, sqldb.Postgres))
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs := u.Query()
+	qs.Set("pool_max_conns", "1")
+	u.RawQuery = qs.Encode()
+	db, err := sqldb.Open(ctx, u.String(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	if _, err := sqldb.Migrate(ctx, db, schema.Migrations()); err != nil {
+		t.Fatal(err)
+	}
+	req := addRequester(t, db)
+	for _, step := range []struct {
+		name string
+		run  func(s *inbox.Store) error
+	}{
+		{"enqueue", func(s *inbox.Store) error { return s.Enqueue(ctx, newJob(req, false)) }},
+		{"claim", func(s *inbox.Store) error { _, err := s.Claim(ctx, "w", 1, time.Minute); return err }},
+	} {
+		s := inbox.New(db, testKeys(t), inbox.DefaultPolicy())
+		start := time.Now()
+		if err := step.run(s); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			t.Fatalf("the first %s of a store took %v: it measured the clock inside its transaction", step.name, took)
+		}
+	}
 }

@@ -144,6 +144,7 @@ func (s *Store) Insert(ctx context.Context, tx *sql.Tx, j NewJob) error {
 
 // Enqueue inserts j in its own transaction (tests, tools, benchmarks).
 func (s *Store) Enqueue(ctx context.Context, j NewJob) error {
+	s.now() // the first measurement of the database clock, before the transaction holds a connection
 	return s.db.Tx(ctx, func(tx *sql.Tx) error { return s.Insert(ctx, tx, j) })
 }
 

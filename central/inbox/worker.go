@@ -22,6 +22,7 @@ import (
 // claim_version, so the same call may claim them again. Each claim records
 // its queued -> claimed event.
 func (s *Store) Claim(ctx context.Context, worker string, n int, ttl time.Duration) ([]*Job, error) {
+	s.now() // the first measurement of the database clock, before the transaction holds a connection
 	var jobs []*Job
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
 		now := s.now()

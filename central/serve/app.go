@@ -264,6 +264,10 @@ func (a *App) Open(ctx context.Context, s Settings, log *slog.Logger, getenv fun
 	if err := ValidateQueues(db, jobs); err != nil {
 		return nil, nil, err
 	}
+	// The inbox's first reading of the database clock waits for a
+	// connection of its own; made now, it never waits inside a request's
+	// transaction for a pool that transactions hold (lease.Queue.Time).
+	jobs.Now()
 	applied, err := sqldb.Migrate(ctx, db, a.migrations...)
 	if err != nil {
 		return nil, nil, err

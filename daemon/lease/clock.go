@@ -19,11 +19,12 @@ const clockRetry = 5 * time.Second
 
 // dbClock keeps the offset from this process's clock to the database's.
 type dbClock struct {
-	mu       sync.Mutex
-	offset   time.Duration
-	synced   bool
-	syncedAt time.Time // wall time with its monotonic reading, of the last measurement
-	retryAt  time.Time // no measurement before this, after one failed
+	mu        sync.Mutex
+	offset    time.Duration
+	synced    bool
+	syncedAt  time.Time // wall time with its monotonic reading, of the last measurement
+	retryAt   time.Time // no measurement before this, after one failed
+	measuring bool      // a resync runs in the background
 }
 
 // Time is the current time by the database's clock: this process's clock
@@ -37,29 +38,67 @@ type dbClock struct {
 // database. If the database cannot be read, the last offset (none at
 // first) is kept and the measurement is retried clockRetry later; the
 // statement that follows fails the same way anyway.
+//
+// A measurement takes a connection of its own, and Time is mostly called
+// inside transactions, each holding one: when they hold the whole pool, a
+// caller waiting for the measurement would wait for a connection it holds
+// itself. So only the first measurement is waited for (Claim and Reclaim
+// make it before their transaction begins); later ones run in the
+// background while callers keep the last offset, which drifts by little in
+// the time one takes.
 func (q *Queue) Time() time.Time {
 	local := q.local()
 	c := &q.clock
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if time.Now().Before(c.retryAt) || c.measuring {
+		return local.Add(c.offset)
+	}
+	switch {
+	case !c.synced:
+		offset, after, err := q.measure()
+		if err != nil {
+			c.retryAt = time.Now().Add(clockRetry)
+			break
+		}
+		c.offset, c.synced, c.syncedAt = offset, true, time.Now()
+		local = after
 	// A fake Now (tests) is measured once: re-measuring would undo the time
 	// the test moved it forward.
-	due := !c.synced || (q.Now == nil && time.Since(c.syncedAt) >= ClockResync)
-	if due && !time.Now().Before(c.retryAt) {
-		before := q.local()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		db, err := q.DB.Clock(ctx)
-		cancel()
-		after := q.local()
-		if err == nil {
-			c.offset = db.Sub(before.Add(after.Sub(before) / 2))
-			c.synced, c.syncedAt = true, time.Now()
-			local = after
-		} else {
-			c.retryAt = time.Now().Add(clockRetry)
-		}
+	case q.Now == nil && time.Since(c.syncedAt) >= ClockResync:
+		c.measuring = true
+		// Not owned by a caller: it ends by itself within measure's 5 s.
+		go q.resync()
 	}
 	return local.Add(c.offset)
+}
+
+// resync measures the database clock again for Time, in the background.
+func (q *Queue) resync() {
+	offset, _, err := q.measure()
+	c := &q.clock
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.measuring = false
+	if err != nil {
+		c.retryAt = time.Now().Add(clockRetry)
+		return
+	}
+	c.offset, c.syncedAt = offset, time.Now()
+}
+
+// measure reads the database clock and returns its offset from this
+// process's clock, and this process's clock when the answer came.
+func (q *Queue) measure() (time.Duration, time.Time, error) {
+	before := q.local()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	db, err := q.DB.Clock(ctx)
+	cancel()
+	after := q.local()
+	if err != nil {
+		return 0, after, err
+	}
+	return db.Sub(before.Add(after.Sub(before) / 2)), after, nil
 }
 
 // local is this process's clock: Queue.Now, or time.Now.

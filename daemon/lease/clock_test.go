@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"context"
+	"database/sql"
 	"io"
 	"net"
 	"net/url"
@@ -180,4 +181,67 @@ func (b *blackhole) swallow() {
 		_ = c.Close()
 	}
 	b.conns = nil
+}
+
+// poolOfOne opens the test's Postgres database with a pool of one
+// connection: a transaction then holds every connection there is.
+func poolOfOne(t *testing.T) *sqldb.DB {
+	t.Helper()
+	ctx := context.Background()
+	u, err := url.Parse(sqltest.URL(t, sqldb.Postgres))
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs := u.Query()
+	qs.Set("pool_max_conns", "1")
+	u.RawQuery = qs.Encode()
+	db, err := sqldb.Open(ctx, u.String(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	if _, err := sqldb.Migrate(ctx, db, migrations); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// Measuring the database clock takes a connection of its own. A claim
+// measures it before its transaction holds one, and a due resync does not
+// make the callers inside transactions wait for a connection they hold
+// themselves: with every connection of the pool in a transaction, each
+// would wait out the measurement's timeout, and the measurement fail.
+func TestClockMeasurementDoesNotWaitForTheTransactionsConnection(t *testing.T) {
+	ctx := context.Background()
+	db := poolOfOne(t)
+	q, _ := setup(t, db, 2)
+	q.Now = nil // the real clock, measured again every ClockResync
+
+	start := time.Now()
+	if _, err := q.Claim(ctx, "w", 1, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("the first claim took %v: it measured the clock inside its transaction", took)
+	}
+	lease.DueForClockResync(q)
+	start = time.Now()
+	err := db.Tx(ctx, func(tx *sql.Tx) error {
+		_, err := q.ClaimTx(ctx, tx, "w", 1, time.Minute, q.Time())
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("a claim inside a transaction took %v when the clock was due a measurement", took)
+	}
+	// The measurement still happens, once a connection is free.
+	deadline := time.Now().Add(5 * time.Second)
+	for lease.ClockDue(q) {
+		if time.Now().After(deadline) {
+			t.Fatal("the due measurement of the database clock never happened")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

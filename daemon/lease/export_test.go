@@ -8,3 +8,10 @@ func DueForClockResync(q *Queue) {
 	q.clock.syncedAt = time.Now().Add(-2 * ClockResync)
 	q.clock.mu.Unlock()
 }
+
+// ClockDue reports whether q's clock is still due a measurement.
+func ClockDue(q *Queue) bool {
+	q.clock.mu.Lock()
+	defer q.clock.mu.Unlock()
+	return !q.clock.synced || time.Since(q.clock.syncedAt) >= ClockResync
+}

@@ -291,6 +291,7 @@ func (q *Queue) Claim(ctx context.Context, worker string, n int, ttl time.Durati
 	if err := q.build(); err != nil {
 		return nil, err
 	}
+	q.Time() // the first measurement of the database clock, before the transaction holds a connection
 	var out []Claim
 	err := q.DB.Tx(ctx, func(tx *sql.Tx) error {
 		var err error
@@ -379,6 +380,7 @@ func (q *Queue) Reclaim(ctx context.Context, n int) (int, error) {
 	if err := q.build(); err != nil {
 		return 0, err
 	}
+	q.Time() // the first measurement of the database clock, before the transaction holds a connection
 	var count int
 	err := q.DB.Tx(ctx, func(tx *sql.Tx) error {
 		var err error

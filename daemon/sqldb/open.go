@@ -261,6 +261,16 @@ func InTx(ctx context.Context, b TxStarter, fn func(tx *sql.Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
+	// A panic in fn is recovered by whoever is above (net/http recovers a
+	// handler's): the transaction must not stay open on its connection
+	// meanwhile, least of all on SQLite's one writer, where it would hold
+	// the file's write lock and fail every later BEGIN.
+	defer func() {
+		if p := recover(); p != nil {
+			_ = tx.Rollback()
+			panic(p)
+		}
+	}()
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
 		return err

@@ -27,11 +27,9 @@ func TestConsoleReadsRunOnRedis60(t *testing.T) {
 		ctx := context.Background()
 		require.NoError(t, store.EnsureGroup(ctx))
 
-		var ids []string
 		for range 3 {
-			c, err := store.Create(ctx, jobs.NewJob{Task: "chat", Payload: json.RawMessage(`{}`), TTL: 60})
+			_, err := store.Create(ctx, jobs.NewJob{Task: "chat", Payload: json.RawMessage(`{}`), TTL: 60})
 			require.NoError(t, err)
-			ids = append(ids, c.ID)
 		}
 		// One delivered to a worker and held (pending), one finished.
 		msgs, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: jobs.Group, Consumer: "w1", Streams: []string{jobs.QueueStream, ">"}, Count: 2}).Result()

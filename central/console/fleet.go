@@ -6,6 +6,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
 	"github.com/vesta-cx/euterpe/sync/ingest"
 )
 
@@ -37,7 +38,7 @@ type edgeView struct {
 
 func (r *Role) edgePage(c echo.Context) error {
 	ctx := c.Request().Context()
-	if !isText(c.QueryParam("id")) {
+	if !sqldb.IsText(c.QueryParam("id")) {
 		return daemon.Errorf(http.StatusNotFound, "not_found", "no such edge")
 	}
 	e, err := r.fleet.Edge(ctx, c.QueryParam("id"), r.staleAfter)
@@ -73,7 +74,7 @@ type edgeJobView struct {
 
 func (r *Role) edgeJobPage(c echo.Context) error {
 	ctx := c.Request().Context()
-	if !isText(c.QueryParam("edge")) || !isText(c.QueryParam("id")) {
+	if !sqldb.IsText(c.QueryParam("edge")) || !sqldb.IsText(c.QueryParam("id")) {
 		return daemon.Errorf(http.StatusNotFound, "not_found", "no such job on this edge")
 	}
 	j, err := r.fleet.Job(ctx, c.QueryParam("edge"), c.QueryParam("id"))

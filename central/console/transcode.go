@@ -9,13 +9,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 	"github.com/vesta-cx/euterpe/central/inbox"
 	"github.com/vesta-cx/euterpe/central/outbox"
 	"github.com/vesta-cx/euterpe/central/schema"
 	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
 )
 
 // jobStatuses are the filters of the job list, in lifecycle order.
@@ -115,7 +115,7 @@ type jobView struct {
 func (r *Role) jobPage(c echo.Context) error {
 	ctx := c.Request().Context()
 	id := c.QueryParam("id")
-	if !isText(id) {
+	if !sqldb.IsText(id) {
 		return daemon.Errorf(http.StatusNotFound, "not_found", "no such job")
 	}
 	v, err := r.inbox.Get(ctx, id)
@@ -157,7 +157,7 @@ func (r *Role) redriveWebhook(c echo.Context) error {
 	if id := strings.TrimSpace(c.FormValue("event_id")); id != "" {
 		f.EventIDs = []string{id}
 	}
-	if !isText(f.JobID) || !isText(strings.Join(f.EventIDs, "")) {
+	if !sqldb.IsText(f.JobID) || !sqldb.IsText(strings.Join(f.EventIDs, "")) {
 		return daemon.Errorf(http.StatusBadRequest, "invalid_request", "event_id and job_id must be UTF-8 text without NUL")
 	}
 	n, err := r.outbox.Redrive(c.Request().Context(), f)
@@ -183,11 +183,4 @@ func withRedriven(path string, n int64) string {
 	q.Set("redriven", strconv.FormatInt(n, 10))
 	u.RawQuery = q.Encode()
 	return u.String()
-}
-
-// isText reports whether v can be a stored identifier: Postgres refuses a
-// text parameter that is not UTF-8 or holds NUL (the query would fail and
-// the request end in a 500), and no row of either engine has one.
-func isText(v string) bool {
-	return utf8.ValidString(v) && strings.IndexByte(v, 0) < 0
 }

@@ -211,7 +211,7 @@ var listStatuses = []string{StatusQueued, StatusRunning, StatusSucceeded, Status
 func (a *API) filter(c echo.Context) (Filter, error) {
 	f := Filter{Status: c.QueryParam("status"), JobType: c.QueryParam("job_type"), Symbol: c.QueryParam("symbol"), Cursor: c.QueryParam("cursor")}
 	for _, p := range []struct{ name, v string }{{"job_type", f.JobType}, {"symbol", f.Symbol}} {
-		if !isText(p.v) {
+		if !sqldb.IsText(p.v) {
 			return f, daemon.Errorf(http.StatusBadRequest, "invalid_request", "%s must be UTF-8 text", p.name)
 		}
 	}

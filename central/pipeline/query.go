@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/vesta-cx/euterpe/daemon/lease"
@@ -66,12 +65,6 @@ func jobKey(id string) (string, bool) {
 		return "", false
 	}
 	return u.String(), true
-}
-
-// isText reports whether v can be a text parameter on both engines: UTF-8
-// without NUL (Postgres refuses either, SQLite would compare them).
-func isText(v string) bool {
-	return utf8.ValidString(v) && !strings.ContainsRune(v, 0)
 }
 
 // GetByID is get_by_id.
@@ -137,7 +130,7 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 	var where []string
 	var args []any
 	for _, c := range []struct{ col, v string }{{"status", f.Status}, {"job_type", f.JobType}, {"symbol", f.Symbol}, {"asof", f.Asof}} {
-		if !isText(c.v) {
+		if !sqldb.IsText(c.v) {
 			// No job has such a value (submits are UTF-8 text), and
 			// Postgres would refuse the parameter: no page, on both
 			// engines. The API refuses it first (400 invalid_request).

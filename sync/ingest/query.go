@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strings"
 	"time"
 
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
@@ -161,7 +160,7 @@ func decodeCursor(s string) (*jobCursor, error) {
 	var c jobCursor
 	// A job id holding NUL was never issued (no edge can send one), and
 	// Postgres text cannot hold it: refused here, not failed there.
-	if json.Unmarshal(b, &c) != nil || c.JobID == "" || strings.ContainsRune(c.JobID, 0) {
+	if json.Unmarshal(b, &c) != nil || c.JobID == "" || !sqldb.IsText(c.JobID) {
 		return nil, ErrBadCursor
 	}
 	return &c, nil

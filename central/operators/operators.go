@@ -97,8 +97,12 @@ func (s *Store) Disable(ctx context.Context, id string) error {
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		var one int
-		if err := s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT 1 FROM operators WHERE id = ?`), id).Scan(&one); errors.Is(err, sql.ErrNoRows) {
+		err := s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT 1 FROM operators WHERE id = ?`), id).Scan(&one)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
 			return ErrNotFound
+		case err != nil:
+			return fmt.Errorf("operators: disable: %w", err)
 		}
 	}
 	return nil

@@ -117,7 +117,7 @@ func New(ctx context.Context, log *slog.Logger, stateDir, workerID string, s Set
 	}
 	l := &Library{
 		Store: st, Policy: p, Executor: x, log: log,
-		Trash: &trash.Cleaner{Dir: trashDir.Path(), Retention: s.TrashRetention, Log: log.With("component", "library-trash")},
+		Trash: &trash.Cleaner{Dir: trashDir.Path(), Retention: s.TrashRetention, TrustClock: s.TrashTrustClock, Log: log.With("component", "library-trash")},
 		Scheduler: &policy.Scheduler{
 			Policy: p, Log: log.With("component", "library-policy"), Interval: s.PolicyInterval, Backoff: backoff,
 			WALPath: dbPath + "-wal", WALBytes: int64(s.WALThresholdMB) << 20, WALMode: s.WALMode, AutoHash: s.AutoHash,

@@ -27,6 +27,7 @@ type Settings struct {
 	WALMode            string
 	TrashDir           string // "" = <state>/trash
 	TrashRetention     time.Duration
+	TrashTrustClock    bool
 	LeaseTTL           time.Duration
 	Poll               time.Duration
 	PolicyInterval     time.Duration
@@ -88,6 +89,8 @@ func (s *Settings) Register(cfg *daemon.Config) {
 		"where deleted duplicates are moved (default <state dir>/trash; must be inside the state directory)", nil)
 	cfg.Duration(&s.TrashRetention, "library-trash-retention", "EUTERPE_LIBRARY_TRASH_RETENTION", 30*24*time.Hour, 0, 100*365*24*time.Hour,
 		"trash entries older than this are removed (checked hourly; 0 keeps the trash forever)")
+	cfg.Bool(&s.TrashTrustClock, "library-trash-trust-clock", "EUTERPE_LIBRARY_TRASH_TRUST_CLOCK", false,
+		"empty the trash even when the kernel does not report the clock synchronized (for a clock kept right without NTP)")
 	cfg.Duration(&s.LeaseTTL, "library-lease-ttl", "EUTERPE_LIBRARY_LEASE_TTL", 30*time.Second, time.Second, time.Hour,
 		"lease length of library jobs; heartbeats every third")
 	cfg.Duration(&s.Poll, "library-poll", "EUTERPE_LIBRARY_POLL", time.Second, 10*time.Millisecond, time.Minute,

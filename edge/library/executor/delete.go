@@ -43,7 +43,8 @@ const (
 // it), and removed by remove, which checks again right before the act.
 // Every decision is recorded; a file moved or removed has its decision
 // recorded even when the job is being stopped, and a re-run of the job
-// skips the files it already moved or removed.
+// skips the files it already moved or removed, and finishes or undoes a
+// move to a trash on another filesystem that a kill left staged.
 func (x *Executor) delete(ctx context.Context, c *Claim) error {
 	var p DeletePayload
 	if err := json.Unmarshal([]byte(c.Job.Payload), &p); err != nil {
@@ -93,6 +94,16 @@ func (x *Executor) delete(ctx context.Context, c *Claim) error {
 		if acted[id] {
 			removed++
 			step()
+			continue
+		}
+		if f, reason, err := x.recoverStaged(ctx, c.Job.ID, id, key, kept); err != nil {
+			return err
+		} else if reason != "" {
+			refused++
+			step()
+			if err := record(f, DecisionRefused, reason, nil); err != nil {
+				return err
+			}
 			continue
 		}
 		if f, trash, ok := x.movedBefore(ctx, c.Job.ID, id, key); ok {

@@ -471,8 +471,9 @@ func bindMountCases(t *testing.T) {
 }
 
 // TestTrashRetentionEmptiesDeletedFiles: a trashed duplicate stays in the
-// trash within the retention and is removed after it; the kept file and
-// the rest of the library are untouched.
+// trash within the retention after the cleaner first sees it and is
+// removed after it; the kept file and the rest of the library are
+// untouched.
 func TestTrashRetentionEmptiesDeletedFiles(t *testing.T) {
 	e := newEnv(t, true)
 	kept, del, fk, fd := dupPair(t, e)
@@ -489,12 +490,15 @@ func TestTrashRetentionEmptiesDeletedFiles(t *testing.T) {
 	if _, err := os.Lstat(del); !errors.Is(err, os.ErrNotExist) {
 		t.Fatal("duplicate not moved")
 	}
+	// The cleaner ages an entry from its first sweep on a synchronized
+	// clock, the first step here.
+	start := time.Now()
+	cl := &trash.Cleaner{Dir: e.x.Trash.Path(), Retention: 30 * 24 * time.Hour, Synced: func() bool { return true }}
 	for _, c := range []struct {
 		after time.Duration
 		gone  bool
-	}{{29 * 24 * time.Hour, false}, {31 * 24 * time.Hour, true}} {
-		cl := &trash.Cleaner{Dir: e.x.Trash.Path(), Retention: 30 * 24 * time.Hour,
-			Now: func() time.Time { return time.Now().Add(c.after) }}
+	}{{0, false}, {29 * 24 * time.Hour, false}, {31 * 24 * time.Hour, true}} {
+		cl.Now = func() time.Time { return start.Add(c.after) }
 		if _, err := cl.Sweep(context.Background()); err != nil {
 			t.Fatal(err)
 		}

@@ -7,7 +7,9 @@
 // by its recorded path without following links, re-hashed from the opened
 // descriptor, compared by device and inode with the kept files, and moved
 // by name from its opened directory under a lock, with a last check that
-// what moved is what was hashed.
+// what moved is what was hashed. A re-run of a delete job finishes, or
+// undoes, a move to a trash on another filesystem that a kill left at its
+// hidden staging name (see recoverStaged).
 //
 // The executor writes to the job tables only the columns protocol §7
 // whitelists for each path (claim, heartbeat, finish, recovery). Every such

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vesta-cx/euterpe/edge/library/pathsafe"
 	"github.com/vesta-cx/euterpe/edge/library/trash"
 )
 
@@ -76,21 +77,12 @@ func (x *Executor) remove(ctx context.Context, jobID, fileID int64, t *pinned, k
 	}
 
 	name := filepath.Base(t.path)
-	dst, err := x.Trash.Join(filepath.Join(strconv.FormatInt(jobID, 10), strconv.FormatInt(fileID, 10), name))
-	if err != nil {
-		return "", nil, err
-	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o750); err != nil {
-		return "", nil, err
-	}
-	if err := x.Trash.Contains(dst); err != nil {
-		return "", nil, err
-	}
-	tdir, _, err := openDirNoSymlinks(filepath.Dir(dst))
+	tdir, err := x.trashEntry(jobID, fileID)
 	if err != nil {
 		return "", nil, err
 	}
 	defer tdir.Close()
+	dst := filepath.Join(tdir.Name(), name)
 
 	// Move aside: into the trash, or — across filesystems — to a hidden
 	// name in the file's own directory.
@@ -102,7 +94,7 @@ func (x *Executor) remove(ctx context.Context, jobID, fileID int64, t *pinned, k
 		err = renameNoReplace(t.dir, name, tdir, name)
 	}
 	if errors.Is(err, unix.EXDEV) {
-		stage := fmt.Sprintf(".euterpe-delete-%d-%d", jobID, fileID)
+		stage := stageName(jobID, fileID)
 		at = place{dir: t.dir, name: stage, path: filepath.Join(filepath.Dir(t.path), stage)}
 		inTrash = false
 		err = renameNoReplace(t.dir, name, t.dir, stage)
@@ -193,4 +185,48 @@ func syncDir(dir *os.File) error {
 	}
 	defer unix.Close(fd)
 	return unix.Fsync(fd)
+}
+
+// trashEntry creates (if need be) and opens trash/<job>/<file>/, each
+// level made and opened relative to the one above without following a
+// symlink: a trash/<job> that is a link leads nowhere, and nothing is
+// created where it points.
+func (x *Executor) trashEntry(jobID, fileID int64) (*os.File, error) {
+	dir, _, err := openDirNoSymlinks(x.Trash.Path())
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range []string{strconv.FormatInt(jobID, 10), strconv.FormatInt(fileID, 10)} {
+		if err := unix.Mkdirat(int(dir.Fd()), n, 0o750); err != nil && !errors.Is(err, unix.EEXIST) {
+			dir.Close()
+			return nil, fmt.Errorf("trash entry: %w", err)
+		}
+		sub, err := openSubdir(dir, n)
+		dir.Close()
+		if err != nil {
+			return nil, err
+		}
+		dir = sub
+	}
+	return dir, nil
+}
+
+// openSubdir opens directory name inside dir as an O_PATH descriptor,
+// refusing a symlink in its place; the descriptor's Name is its path.
+func openSubdir(dir *os.File, name string) (*os.File, error) {
+	path := filepath.Join(dir.Name(), name)
+	fd, err := unix.Openat2(int(dir.Fd()), name, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_BENEATH,
+	})
+	if errors.Is(err, unix.ENOSYS) {
+		fd, err = unix.Openat(int(dir.Fd()), name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	}
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.EXDEV) {
+			return nil, fmt.Errorf("%w: trash directory %s is not a directory reached without a symlink", pathsafe.ErrOutside, path)
+		}
+		return nil, fmt.Errorf("open trash directory %s: %w", path, err)
+	}
+	return os.NewFile(uintptr(fd), path), nil
 }

@@ -4,4 +4,32 @@
 // directory descriptors opened without following any symlink, starting at
 // the trash directory itself, so nothing outside the trash is ever
 // removed: a symlink found inside is unlinked, never followed.
+//
+// # Retention and the clock
+//
+// The retention is counted on a clock the cleaner can trust, so that it
+// is never shorter than Retention of correct time. An entry's age runs
+// from the later of its directory's mtime (set when the file is trashed)
+// and the moment the cleaner first saw the entry; that moment is recorded
+// in a marker the cleaner owns, .euterpe-seen-<entry>, next to the entry
+// (outside it: the entry holds exactly what the delete put there, under
+// any name). A device that boots with its clock behind (no RTC battery,
+// before NTP) and trashes a file gives the entry an mtime far in the past;
+// without the marker the first sweep after the clock is corrected would
+// empty it at once.
+//
+// The cleaner removes and marks nothing while the system clock is not
+// synchronized, and its Run logs that once (not every sweep), then once
+// when it resumes. Synchronized is what timedatectl shows as "System clock
+// synchronized": adjtimex reports a maximum error below 16 s, which only
+// an NTP client (systemd-timesyncd, chrony, ntpd) keeps there. Where a
+// sandbox denies adjtimex even for reading (systemd's ProtectClock=yes),
+// the clock counts as synchronized once systemd-timesyncd has touched
+// /run/systemd/timesync/synchronized since boot.
+//
+// A machine with no NTP client therefore never has its trash emptied by
+// default: a careful operator would rather see the trash grow (and the
+// warning say why) than lose the recovery window to a clock nobody
+// checked. Where the clock is right without NTP (a battery-backed RTC kept
+// set by hand), Cleaner.TrustClock skips the check.
 package trash

@@ -58,11 +58,19 @@ func LockContext(ctx context.Context, dir string) (unlock func(), err error) {
 }
 
 // Cleaner removes trash entries (trash/<job>/<file>/, where a delete puts
-// each file) older than Retention. An entry's age is its directory's
-// mtime: the directory is created, and the file renamed or copied into it,
-// when the file is trashed (a rename keeps the file's own mtime, so that
-// cannot be used). Only names made of digits are entries; anything else
-// in the trash (the lock file, an operator's notes) is left alone.
+// each file) once they have been in the trash longer than Retention. Only
+// names made of digits are entries; anything else in the trash (the lock
+// file, an operator's notes) is left alone.
+//
+// An entry's age is taken from the later of its directory's mtime (set
+// when the file is trashed) and the moment the cleaner first saw the entry
+// with a synchronized clock, which it records in a marker of its own next
+// to the entry (markName). The mtime alone is whatever the clock said at
+// trash time: on a machine that boots with its clock behind (no RTC
+// battery, before NTP) it can be years in the past, and the first sweep
+// after the clock is corrected would empty the entry at once. While the
+// clock is not synchronized the cleaner neither removes nor marks
+// anything.
 type Cleaner struct {
 	Dir       string        // the trash directory's real path
 	Retention time.Duration // 0 keeps everything
@@ -70,12 +78,26 @@ type Cleaner struct {
 	Log       *slog.Logger
 	Now       func() time.Time
 
+	// Synced reports whether the wall clock can be trusted; nil asks the
+	// kernel (KernelClockSynchronized).
+	Synced func() bool
+	// TrustClock treats the clock as synchronized without asking: for a
+	// machine whose clock is right without an NTP daemon (a battery-backed
+	// RTC). Without it such a machine never has its trash emptied.
+	TrustClock bool
+
 	// beforeOpen, when set, is called with an entry's path right before
 	// the cleaner opens it. Tests use it to swap the entry at that moment.
 	beforeOpen func(path string)
 }
 
-// Run sweeps at start and then every Interval until ctx ends.
+// ErrClockUnsynchronized is returned by a sweep that removed nothing
+// because the system clock is not synchronized.
+var ErrClockUnsynchronized = errors.New("system clock not synchronized; the trash is not emptied until it is")
+
+// Run sweeps at start and then every Interval until ctx ends. A clock that
+// is not synchronized is logged once when the sweeps start waiting for it,
+// and once more when they resume.
 func (c *Cleaner) Run(ctx context.Context) error {
 	if c.Retention <= 0 {
 		return nil
@@ -86,11 +108,28 @@ func (c *Cleaner) Run(ctx context.Context) error {
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
+	waiting := false
 	for {
-		if n, err := c.Sweep(ctx); err != nil {
+		n, err := c.Sweep(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, ErrClockUnsynchronized):
+			if !waiting {
+				c.log().Warn("trash cleanup waits for the system clock to be synchronized (NTP): nothing is removed until then, so a clock set wrong at boot cannot cut the retention short",
+					"retention", c.Retention)
+			}
+			waiting = true
+		case err != nil:
 			c.log().Warn("trash cleanup", "err", err, "removed", n)
-		} else if n > 0 {
-			c.log().Info("trash cleanup", "removed", n, "retention", c.Retention)
+		default:
+			if waiting {
+				c.log().Info("system clock synchronized; trash cleanup resumes")
+				waiting = false
+			}
+			if n > 0 {
+				c.log().Info("trash cleanup", "removed", n, "retention", c.Retention)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -107,17 +146,32 @@ func (c *Cleaner) log() *slog.Logger {
 	return c.Log
 }
 
+func (c *Cleaner) synced() bool {
+	switch {
+	case c.TrustClock:
+		return true
+	case c.Synced != nil:
+		return c.Synced()
+	}
+	return KernelClockSynchronized()
+}
+
 // Sweep removes every entry older than Retention and then every job
-// directory left empty, and returns how many entries it removed.
+// directory left empty, and returns how many entries it removed. It
+// removes nothing, and returns ErrClockUnsynchronized, while the clock is
+// not synchronized.
 func (c *Cleaner) Sweep(ctx context.Context) (int, error) {
 	if c.Retention <= 0 {
 		return 0, nil
+	}
+	if !c.synced() {
+		return 0, ErrClockUnsynchronized
 	}
 	now := time.Now
 	if c.Now != nil {
 		now = c.Now
 	}
-	cutoff := now().Add(-c.Retention)
+	a := ager{now: now(), retention: c.Retention}
 	root, err := openDir(unix.AT_FDCWD, c.Dir, true)
 	if err != nil {
 		return 0, fmt.Errorf("trash directory %s: %w", c.Dir, err)
@@ -136,18 +190,37 @@ func (c *Cleaner) Sweep(ctx context.Context) (int, error) {
 		if !digits(job) {
 			continue
 		}
-		n, err := c.sweepJob(root, job, cutoff)
+		n, err := c.sweepJob(root, job, a)
 		removed += n
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", filepath.Join(c.Dir, job), err))
 		}
 	}
+	if err := c.dropStaleMarks(root); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", c.Dir, err))
+	}
 	return removed, errors.Join(errs...)
+}
+
+// dropStaleMarks removes, under the trash lock, the trash directory's
+// markers whose entry is gone or is a job directory (whose own entries
+// carry the markers).
+func (c *Cleaner) dropStaleMarks(root *os.File) error {
+	unlock, err := Lock(c.Dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	left, err := names(root)
+	if err != nil {
+		return err
+	}
+	return dropMarks(root, left, func(st *unix.Stat_t) bool { return st.Mode&unix.S_IFMT == unix.S_IFDIR })
 }
 
 // sweepJob empties trash/<job> of old entries under the trash lock, and
 // removes the job directory once it is empty.
-func (c *Cleaner) sweepJob(root *os.File, job string, cutoff time.Time) (int, error) {
+func (c *Cleaner) sweepJob(root *os.File, job string, a ager) (int, error) {
 	unlock, err := Lock(c.Dir)
 	if err != nil {
 		return 0, err
@@ -160,10 +233,14 @@ func (c *Cleaner) sweepJob(root *os.File, job string, cutoff time.Time) (int, er
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		// Not a directory a delete made (a symlink, a stray file): the name
 		// itself goes once it is old, never what it points to.
-		if mtime(&st).Before(cutoff) {
-			return 1, ignoreGone(unix.Unlinkat(int(root.Fd()), job, 0))
+		old, err := a.expired(root, job, &st)
+		if err != nil || !old {
+			return 0, err
 		}
-		return 0, nil
+		if err := ignoreGone(unix.Unlinkat(int(root.Fd()), job, 0)); err != nil {
+			return 0, err
+		}
+		return 1, dropMark(root, job)
 	}
 	if c.beforeOpen != nil {
 		c.beforeOpen(filepath.Join(c.Dir, job))
@@ -189,7 +266,11 @@ func (c *Cleaner) sweepJob(root *os.File, job string, cutoff time.Time) (int, er
 			}
 			continue
 		}
-		if !mtime(&est).Before(cutoff) {
+		old, err := a.expired(jd, e, &est)
+		if err != nil {
+			return removed, err
+		}
+		if !old {
 			continue
 		}
 		if c.beforeOpen != nil {
@@ -199,6 +280,16 @@ func (c *Cleaner) sweepJob(root *os.File, job string, cutoff time.Time) (int, er
 			return removed, err
 		}
 		removed++
+		if err := dropMark(jd, e); err != nil {
+			return removed, err
+		}
+	}
+	left, err := names(jd)
+	if err != nil {
+		return removed, err
+	}
+	if err := dropMarks(jd, left, nil); err != nil {
+		return removed, err
 	}
 	if left, err := names(jd); err == nil && len(left) == 0 {
 		if err := unix.Unlinkat(int(root.Fd()), job, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOTEMPTY) {
@@ -240,27 +331,44 @@ func removeAt(dir *os.File, name string) error {
 }
 
 // openDir opens a directory for reading relative to dirfd with O_NOFOLLOW
-// (a symlink in its place fails with ELOOP or ENOTDIR); whole, it also
-// refuses a symlink anywhere on the path (openat2 RESOLVE_NO_SYMLINKS).
+// (a symlink in its place fails with ELOOP or ENOTDIR). Whole, it also
+// refuses a symlink anywhere on the path (openat2 RESOLVE_NO_SYMLINKS);
+// otherwise name is one entry below dirfd, which must not be a mount
+// point (RESOLVE_NO_XDEV): a filesystem mounted, or a directory
+// bind-mounted, inside the trash is not the trash's to empty.
 func openDir(dirfd int, name string, whole bool) (*os.File, error) {
 	flags := unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
-	var fd int
-	var err error
-	if whole {
-		fd, err = unix.Openat2(dirfd, name, &unix.OpenHow{Flags: uint64(flags), Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
-		if errors.Is(err, unix.ENOSYS) {
-			fd, err = unix.Openat(dirfd, name, flags, 0)
-		}
-	} else {
+	resolve := uint64(unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS)
+	if !whole {
+		resolve |= unix.RESOLVE_NO_XDEV
+	}
+	fd, err := unix.Openat2(dirfd, name, &unix.OpenHow{Flags: uint64(flags), Resolve: resolve})
+	if errors.Is(err, unix.ENOSYS) {
 		fd, err = unix.Openat(dirfd, name, flags, 0)
+		if err == nil && !whole && !sameDevice(dirfd, fd) {
+			unix.Close(fd)
+			err = unix.EXDEV
+		}
 	}
 	if err != nil {
-		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+		switch {
+		case errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR):
 			return nil, fmt.Errorf("%s is not a directory reached without a symlink: %w", name, err)
+		case errors.Is(err, unix.EXDEV):
+			return nil, fmt.Errorf("%s is a mount point, not crossed: %w", name, err)
 		}
 		return nil, err
 	}
 	return os.NewFile(uintptr(fd), name), nil
+}
+
+// sameDevice reports whether two descriptors are on one device. Kernels
+// without openat2 get this check instead of RESOLVE_NO_XDEV: it catches
+// another filesystem mounted inside the trash, not a bind mount of the
+// same one.
+func sameDevice(a, b int) bool {
+	var sa, sb unix.Stat_t
+	return unix.Fstat(a, &sa) == nil && unix.Fstat(b, &sb) == nil && sa.Dev == sb.Dev
 }
 
 // names lists a directory opened by openDir.

@@ -74,8 +74,22 @@ func (f *fixture) age(p string, at time.Time) {
 	}
 }
 
+// cleaner returns a cleaner of the fixture's trash on a synchronized clock.
 func (f *fixture) cleaner() *trash.Cleaner {
-	return &trash.Cleaner{Dir: f.trash, Retention: retention}
+	return &trash.Cleaner{Dir: f.trash, Retention: retention, Synced: func() bool { return true }}
+}
+
+// seenLongAgo runs a sweep of cl as if it had run before old: every entry
+// in the trash then carries a first-seen mark older than the retention,
+// so the next sweep ages the entries by their mtime alone.
+func (f *fixture) seenLongAgo(cl *trash.Cleaner) {
+	f.t.Helper()
+	saved := cl.Now
+	cl.Now = func() time.Time { return old.Add(-time.Hour) }
+	defer func() { cl.Now = saved }()
+	if n, err := cl.Sweep(context.Background()); err != nil || n != 0 {
+		f.t.Fatalf("first sweep: removed %d, %v", n, err)
+	}
 }
 
 func exists(p string) bool {
@@ -130,7 +144,9 @@ func TestSweepRemovesOnlyOldEntriesInsideTheTrash(t *testing.T) {
 	// a recent symlink job directory stays (it is not old yet)
 	f.link("7", outJob)
 
-	n, err := f.cleaner().Sweep(context.Background())
+	cl := f.cleaner()
+	f.seenLongAgo(cl)
+	n, err := cl.Sweep(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,6 +188,7 @@ func TestSweepEntrySwappedForSymlink(t *testing.T) {
 			f.file("1/10/a.bin")
 			f.age(filepath.Join(f.trash, "1/10"), old)
 			cl := f.cleaner()
+			f.seenLongAgo(cl)
 			swapped := false
 			trash.SetBeforeOpen(cl, func(p string) {
 				if p != filepath.Join(f.trash, c.swap) || swapped {

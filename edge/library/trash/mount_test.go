@@ -1,0 +1,91 @@
+package trash_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vesta-cx/euterpe/edge/library/trash"
+)
+
+// TestSweepNeverCrossesMountPoint mounts a directory from outside the
+// trash (a bind mount: the same filesystem, so no device number tells it
+// apart) inside an old entry, over an old entry, and over a job
+// directory. The sweep must not empty what is mounted there: a symlink is
+// not the only way out of the trash. It runs as root in a child test
+// process inside a private mount namespace.
+func TestSweepNeverCrossesMountPoint(t *testing.T) {
+	if os.Getenv("EUTERPE_TEST_MOUNT_NS") == "1" {
+		mountCases(t)
+		return
+	}
+	skip := t.Skip
+	if os.Getenv("CI") == "true" {
+		skip = t.Fatal
+	}
+	if os.Getuid() != 0 {
+		skip("bind mounts need root (run as root to exercise them in a private mount namespace)")
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		skip("unshare (util-linux) not installed")
+	}
+	cmd := exec.Command(unshare, "--mount", "--propagation", "private", os.Args[0],
+		"-test.run=^TestSweepNeverCrossesMountPoint$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), "EUTERPE_TEST_MOUNT_NS=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child in a mount namespace: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "--- PASS: TestSweepNeverCrossesMountPoint") || strings.Contains(string(out), "SKIP") {
+		t.Fatalf("child did not run the cases:\n%s", out)
+	}
+}
+
+func mountCases(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		// at is where, under the trash, the outside directory is mounted.
+		at string
+	}{
+		{"inside an old entry", "1/10/sub"},
+		{"over an old entry", "1/10"},
+		{"over a job directory", "1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t)
+			outFile := f.file(filepath.Join(f.outside, "10", "keep.bin"))
+			f.age(filepath.Join(f.outside, "10"), old)
+			f.file("1/10/sub/a.bin")
+			f.age(filepath.Join(f.trash, "1/10"), old)
+			f.age(f.outside, old)
+			target := filepath.Join(f.trash, c.at)
+			if err := syscall.Mount(f.outside, target, "", syscall.MS_BIND, ""); err != nil {
+				t.Fatalf("bind mount: %v", err)
+			}
+			t.Cleanup(func() { syscall.Unmount(target, syscall.MNT_DETACH) })
+			// The first sweep, long ago, marks what it sees; the second
+			// finds it old.
+			cl := f.cleaner()
+			cl.Now = func() time.Time { return old.Add(-time.Hour) }
+			_, _ = cl.Sweep(context.Background())
+			cl.Now = nil
+			_, _ = cl.Sweep(context.Background())
+			for _, p := range []string{filepath.Join(f.outside, trash.MarkName("10")), filepath.Join(f.outside, "10", trash.MarkName("keep.bin"))} {
+				if exists(p) {
+					t.Fatalf("marker written outside the trash: %s", p)
+				}
+			}
+			f.intact(outFile)
+			if err := syscall.Unmount(target, 0); err != nil {
+				t.Fatal(err)
+			}
+			f.intact(outFile)
+		})
+	}
+}

@@ -9,8 +9,9 @@
 //
 // Delivery is at least once: a dispatcher that dies mid-batch leaves its
 // leases to expire and another one sends the same event_id again. Events of
-// one job go out in sequence order because an event is claimable only while
-// no earlier event of its job is pending or being delivered. Failures are
+// one job go out one at a time, in sequence order: an event is claimable
+// only while no other event of its job is being delivered and no earlier
+// one is pending (a redriven event waits for a later one in flight). Failures are
 // retried with exponential backoff and full jitter, 429/503 honour
 // Retry-After, 410 Gone and refused addresses dead-letter at once, and an
 // event that exhausts its attempts or age moves to the outbox dead-letter,

@@ -15,15 +15,18 @@ import (
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 )
 
-// inOrder makes an event claimable only while no earlier event of its job
-// is still pending or being delivered, so one job's events reach the
-// receiver in sequence order whichever dispatcher or pod sends them. A
-// dead-lettered event does not hold the later ones back; a redriven one does
-// again.
+// inOrder makes an event claimable only while no other event of its job
+// is being delivered and no earlier one is still pending, so one job's
+// events reach the receiver one at a time, in sequence order, whichever
+// dispatcher or pod sends them. A dead-lettered event does not hold the later
+// ones back; a redriven one does again, but only once the job's event in
+// flight (a later one, sent while it was dead) has finished: two events of a
+// job are never delivered at once. One probe of the (job_id, sequence)
+// unique index reads the job's few events.
 const inOrder = `NOT EXISTS (SELECT 1 FROM job_outbox_events e
 	WHERE e.job_id = job_outbox_events.job_id
-	  AND e.sequence < job_outbox_events.sequence
-	  AND e.status IN ('` + schema.OutboxPending + `', '` + schema.OutboxDelivering + `'))`
+	  AND (e.status = '` + schema.OutboxDelivering + `'
+	    OR (e.status = '` + schema.OutboxPending + `' AND e.sequence < job_outbox_events.sequence)))`
 
 // Event is one claimed outbox event. Its claim is shared by the goroutine
 // delivering it and the one renewing its lease: mu guards the claim's
@@ -257,12 +260,45 @@ type RedriveFilter struct {
 // ErrEmptyFilter is returned by Redrive without any selector.
 var ErrEmptyFilter = errors.New("outbox redrive: give event ids, a job id or a since time")
 
+// MaxRedriveEventIDs is the most event ids one Redrive takes. Each id is a
+// bound parameter, and the engines refuse a statement with too many of them
+// (Postgres at 65,535, SQLite at 32,766) with an error that names no cause;
+// a larger set is redriven in several calls, or by job id or time.
+const MaxRedriveEventIDs = 1000
+
+// ErrTooManyEventIDs is matched (errors.Is) by a *TooManyEventIDsError.
+var ErrTooManyEventIDs = errors.New("outbox redrive: too many event ids")
+
+// TooManyEventIDsError refuses a redrive of more than MaxRedriveEventIDs
+// event ids; nothing was changed.
+type TooManyEventIDsError struct{ Count int }
+
+func (e *TooManyEventIDsError) Error() string {
+	return fmt.Sprintf("outbox redrive: %d event ids; at most %d per call", e.Count, MaxRedriveEventIDs)
+}
+
+func (e *TooManyEventIDsError) Unwrap() error { return ErrTooManyEventIDs }
+
+// CheckRedriveEventIDs refuses more than MaxRedriveEventIDs ids (a
+// *TooManyEventIDsError), for callers that check what they were given before
+// they open the database.
+func CheckRedriveEventIDs(ids []string) error {
+	if len(ids) > MaxRedriveEventIDs {
+		return &TooManyEventIDsError{Count: len(ids)}
+	}
+	return nil
+}
+
 // Redrive moves matching dead-lettered events back to pending, due now, with
 // a fresh attempt count and age budget; a new claim_version fences out
-// anything that still held them. It returns how many moved.
+// anything that still held them. It returns how many moved. At most
+// MaxRedriveEventIDs event ids are taken (a *TooManyEventIDsError).
 func (s *Store) Redrive(ctx context.Context, f RedriveFilter) (int64, error) {
 	if len(f.EventIDs) == 0 && f.JobID == "" && f.Since.IsZero() {
 		return 0, ErrEmptyFilter
+	}
+	if err := CheckRedriveEventIDs(f.EventIDs); err != nil {
+		return 0, err
 	}
 	if err := schema.OutboxTransitions.Check(schema.OutboxDeadLetter, schema.OutboxPending); err != nil {
 		return 0, err

@@ -61,6 +61,7 @@ var Routes = [][2]string{
 	{http.MethodGet, "/v1/pipeline/jobs/:id"},
 	{http.MethodPost, "/v1/pipeline/jobs/:id/redrive"},
 	{http.MethodGet, "/v1/pipeline/dlq"},
+	{http.MethodGet, "/v1/pipeline/schedule/refused"},
 }
 
 // Mount adds the routes behind auth (the operator-token middleware).
@@ -71,6 +72,7 @@ func (a *API) Mount(e *echo.Echo, auth echo.MiddlewareFunc) {
 	g.GET("/jobs/:id", a.get)
 	g.POST("/jobs/:id/redrive", a.redrive)
 	g.GET("/dlq", a.dlq)
+	g.GET("/schedule/refused", a.refused)
 }
 
 // authUnavailable wraps the operator-token middleware: the token is looked
@@ -218,14 +220,23 @@ func (a *API) filter(c echo.Context) (Filter, error) {
 	if f.Status != "" && !slices.Contains(listStatuses, f.Status) {
 		return f, daemon.Errorf(http.StatusBadRequest, "invalid_request", "status must be one of %v", listStatuses)
 	}
-	if l := c.QueryParam("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > 500 {
-			return f, daemon.Errorf(http.StatusBadRequest, "invalid_request", "limit must be 1-500")
-		}
-		f.Limit = n
+	n, err := queryLimit(c)
+	f.Limit = n
+	return f, err
+}
+
+// queryLimit reads the limit of a page (1-500; 0 when absent: the
+// default).
+func queryLimit(c echo.Context) (int, error) {
+	l := c.QueryParam("limit")
+	if l == "" {
+		return 0, nil
 	}
-	return f, nil
+	n, err := strconv.Atoi(l)
+	if err != nil || n < 1 || n > 500 {
+		return 0, daemon.Errorf(http.StatusBadRequest, "invalid_request", "limit must be 1-500")
+	}
+	return n, nil
 }
 
 func (a *API) list(c echo.Context) error {
@@ -264,4 +275,25 @@ func (a *API) redrive(c echo.Context) error {
 	a.Log.Info("pipeline job redriven", "job_id", j.JobID, "idempotency_key", j.IdempotencyKey, "symbol", j.Symbol, "asof", j.Asof,
 		"status", j.Status, "requested_by", requestedBy(c))
 	return c.JSON(http.StatusAccepted, Redriven{JobID: j.JobID, Status: j.Status})
+}
+
+// refused lists the scheduled days the scheduler refused for good, which
+// wait for the operator to fix the cause and submit them.
+func (a *API) refused(c echo.Context) error {
+	f := RefusedFilter{JobType: c.QueryParam("job_type"), Symbol: c.QueryParam("symbol"), Cursor: c.QueryParam("cursor")}
+	for _, p := range []struct{ name, v string }{{"job_type", f.JobType}, {"symbol", f.Symbol}} {
+		if !sqldb.IsText(p.v) {
+			return daemon.Errorf(http.StatusBadRequest, "invalid_request", "%s must be UTF-8 text", p.name)
+		}
+	}
+	n, err := queryLimit(c)
+	if err != nil {
+		return err
+	}
+	f.Limit = n
+	p, err := a.Store.Refused(c.Request().Context(), f)
+	if err != nil {
+		return a.error(err)
+	}
+	return c.JSON(http.StatusOK, p)
 }

@@ -135,10 +135,11 @@ func (s *Store) SetRunning(ctx context.Context, j *Job, startedAt time.Time) err
 		}
 		return nil
 	})
-	if err == nil {
-		j.At = startedAt
+	if err != nil {
+		return unavailable(CodeRepoUnavailable, err)
 	}
-	return err
+	j.At = startedAt
+	return nil
 }
 
 // notBefore is the finish time t for jobs, moved up to the latest attempt
@@ -167,11 +168,16 @@ const startedAt = "started_at = updated_at, "
 func (s *Store) SetSucceeded(ctx context.Context, j *Job, finishedAt time.Time, resultRef string) error {
 	finishedAt = notBefore(finishedAt, j)
 	resultRef = RedactRef(resultRef)
+	// Move advances j's claim inside the transaction; a transaction that
+	// did not commit (or runs again) starts from the claim as it was.
+	saved := j.Claim
 	err := s.DB.Tx(ctx, func(tx *sql.Tx) error {
+		j.Claim = saved
 		return s.q.Move(ctx, tx, &j.Claim, StatusSucceeded, finishedAt, "finished_at = ?, result_ref = ?, "+startedAt+release,
 			sqldb.Micros(finishedAt), nullString(resultRef))
 	})
 	if err != nil {
+		j.Claim = saved
 		return unavailable(CodeRepoUnavailable, err)
 	}
 	s.Metrics.finished(j.Msg, StatusSucceeded, "", finishedAt)
@@ -183,7 +189,16 @@ func (s *Store) SetFailed(ctx context.Context, j *Job, finishedAt time.Time, f *
 	if err := checkFailure(f, attempt); err != nil {
 		return err
 	}
-	return s.DB.Tx(ctx, func(tx *sql.Tx) error { return s.setFailed(ctx, tx, j, finishedAt, f, attempt) })
+	saved := j.Claim
+	err := s.DB.Tx(ctx, func(tx *sql.Tx) error {
+		j.Claim = saved
+		return s.setFailed(ctx, tx, j, finishedAt, f, attempt)
+	})
+	if err != nil {
+		j.Claim = saved
+		return unavailable(CodeRepoUnavailable, err)
+	}
+	return nil
 }
 
 func (s *Store) setFailed(ctx context.Context, tx lease.Execer, j *Job, at time.Time, f *JobError, attempt int) error {
@@ -197,7 +212,16 @@ func (s *Store) SetDeadLetter(ctx context.Context, j *Job, finishedAt time.Time,
 	if err := checkFailure(f, attempt); err != nil {
 		return err
 	}
-	return s.DB.Tx(ctx, func(tx *sql.Tx) error { return s.setDeadLetter(ctx, tx, j, finishedAt, f, attempt) })
+	saved := j.Claim
+	err := s.DB.Tx(ctx, func(tx *sql.Tx) error {
+		j.Claim = saved
+		return s.setDeadLetter(ctx, tx, j, finishedAt, f, attempt)
+	})
+	if err != nil {
+		j.Claim = saved
+		return unavailable(CodeRepoUnavailable, err)
+	}
+	return nil
 }
 
 func (s *Store) setDeadLetter(ctx context.Context, tx lease.Execer, j *Job, at time.Time, f *JobError, attempt int) error {

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"net"
@@ -61,7 +62,7 @@ const (
 	ReasonShuttingDown = "shutting_down"
 )
 
-var connLost = regexp.MustCompile(`(?i)(unexpected EOF|broken pipe|connection reset|conn closed|closed pool|connection refused|failed to connect|bad connection|i/o timeout|use of closed network connection)`)
+var connLost = regexp.MustCompile(`(?i)(unexpected EOF|broken pipe|connection reset|conn closed|closed pool|connection refused|failed to connect|bad connection|i/o timeout|use of closed network connection|sql: database is closed)`)
 
 // Reason classifies a database error by why it could not be reached, or
 // returns "" for an error that is not an outage (constraint, syntax, …).
@@ -100,7 +101,7 @@ func Reason(err error) string {
 		return ReasonTimeout
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return ReasonConnRefused
-	case errors.Is(err, driver.ErrBadConn), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+	case errors.Is(err, driver.ErrBadConn), errors.Is(err, sql.ErrConnDone), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
 		return ReasonConnLost
 	}
 	var ne net.Error

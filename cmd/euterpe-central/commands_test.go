@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/vesta-cx/euterpe/central/credentials"
+	"github.com/vesta-cx/euterpe/central/outbox"
 	"github.com/vesta-cx/euterpe/central/requesters"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 	"github.com/vesta-cx/euterpe/daemon/sqldb/sqltest"
@@ -184,6 +185,15 @@ func TestRotateSecretCommand(t *testing.T) {
 	}
 }
 
+// manyIDs is n comma-separated fresh event ids, each after a comma.
+func manyIDs(n int) string {
+	var b strings.Builder
+	for range n {
+		b.WriteString("," + uuid.NewString())
+	}
+	return b.String()
+}
+
 // TestOutboxRedriveCommand: `outbox redrive` puts dead-lettered events
 // back to pending, selected by --event-id, --job-id or --since (an event
 // dead-lettered before the --since window stays); without a selector, or
@@ -231,6 +241,7 @@ func TestOutboxRedriveCommand(t *testing.T) {
 				{"no selector", nil, 2},
 				{"bad since", []string{"--since", "yesterday"}, 2},
 				{"negative since", []string{"--since", "-2h"}, 2},
+				{"too many event ids", []string{"--event-id", byEvent + manyIDs(outbox.MaxRedriveEventIDs)}, 2},
 			} {
 				code, out, errOut := c.run(append([]string{"outbox", "redrive"}, tc.args...)...)
 				if code != tc.code || out != "" || len(lines(errOut)) != 1 {

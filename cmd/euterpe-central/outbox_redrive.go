@@ -18,7 +18,7 @@ func init() {
 	var eventIDs, jobID, since string
 	commands["outbox redrive"] = &command{
 		flags: func(c *daemon.Config) {
-			c.String(&eventIDs, "event-id", "", "", "comma-separated event ids to redrive", nil)
+			c.String(&eventIDs, "event-id", "", "", fmt.Sprintf("comma-separated event ids to redrive (at most %d)", outbox.MaxRedriveEventIDs), nil)
 			c.String(&jobID, "job-id", "", "", "redrive the dead-lettered events of this job", nil)
 			c.String(&since, "since", "", "", "redrive events dead-lettered since an RFC 3339 time or a duration ago (e.g. 2h)", checkSince)
 		},
@@ -34,6 +34,9 @@ func init() {
 			}
 			if len(f.EventIDs) == 0 && f.JobID == "" && f.Since.IsZero() {
 				return &daemon.SettingError{Setting: "-event-id/-job-id/-since", Reason: "give at least one"}
+			}
+			if err := outbox.CheckRedriveEventIDs(f.EventIDs); err != nil {
+				return &daemon.SettingError{Setting: "-event-id", Reason: err.Error()}
 			}
 			d, closeFn, err := app.Open(ctx, s, log, getenv)
 			if err != nil {

@@ -184,6 +184,7 @@ func TestOpenAPIFragment(t *testing.T) {
 	types := map[string]any{
 		"PipelineSubmitRequest": pipeline.SubmitRequest{}, "PipelineCreated": pipeline.Created{}, "PipelineJob": pipeline.JobRecord{},
 		"PipelineLastError": pipeline.LastError{}, "PipelinePage": pipeline.Page{}, "PipelineRedriven": pipeline.Redriven{},
+		"PipelineRefusedDay": pipeline.RefusedDay{}, "PipelineRefusedPage": pipeline.RefusedPage{},
 	}
 	if len(types) != len(doc.Components.Schemas) {
 		t.Errorf("%d schemas, %d Go types", len(doc.Components.Schemas), len(types))

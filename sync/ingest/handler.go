@@ -66,9 +66,9 @@ func (r *Receiver) refuse(c echo.Context, edgeID string, status int, code, msg s
 // logID caps what an unauthenticated header can put in the log.
 func logID(id string) string {
 	if len(id) > 128 {
-		return id[:128] + "…"
+		return strings.ToValidUTF8(id[:128], "") + "…"
 	}
-	return id
+	return strings.ToValidUTF8(id, "\uFFFD")
 }
 
 type retryAfter int
@@ -83,7 +83,9 @@ func (r *Receiver) authenticate(c echo.Context) (string, []byte, error) {
 	// Central's clock, for an edge whose signature is refused for skew.
 	c.Response().Header().Set("Date", now.UTC().Format(http.TimeFormat))
 	edgeID := req.Header.Get(wire.HeaderEdgeID)
-	if edgeID == "" {
+	// An id no edge can have is unknown without asking the database:
+	// Postgres fails on invalid UTF-8, which would answer 503 (retry).
+	if wire.CheckEdgeID(edgeID) != nil {
 		return "", nil, r.refuse(c, edgeID, http.StatusUnauthorized, wire.CodeUnauthorized, "unknown edge", nil)
 	}
 	creds, err := r.Registry.CredentialsAt(req.Context(), edgeID, now)

@@ -94,6 +94,9 @@ func (s *Store) Edges(ctx context.Context, staleAfter time.Duration) ([]EdgeView
 
 // Edge returns one edge, or ErrNotFound.
 func (s *Store) Edge(ctx context.Context, id string, staleAfter time.Duration) (EdgeView, error) {
+	if !sqldb.IsText(id) { // from a URL; Postgres would fail on it
+		return EdgeView{}, ErrNotFound
+	}
 	v, err := scanEdge(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+edgeColumns+` FROM edges WHERE id = ?`), id), s.now(), staleAfter)
 	if errors.Is(err, sql.ErrNoRows) {
 		return v, ErrNotFound
@@ -213,6 +216,9 @@ func (s *Store) Jobs(ctx context.Context, edgeID, status, cursor string, limit i
 
 // Job returns one job summary, or ErrNotFound.
 func (s *Store) Job(ctx context.Context, edgeID, jobID string) (JobView, error) {
+	if !sqldb.IsText(edgeID) || !sqldb.IsText(jobID) { // from a URL; Postgres would fail on them
+		return JobView{}, ErrNotFound
+	}
 	j, err := scanJob(s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT `+jobColumns+` FROM edge_jobs WHERE edge_id = ? AND job_id = ?`), edgeID, jobID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return j, ErrNotFound

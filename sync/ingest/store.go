@@ -94,11 +94,22 @@ func (s *Store) Ingest(ctx context.Context, b wire.Batch) (wire.BatchResult, err
 	var res wire.BatchResult
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
 		res = wire.BatchResult{}
-		fresh, err := s.insertEvents(ctx, tx, events, now)
+		// What retention removed is not stored again: those entries
+		// count as duplicates, as they were before the prune.
+		marks, err := s.pruneMarks(ctx, tx, b)
 		if err != nil {
 			return err
 		}
-		newGaps, err := s.insertGaps(ctx, tx, b.EdgeID, b.Dropped, now)
+		live, gaps := events, b.Dropped
+		if len(marks) > 0 {
+			live = slices.DeleteFunc(slices.Clone(events), func(e wire.Event) bool { return pruned(marks, e.JobID, e.EntryID) })
+			gaps = slices.DeleteFunc(slices.Clone(gaps), func(g wire.Gap) bool { return pruned(marks, g.JobID, g.LastEntryID) })
+		}
+		fresh, err := s.insertEvents(ctx, tx, live, now)
+		if err != nil {
+			return err
+		}
+		newGaps, err := s.insertGaps(ctx, tx, b.EdgeID, gaps, now)
 		if err != nil {
 			return err
 		}

@@ -20,7 +20,10 @@ import (
 // id, and only up to the horizon pg_snapshot_xmin(pg_current_snapshot()):
 // every transaction below it has ended, so no row can appear behind the
 // cursor later. Rows still go out with their seq as SSE id; a resume looks
-// the row's xid up again.
+// the row's xid up again. A resume id above the horizon (a seq read from
+// the operator API, not from this tail) resumes at the horizon, sending
+// again the rows from there on: at least once rather than skipping a
+// transaction still open.
 type TailCursor struct {
 	XID string // Postgres: xid8 as decimal text; "0" before any row
 	Seq int64
@@ -49,7 +52,19 @@ func (s *Store) TailStart(ctx context.Context, lastSeq int64) (TailCursor, error
 		return c, nil
 	default:
 		c.Seq = lastSeq
-		err = s.db.QueryRowContext(ctx, `SELECT xid::text FROM edge_events WHERE seq = $1`, lastSeq).Scan(&c.XID)
+		var above bool
+		var horizon string
+		err = s.db.QueryRowContext(ctx, `SELECT xid::text, xid >= pg_snapshot_xmin(pg_current_snapshot()),
+			pg_snapshot_xmin(pg_current_snapshot())::text FROM edge_events WHERE seq = $1`, lastSeq).Scan(&c.XID, &above, &horizon)
+		if err == nil && above {
+			// The id came from somewhere other than this tail (the
+			// operator API reads past the horizon): a transaction with a
+			// smaller xid may still be open, and a cursor at this row
+			// would skip its rows once it commits. Resume at the horizon
+			// instead: the rows from it on that the client already has
+			// are sent again, with their ids unchanged (at least once).
+			return TailCursor{XID: horizon}, nil
+		}
 		if errors.Is(err, sql.ErrNoRows) {
 			var seq int64
 			// Only below the horizon, as TailPage reads: a row above it may

@@ -11,10 +11,12 @@
 //
 // Central's answers are acted on from a table (outcomes): 2xx carrying
 // central's batch result (every event sent accounted for) deletes the
-// batch, 400 invalid_batch and 413 too_large quarantine it, 429/503 wait
-// for Retry-After, a 401 clock_skew corrects the signing clock from
-// central's Date header, other 401/403 are logged once and retried slowly,
-// and everything else (network errors, 5xx, a 2xx or 400/413 that is not
-// central's answer) backs off exponentially with full jitter. Nothing the
-// shipper meets stops the daemon: the edge serves while central is away.
+// batch; 400 invalid_batch and 413 too_large split it (central stores a
+// batch whole or not at all) down to the refused item, which alone is
+// quarantined; 429/503 wait for Retry-After; a 401 clock_skew corrects the
+// signing clock from central's Date header; other 401/403 are logged once
+// and retried slowly; everything else (network errors, 5xx, a 2xx or
+// 400/413 that is not central's answer) backs off exponentially with full
+// jitter. Nothing the shipper meets stops the daemon: the edge serves
+// while central is away.
 package ship

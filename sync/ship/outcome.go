@@ -21,10 +21,11 @@ const (
 	actClockSkew                // correct the signing clock, resend at once
 	actAuth                     // log once, keep spooling, retry slowly
 	actBackoff                  // exponential backoff with full jitter
+	actSplit                    // a refused batch of several items: resend it in halves
 )
 
 func (a action) String() string {
-	return [...]string{"accepted", "quarantined", "retry_after", "clock_skew", "refused", "backoff"}[a]
+	return [...]string{"accepted", "quarantined", "retry_after", "clock_skew", "refused", "backoff", "split"}[a]
 }
 
 // outcomes maps central's answers to actions; the first row matching the

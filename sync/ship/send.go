@@ -51,6 +51,20 @@ func (s *Shipper) sendLoop(ctx context.Context) {
 type sendState struct {
 	failures int // consecutive backoff-worthy failures
 	skews    int // consecutive clock_skew answers
+	// limit, when positive, caps the items (gaps and events) of the next
+	// batch: central stores or refuses a batch whole, so a refused batch
+	// is halved until the item central refuses goes out alone.
+	limit int
+}
+
+// cut returns the first limit items of p, gaps first; rows stay a prefix,
+// as Ack and Quarantine require.
+func cut(p spool.Pending, limit int) spool.Pending {
+	if limit <= 0 || len(p.Rows)+len(p.Gaps) <= limit {
+		return p
+	}
+	g := min(limit, len(p.Gaps))
+	return spool.Pending{Gaps: p.Gaps[:g], Rows: p.Rows[:min(limit-g, len(p.Rows))]}
 }
 
 // SendOnce sends the spool's next batch once and acts on the answer (Ack,
@@ -68,6 +82,7 @@ func (s *Shipper) sendOnce(ctx context.Context, st *sendState) Result {
 	if p.Empty() {
 		return Result{Idle: true}
 	}
+	p = cut(p, st.limit)
 	b, body, sub, err := s.encode(p)
 	if err != nil && !errors.Is(err, wire.ErrTooLarge) {
 		// An event central would refuse whatever the batch: set each such
@@ -127,17 +142,35 @@ func (s *Shipper) act(ctx context.Context, st *sendState, r *Result, sub spool.P
 		}
 		s.shipped.Add(int64(r.Events))
 		s.gapsSent.Add(int64(r.Gaps))
-		s.clear("network", "auth", "retry")
+		if st.limit > 0 { // splitting: grow back towards full batches
+			if st.limit *= 2; st.limit >= 2*wire.MaxEvents {
+				st.limit = 0
+			}
+		}
+		s.clear("network", "auth", "retry", "quarantine")
 	case actQuarantine:
 		st.failures = 0
+		if items := r.Events + r.Gaps; items > 1 {
+			// One bad item refuses the whole batch: resend it in halves
+			// at once, down to that item alone, rather than set the good
+			// ones aside with it.
+			st.limit = items / 2
+			r.Action = actSplit
+			return
+		}
+		st.limit = 0
 		q := spool.Quarantined{Status: r.Status, Code: r.Code, Message: daemon.CapMessage(string(resp)), Body: body}
 		if err := s.spool.Quarantine(ctx, sub, q); err != nil {
 			r.Err, r.Wait = err, s.backoff.Delay(1)
 			return
 		}
 		s.quarantined.Add(1)
-		s.log.Error("sync: central refused a batch; it is quarantined in the spool and will not be resent",
-			"status", r.Status, "code", r.Code, "events", r.Events, "gaps", r.Gaps, "spool", s.spool.Path())
+		// Once until a batch goes through: a central refusing every item
+		// (one older than the edge, say) sets each aside alone.
+		s.once("quarantine", func() {
+			s.log.Error("sync: central refused an item; it is quarantined in the spool and will not be resent",
+				"status", r.Status, "code", r.Code, "events", r.Events, "gaps", r.Gaps, "spool", s.spool.Path())
+		})
 	case actRetryAfter:
 		d, ok := retryAfter(hdr, s.cfg.Now())
 		// No wait at all (0, a date past) would resend in a tight loop
@@ -185,11 +218,28 @@ func (s *Shipper) act(ctx context.Context, st *sendState, r *Result, sub spool.P
 	}
 }
 
-// quarantineInvalid sets aside rows central would refuse whatever the
-// batch (data that is not JSON, a malformed id), one by one, so they
-// cannot make every batch they are in refused. ok is false when it did.
+// quarantineInvalid sets aside rows and gaps central would refuse
+// whatever the batch (data that is not JSON, a malformed id), one by one,
+// so they cannot make every batch they are in refused. ok is false when it
+// did.
 func (s *Shipper) quarantineInvalid(ctx context.Context, p spool.Pending) (Result, bool) {
 	n := 0
+	for _, g := range p.Gaps {
+		wg := s.gap(g)
+		err := wire.Batch{EdgeID: s.cfg.EdgeID, Dropped: []wire.Gap{wg}}.Validate()
+		if err == nil {
+			continue
+		}
+		body, _ := json.Marshal(wg)
+		q := spool.Quarantined{Code: "invalid_gap", Message: err.Error(), Body: body}
+		if qerr := s.spool.Quarantine(ctx, spool.Pending{Gaps: []spool.Gap{g}}, q); qerr != nil {
+			return Result{Action: actBackoff, Err: qerr, Wait: s.backoff.Delay(1)}, false
+		}
+		s.quarantined.Add(1)
+		s.log.Error("sync: a gap cannot be reported to central; it is quarantined in the spool",
+			"job_id", daemon.CapMessage(g.JobID), "first_entry_id", g.FirstEntry, "count", g.Count, "err", err)
+		n++
+	}
 	for _, row := range p.Rows {
 		e := s.event(row)
 		b := wire.Batch{EdgeID: s.cfg.EdgeID, Events: []wire.Event{e}}
@@ -204,7 +254,7 @@ func (s *Shipper) quarantineInvalid(ctx context.Context, p spool.Pending) (Resul
 		}
 		s.quarantined.Add(1)
 		s.log.Error("sync: an event cannot be sent to central; it is quarantined in the spool",
-			"job_id", row.JobID, "entry_id", row.Entry, "type", row.Type, "err", err)
+			"job_id", daemon.CapMessage(row.JobID), "entry_id", row.Entry, "type", daemon.CapMessage(row.Type), "err", err)
 		n++
 	}
 	if n == 0 {
@@ -217,6 +267,11 @@ func (s *Shipper) event(r spool.Row) wire.Event {
 	e := wire.NewEvent(s.cfg.EdgeID, r.JobID, r.Entry, r.Type, r.Step, r.TS, sendable([]byte(r.Data)))
 	e.Task = r.Task
 	return e
+}
+
+func (s *Shipper) gap(g spool.Gap) wire.Gap {
+	return wire.Gap{GapID: wire.GapID(s.cfg.EdgeID, g.JobID, g.FirstEntry), JobID: g.JobID, Type: g.Type, Count: g.Count,
+		FirstEntryID: g.FirstEntry, LastEntryID: g.LastEntry, FirstTS: g.FirstTS, LastTS: g.LastTS}
 }
 
 // sendable makes an event's data something central stores, so that no
@@ -247,8 +302,7 @@ func (s *Shipper) encode(p spool.Pending) (wire.Batch, []byte, spool.Pending, er
 	}
 	gaps := make([]wire.Gap, len(p.Gaps))
 	for i, g := range p.Gaps {
-		gaps[i] = wire.Gap{GapID: wire.GapID(s.cfg.EdgeID, g.JobID, g.FirstEntry), JobID: g.JobID, Type: g.Type, Count: g.Count,
-			FirstEntryID: g.FirstEntry, LastEntryID: g.LastEntry, FirstTS: g.FirstTS, LastTS: g.LastTS}
+		gaps[i] = s.gap(g)
 	}
 	// Start from the longest prefix whose estimated encoding fits, so a
 	// spool of large events costs one or two encodings, not a halving

@@ -112,6 +112,11 @@ type Shipper struct {
 	started     time.Time
 	yielding    atomic.Bool // the edge was busy at the last check
 
+	// moveMu serialises moves; unmoved is a move whose XDEL failed: its
+	// entries are in the spool and maybe still on the capture stream.
+	moveMu  sync.Mutex
+	unmoved *pendingMove
+
 	// wake nudges the sender after the mover spooled something.
 	wake  chan struct{}
 	state sendState // the send loop's; SendOnce (tests) shares it
@@ -122,6 +127,9 @@ type Shipper struct {
 	logMu  sync.Mutex
 	logged map[string]bool // conditions already logged, until they clear
 }
+
+// ErrConfig is matched by New's refusals of its Config.
+var ErrConfig = errors.New("sync: invalid shipper configuration")
 
 // New returns a Shipper moving from rdb's capture stream into sp and
 // shipping to cfg.URL.
@@ -135,11 +143,16 @@ func New(log *slog.Logger, rdb redis.UniversalClient, sp *spool.Spool, cfg Confi
 	}
 	switch {
 	case cfg.URL == "":
-		return nil, errors.New("sync: no central URL")
+		return nil, fmt.Errorf("%w: no central URL", ErrConfig)
 	case cfg.EdgeID == "":
-		return nil, errors.New("sync: no edge id")
+		return nil, fmt.Errorf("%w: no edge id", ErrConfig)
+	case wire.CheckEdgeID(cfg.EdgeID) != nil:
+		// Every batch and heartbeat would be refused for it: say so now
+		// instead of spooling for a central that never takes them. The id
+		// is not echoed: it can be anything, of any length.
+		return nil, fmt.Errorf("%w: edge id of %d bytes: %w", ErrConfig, len(cfg.EdgeID), wire.CheckEdgeID(cfg.EdgeID))
 	case len(cfg.Secret) == 0:
-		return nil, errors.New("sync: no secret")
+		return nil, fmt.Errorf("%w: no secret", ErrConfig)
 	}
 	return &Shipper{
 		cfg: cfg, log: log, rdb: rdb, spool: sp,
@@ -238,7 +251,20 @@ func (s *Shipper) moveLoop(ctx context.Context) {
 // the spool skips a capture entry it already holds or dropped (its
 // tombstone), and central dedupes by event id anyway. It returns how many
 // entries it read.
+//
+// A move whose XDEL failed is finished first, before anything is read:
+// the sender may have shipped its events meanwhile, and reading them
+// again would spool them a second time — shipped twice, and, once the
+// budget drops them, counted in a gap of events central has.
 func (s *Shipper) MoveOnce(ctx context.Context) (int, error) {
+	s.moveMu.Lock()
+	defer s.moveMu.Unlock()
+	if m := s.unmoved; m != nil {
+		if err := s.finishMove(ctx, *m); err != nil {
+			return 0, err
+		}
+		s.unmoved = nil
+	}
 	msgs, err := s.rdb.XRangeN(ctx, jobs.CaptureStream, "-", "+", s.cfg.MoveBatch).Result()
 	if err != nil {
 		return 0, err
@@ -274,17 +300,34 @@ func (s *Shipper) MoveOnce(ctx context.Context) (int, error) {
 	} else {
 		s.clear("over")
 	}
-	// The spool holds them now: finish the move even when shutdown began,
-	// or the next start would move (and ship) them a second time.
+	m := pendingMove{ids: ids, caps: caps, drained: int64(len(msgs)) < s.cfg.MoveBatch}
+	if err := s.finishMove(ctx, m); err != nil {
+		s.unmoved = &m
+		return 0, err
+	}
+	return len(msgs), nil
+}
+
+// pendingMove is a move spooled and not yet deleted from the stream.
+type pendingMove struct {
+	ids     []string
+	caps    []jobs.Captured
+	drained bool // the move read the whole stream
+}
+
+// finishMove deletes a spooled move's entries from the capture stream.
+// The spool holds them: it finishes even when shutdown began, or the next
+// start would move (and ship) them a second time.
+func (s *Shipper) finishMove(ctx context.Context, m pendingMove) error {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := s.rdb.XDel(dctx, jobs.CaptureStream, ids...).Err(); err != nil {
-		return 0, fmt.Errorf("delete moved capture entries: %w", err)
+	if err := s.rdb.XDel(dctx, jobs.CaptureStream, m.ids...).Err(); err != nil {
+		return fmt.Errorf("delete moved capture entries: %w", err)
 	}
-	s.moved(dctx, caps, int64(len(msgs)) < s.cfg.MoveBatch)
+	s.moved(dctx, m.caps, m.drained)
 	select {
 	case s.wake <- struct{}{}:
 	default:
 	}
-	return len(msgs), nil
+	return nil
 }

@@ -220,30 +220,37 @@ func TestRefusedBatchIsQuarantined(t *testing.T) {
 		t.Run(tc.code, func(t *testing.T) {
 			h := newHarness(t, 64<<20, nil)
 			h.rc.SetHook(func(w http.ResponseWriter, r *http.Request, n int) bool {
-				if n == 1 {
-					shiptest.Refuse(w, tc.status, tc.code)
-					return true
-				}
-				return false
+				shiptest.Refuse(w, tc.status, tc.code)
+				return true
 			})
 			h.jobs(3, 1, `{}`)
 			_, err := h.sh.MoveOnce(context.Background())
 			require.NoError(t, err)
+			// A batch is refused whole: it is halved down to the item
+			// refused, which alone is set aside (here every one is).
 			r := h.sh.SendOnce(context.Background())
-			assert.Equal(t, actQuarantine, r.Action)
-			assert.Equal(t, tc.code, r.Code)
+			assert.Equal(t, actSplit, r.Action)
 			assert.Equal(t, 12, r.Events)
-			assert.True(t, h.sh.SendOnce(context.Background()).Idle, "not resent")
-			assert.Equal(t, int64(1), h.sh.Quarantined())
+			for i := 0; ; i++ {
+				require.Less(t, i, 100)
+				if r = h.sh.SendOnce(context.Background()); r.Idle {
+					break
+				}
+				assert.Contains(t, []action{actSplit, actQuarantine}, r.Action)
+				assert.Equal(t, tc.code, r.Code)
+			}
+			assert.Equal(t, int64(12), h.sh.Quarantined())
 			q, err := h.sh.Spool().QuarantineList(context.Background())
 			require.NoError(t, err)
-			require.Len(t, q, 1)
-			assert.Equal(t, tc.status, q[0].Status)
-			assert.Equal(t, 12, q[0].Events)
-			b, err := wire.Decode([]byte(q[0].Body))
-			require.NoError(t, err, "the quarantined body is the batch as sent")
-			assert.Len(t, b.Events, 12)
-			assert.Equal(t, 1, strings.Count(h.logs.String(), "quarantined"))
+			require.Len(t, q, 12)
+			for _, b := range q {
+				assert.Equal(t, tc.status, b.Status)
+				assert.Equal(t, 1, b.Events)
+				d, err := wire.Decode([]byte(b.Body))
+				require.NoError(t, err, "the quarantined body is the batch as sent")
+				assert.Len(t, d.Events, 1)
+			}
+			assert.Equal(t, 1, strings.Count(h.logs.String(), "quarantined"), "logged once")
 		})
 	}
 }

@@ -154,8 +154,8 @@ func DecodeStatus(body []byte) (Status, error) {
 // Validate checks a heartbeat.
 func (s Status) Validate() error {
 	switch {
-	case !tokenRe.MatchString(s.EdgeID):
-		return fmt.Errorf("%w: edge_id must be 1-128 characters of [A-Za-z0-9._:-]", ErrInvalid)
+	case CheckEdgeID(s.EdgeID) != nil:
+		return fmt.Errorf("%w: %w", ErrInvalid, ErrEdgeID)
 	case len(s.Version) > 128:
 		return fmt.Errorf("%w: version exceeds 128 characters", ErrInvalid)
 	case strings.ContainsRune(s.Version, 0):

@@ -56,6 +56,19 @@ var (
 	tokenRe   = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 )
 
+// ErrEdgeID is matched when an edge id is not one central accepts.
+var ErrEdgeID = errors.New("edge_id must be 1-128 characters of [A-Za-z0-9._:-]")
+
+// CheckEdgeID reports (ErrEdgeID) an edge id that every
+// batch and heartbeat carrying it would be refused for, so an edge can
+// refuse it at start rather than spool for a central that never takes it.
+func CheckEdgeID(id string) error {
+	if !tokenRe.MatchString(id) {
+		return ErrEdgeID
+	}
+	return nil
+}
+
 // EventID is the stable id of an edge event.
 func EventID(edgeID, jobID, entryID string) string {
 	return edgeID + ":" + jobID + ":" + entryID
@@ -119,8 +132,8 @@ func Decode(body []byte) (Batch, error) {
 
 // Validate checks every field a receiver relies on.
 func (b Batch) Validate() error {
-	if !tokenRe.MatchString(b.EdgeID) {
-		return fmt.Errorf("%w: edge_id must be 1-128 characters of [A-Za-z0-9._:-]", ErrInvalid)
+	if err := CheckEdgeID(b.EdgeID); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if len(b.Events) > MaxEvents || len(b.Events)+len(b.Dropped) == 0 {
 		return fmt.Errorf("%w: a batch holds 1 to %d events (or only gaps), not %d", ErrInvalid, MaxEvents, len(b.Events))

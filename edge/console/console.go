@@ -17,6 +17,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vesta-cx/euterpe/daemon"
 	ui "github.com/vesta-cx/euterpe/daemon/console"
 	"github.com/vesta-cx/euterpe/edge/jobs"
 	"github.com/vesta-cx/euterpe/edge/library"
@@ -176,7 +177,7 @@ func (c *Console) queuePage(ec echo.Context) error {
 	d := queueData{Ready: c.readiness(ctx)}
 	q, err := ReadQueue(ctx, c.d.Jobs, 20)
 	if err != nil {
-		d.Ready = append(d.Ready, readiness{Name: "queue", Error: err.Error()})
+		d.Ready = append(d.Ready, readiness{Name: "queue", Error: errorText(err)})
 	}
 	d.Queue = q
 	return c.render(ec, http.StatusOK, "queue", "Queue health", "/ui/queue", d)
@@ -189,7 +190,7 @@ func (c *Console) readiness(ctx context.Context) []readiness {
 		defer cancel()
 		r := readiness{Name: name}
 		if err := f(pctx); err != nil {
-			r.Error = err.Error()
+			r.Error = errorText(err)
 		}
 		return r
 	}
@@ -275,10 +276,50 @@ func (c *Console) funcs() template.FuncMap {
 			}
 			return *p
 		},
-		"pct":      func(f float64) string { return fmt.Sprintf("%.0f%%", f*100) },
-		"jobURL":   func(id string) string { return "/ui/jobs/" + id },
-		"terminal": jobs.IsTerminal,
+		"errorJSON": errorJSON,
+		"pct":       func(f float64) string { return fmt.Sprintf("%.0f%%", f*100) },
+		"jobURL":    func(id string) string { return "/ui/jobs/" + id },
+		"terminal":  jobs.IsTerminal,
 	}
+}
+
+// errorText is an error as the console shows it: capped, and without a
+// password a connection URL in it may carry.
+func errorText(err error) string { return daemon.CapMessage(daemon.RedactURL(err.Error())) }
+
+// errorJSON renders a job's error field indented, every string in it
+// capped with daemon.CapMessage: the field is whatever the worker side
+// stored (a worker of another implementation caps nothing), and cutting
+// the strings rather than the document keeps it JSON.
+func errorJSON(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return daemon.CapMessage(string(raw))
+	}
+	b, err := json.MarshalIndent(capStrings(v), "", "  ")
+	if err != nil {
+		return daemon.CapMessage(string(raw))
+	}
+	return string(b)
+}
+
+func capStrings(v any) any {
+	switch x := v.(type) {
+	case string:
+		return daemon.CapMessage(x)
+	case []any:
+		for i := range x {
+			x[i] = capStrings(x[i])
+		}
+	case map[string]any:
+		for k := range x {
+			x[k] = capStrings(x[k])
+		}
+	}
+	return v
 }
 
 func humanDuration(d time.Duration) string {

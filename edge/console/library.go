@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 
+	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/edge/library"
 	"github.com/vesta-cx/euterpe/edge/library/store"
 )
@@ -92,6 +93,7 @@ WHERE kind IN ('scan', 'hash', 'delete') ORDER BY created_at DESC, id DESC LIMIT
 		if err != nil {
 			return v, err
 		}
+		j.ErrorMessage = capPtr(j.ErrorMessage)
 		v.Activity = append(v.Activity, j)
 	}
 	if err := rows.Err(); err != nil {
@@ -103,6 +105,7 @@ files_refused, paths_unreadable, started_at, finished_at, error_message FROM sca
 		&s.ID, &s.Status, &s.Seen, &s.New, &s.Changed, &s.Missing, &s.Refused, &s.Unreadable, &s.StartedMS, &s.FinishedMS, &s.Error)
 	switch {
 	case err == nil:
+		s.Error = capPtr(s.Error)
 		v.Session = &s
 	case !errors.Is(err, sql.ErrNoRows):
 		return v, fmt.Errorf("scan sessions: %w", err)
@@ -113,6 +116,7 @@ checkpointed_frames, error_message FROM wal_maintenance_jobs WHERE finished_at I
 ORDER BY finished_at DESC, id DESC LIMIT 1`).Scan(&c.ID, &c.Mode, &c.Status, &c.FinishedMS, &c.LogFrames, &c.Checkpointd, &c.Error)
 	switch {
 	case err == nil:
+		c.Error = capPtr(c.Error)
 		v.Checkpoint = &c
 	case !errors.Is(err, sql.ErrNoRows):
 		return v, fmt.Errorf("checkpoints: %w", err)
@@ -127,6 +131,17 @@ ORDER BY finished_at DESC, id DESC LIMIT 1`).Scan(&c.ID, &c.Mode, &c.Status, &c.
 		v.TrashRetains = l.Trash.Retention.String()
 	}
 	return v, nil
+}
+
+// capPtr caps a stored error message for display (daemon.CapMessage): the
+// library caps what it writes, but the database may hold rows an older
+// version wrote.
+func capPtr(s *string) *string {
+	if s == nil {
+		return nil
+	}
+	c := daemon.CapMessage(*s)
+	return &c
 }
 
 // fileSize is the size of path, 0 when it does not exist (no WAL yet, or

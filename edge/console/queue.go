@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/edge/jobs"
 )
 
@@ -177,7 +178,7 @@ func ReadQueue(ctx context.Context, store *jobs.Store, deadN int64) (Queue, erro
 		for _, m := range msgs {
 			g := func(k string) string { return str(m.Values[k]) }
 			q.Dead = append(q.Dead, DeadLetter{
-				EntryID: m.ID, JobID: g("job_id"), Task: g("task"), Reason: g("reason"), Deliveries: g("deliveries"),
+				EntryID: m.ID, JobID: g("job_id"), Task: g("task"), Reason: daemon.CapMessage(g("reason")), Deliveries: g("deliveries"),
 				Consumer: g("consumer"), TS: num(m.Values["ts"]), Payload: g("payload"),
 			})
 		}

@@ -12,7 +12,11 @@
 // then takes live entries, dropping any id it has already sent, which gives
 // resumption with neither gap nor duplicate. A job already finished when
 // its stream opens is replayed from Redis after the cursor and the stream
-// ends, without joining the reader. Every write has a deadline
+// ends, without joining the reader; a job whose hash is terminal before its
+// terminal event is stored (a two-step writer) gets a short grace for that
+// event. A job whose events key is not a stream gets a stream_error event
+// and its stream ends; the shared reader drops it and goes on for the
+// others. Every write has a deadline
 // (Settings.WriteTimeout), so a client that stops reading is dropped and
 // resumes later instead of being held with its send queue.
 package gateway

@@ -113,6 +113,11 @@ func (g *Gateway) cancelJob(c echo.Context) error {
 			status = j.Status
 		}
 		return daemon.Errorf(http.StatusConflict, "job_finished", "job %s is already %s", id, status)
+	case errors.Is(err, jobs.ErrUnknownStatus):
+		// Written by a newer version, or corrupt: what cancelling means
+		// for it is not this gateway's to decide, and a retry would not
+		// change the answer.
+		return daemon.Errorf(http.StatusConflict, "job_status_unknown", "job %s has a status this gateway does not know; it was not cancelled", id)
 	case err != nil:
 		return unavailable(err, g.set.RetryAfter)
 	}

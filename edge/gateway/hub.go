@@ -18,6 +18,9 @@ import (
 var (
 	ErrHubClosed = errors.New("event hub shut down")
 	ErrLagged    = errors.New("subscriber fell behind")
+	// ErrNotStream: the job's events key holds something other than a
+	// stream, so no XREAD or XRANGE of it can succeed.
+	ErrNotStream = errors.New("job events key is not a stream")
 )
 
 const (
@@ -61,7 +64,8 @@ type Sub struct {
 	err       error
 }
 
-// Err says why C was closed: ErrHubClosed or ErrLagged (nil after Unsubscribe).
+// Err says why C was closed: ErrHubClosed, ErrLagged or ErrNotStream (nil
+// after Unsubscribe).
 func (s *Sub) Err() error { return s.err }
 
 // NewHub returns a hub reading through a dedicated client built from opt
@@ -142,6 +146,9 @@ func (h *Hub) Subscribe(ctx context.Context, job string, after jobs.StreamID) (*
 // stream is empty or missing.
 func (h *Hub) lastID(ctx context.Context, job string) (jobs.StreamID, error) {
 	msgs, err := h.ctl.XRevRangeN(ctx, jobs.EventsKey(job), "+", "-", 1).Result()
+	if isWrongType(err) {
+		return jobs.StreamID{}, fmt.Errorf("last event of job %s: %w: %w", job, ErrNotStream, err)
+	}
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return jobs.StreamID{}, fmt.Errorf("last event of job %s: %w", job, err)
 	}
@@ -231,6 +238,12 @@ func (h *Hub) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				break
 			}
+			// One key that is not a stream fails the whole XREAD, for
+			// every job it reads: that job's feed goes, the others' read
+			// goes on at once.
+			if isWrongType(err) && h.dropNotStreams(ctx) {
+				continue
+			}
 			h.log.Warn("event hub read failed", "err", err)
 			select {
 			case <-ctx.Done():
@@ -299,4 +312,47 @@ func (h *Hub) shutdown() {
 			h.removeLocked(s, ErrHubClosed)
 		}
 	}
+}
+
+// isWrongType reports a Redis WRONGTYPE reply: a key holding another type.
+func isWrongType(err error) bool { return redis.HasErrorPrefix(err, "WRONGTYPE") }
+
+// dropNotStreams closes, with ErrNotStream, every subscription of a job
+// whose events key holds something other than a stream (a missing key is
+// fine: XREAD waits for it). It reports whether it dropped any.
+func (h *Hub) dropNotStreams(ctx context.Context) bool {
+	h.mu.Lock()
+	names := make([]string, 0, len(h.feeds))
+	for job := range h.feeds {
+		names = append(names, job)
+	}
+	h.mu.Unlock()
+	pipe := h.ctl.Pipeline()
+	types := make([]*redis.StatusCmd, len(names))
+	for i, job := range names {
+		types[i] = pipe.Type(ctx, jobs.EventsKey(job))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		h.log.Warn("event hub: check the type of events keys", "err", err)
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	dropped := false
+	for i, job := range names {
+		typ := types[i].Val()
+		if typ == "stream" || typ == "none" {
+			continue
+		}
+		f := h.feeds[job]
+		if f == nil {
+			continue
+		}
+		h.log.Warn("job events key is not a stream; closing its event streams", "job_id", job, "type", typ)
+		for s := range f.subs {
+			h.removeLocked(s, ErrNotStream)
+		}
+		dropped = true
+	}
+	return dropped
 }

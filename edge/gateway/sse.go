@@ -60,13 +60,22 @@ func (g *Gateway) streamEvents(c echo.Context) error {
 	s.frame("", "hello", fmt.Appendf(nil, `{"job_id":%q}`, id))
 	if err = s.flush(); err == nil {
 		if jobs.IsTerminal(status) {
-			// Terminal states have no way out, so nothing can follow what
-			// is stored now: send what is after the cursor and end, even
+			// Terminal states have no way out, so nothing can follow the
+			// terminal event: send what is after the cursor and end, even
 			// when that is nothing (a browser reconnecting after "done").
-			err = g.replay(ctx, id, cursor, s)
+			err = g.finish(ctx, id, &cursor, s)
 		} else {
 			err = g.follow(ctx, id, cursor, s)
 		}
+	}
+	if isWrongType(err) || errors.Is(err, ErrNotStream) {
+		// Nothing can be read for this job until its events key is a
+		// stream again; say so rather than close without a word, which
+		// a client could not tell from the end of the job.
+		g.log.Warn("job events key is not a stream", "job_id", id, "err", err)
+		s.frame("", "stream_error", fmt.Appendf(nil, `{"job_id":%q,"code":"events_not_a_stream","message":"the job's events key holds something other than a stream"}`, id))
+		_ = s.flush()
+		return nil
 	}
 	switch {
 	case err == nil, errors.Is(err, errStreamEnd), errors.Is(err, ErrHubClosed), ctx.Err() != nil:
@@ -80,23 +89,73 @@ func (g *Gateway) streamEvents(c echo.Context) error {
 	return nil
 }
 
-// replay sends the stored events of a finished job after cursor, up to
-// its terminal event.
-func (g *Gateway) replay(ctx context.Context, id string, cursor jobs.StreamID, s *sseWriter) error {
+// Once a job's hash is terminal its terminal event is normally stored
+// too: the scripts of package jobs write both at once. A worker of another
+// implementation may write them in two steps, status first, so a stream
+// that finds the hash terminal and no terminal event waits up to
+// terminalGrace for it, re-reading the events every terminalPoll, before
+// it ends without one.
+const (
+	terminalGrace = 2 * time.Second
+	terminalPoll  = 50 * time.Millisecond
+)
+
+// finish ends the stream of a job whose hash is terminal: it sends what is
+// stored after cursor and returns errStreamEnd after the terminal event,
+// or once the stream's last entry is a terminal event at or before the
+// cursor (the client had it already, or its Last-Event-ID is past it), or
+// when terminalGrace passes without one.
+func (g *Gateway) finish(ctx context.Context, id string, cursor *jobs.StreamID, s *sseWriter) error {
+	deadline := time.Now().Add(terminalGrace)
+	for {
+		if err := g.replay(ctx, id, cursor, s); err != nil {
+			return err
+		}
+		msgs, err := g.store.Redis().XRevRangeN(ctx, jobs.EventsKey(id), "+", "-", 1).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return fmt.Errorf("last event of job %s: %w", id, err)
+		}
+		if len(msgs) == 1 {
+			last, err := jobs.ParseStreamID(msgs[0].ID)
+			if err != nil {
+				return err
+			}
+			if cursor.Less(last) && time.Now().Before(deadline) {
+				continue // appended since the replay: send it
+			}
+			if typ, _ := msgs[0].Values["type"].(string); jobs.IsTerminal(typ) && !cursor.Less(last) {
+				return errStreamEnd
+			}
+		}
+		if !time.Now().Before(deadline) {
+			g.log.Info("job finished without a terminal event; ending its event stream", "job_id", id)
+			return errStreamEnd
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(terminalPoll):
+		}
+	}
+}
+
+// replay sends the stored events of a job after cursor, up to its
+// terminal event (then it returns errStreamEnd), moving the cursor.
+func (g *Gateway) replay(ctx context.Context, id string, cursor *jobs.StreamID, s *sseWriter) error {
 	for {
 		evs, err := g.store.Events(ctx, id, cursor.String(), catchUpPage)
 		if err != nil {
 			return err
 		}
-		from := cursor
+		from := *cursor
 		for _, ev := range evs {
-			if err := s.event(&cursor, ev); err != nil {
+			if err := s.event(cursor, ev); err != nil {
 				return err
 			}
 		}
 		// A page that moved the cursor nowhere would be fetched again
 		// for ever.
-		if len(evs) < catchUpPage || cursor == from {
+		if len(evs) < catchUpPage || *cursor == from {
 			return nil
 		}
 	}
@@ -172,15 +231,13 @@ func (g *Gateway) pump(ctx context.Context, sub *Sub, cursor *jobs.StreamID, s *
 			case errors.Is(err, redis.Nil):
 				return errStreamEnd // expired without a terminal event
 			case err == nil && jobs.IsTerminal(status):
-				// The terminal entry is stored, but it may never come live
-				// to this subscriber: it joined after the reader had passed
-				// it, with a Last-Event-ID ahead of the stream. Send what is
-				// stored after the cursor (nothing, or what is in flight)
-				// and end, as for a job already finished at connect.
-				if err := g.replay(ctx, sub.Job, *cursor, s); err != nil && !errors.Is(err, errStreamEnd) {
-					return err
-				}
-				return errStreamEnd
+				// The terminal entry may never come live to this
+				// subscriber: it joined after the reader had passed it,
+				// with a Last-Event-ID ahead of the stream; or it is not
+				// stored yet (a two-step writer). Send what is stored
+				// after the cursor and end, as for a job already finished
+				// at connect.
+				return g.finish(ctx, sub.Job, cursor, s)
 			}
 		}
 	}

@@ -143,6 +143,8 @@ func (c *transitionCall) interpret(res []string, err error) (string, error) {
 		return res[1], nil
 	case "missing":
 		return "", fmt.Errorf("job %s: %w", c.id, ErrNotFound)
+	case "corrupt":
+		return "", fmt.Errorf("job %s: hash/events keys hold %s: %w", c.id, res[1], ErrUnknownStatus)
 	}
 	to := c.to
 	if to == "" {
@@ -152,8 +154,29 @@ func (c *transitionCall) interpret(res []string, err error) (string, error) {
 	if IsTerminal(res[1]) {
 		return "", fmt.Errorf("job %s: %w: %w", c.id, ErrFinished, terr)
 	}
+	if !IsKnownStatus(res[1]) {
+		return "", fmt.Errorf("job %s: %w %q: %w", c.id, ErrUnknownStatus, res[1], terr)
+	}
 	return "", fmt.Errorf("job %s: %w", c.id, terr)
 }
+
+// knownStatuses are the states of Transitions.
+var knownStatuses = Transitions.States()
+
+// IsKnownStatus reports whether s is a state of Transitions.
+func IsKnownStatus(s string) bool {
+	for _, k := range knownStatuses {
+		if k == s {
+			return true
+		}
+	}
+	return false
+}
+
+// IsUnknownStatus reports whether err says the job's status is outside the
+// state machine (ErrUnknownStatus): no retry will ever move it, so the
+// queue message carrying it must be ended rather than redelivered.
+func IsUnknownStatus(err error) bool { return errors.Is(err, ErrUnknownStatus) }
 
 // IsGone reports whether err says there is nothing left to do for a job's
 // queue message: the job is finished (ErrFinished) or gone (ErrNotFound).

@@ -55,7 +55,10 @@ return {'created', ev, msg}
 // job's idempotency record, see IdempotencyJobKey), publishes a cancel
 // and acknowledges the queue message as asked. The message is also
 // acknowledged when the job is gone or already terminal, since there is
-// nothing left to do for it. An acknowledged message is then deleted
+// nothing left to do for it. A job hash or events key holding another type
+// (reply "corrupt") is refused before anything is written: a script is not
+// rolled back, and a failing XADD after the status update would leave a
+// terminal status without its event. An acknowledged message is then deleted
 // (XACK, then XDEL): that is what keeps jobs:stream bounded, by removing
 // exactly the finished entries and never one still pending or undelivered.
 //
@@ -71,6 +74,11 @@ local function ack()
     redis.call('XACK', KEYS[3], '` + Group + `', ARGV[9])
     redis.call('XDEL', KEYS[3], ARGV[9])
   end
+end
+local ht = redis.call('TYPE', KEYS[1])['ok']
+local et = redis.call('TYPE', KEYS[2])['ok']
+if (ht ~= 'hash' and ht ~= 'none') or (et ~= 'stream' and et ~= 'none') then
+  return {'corrupt', ht .. '/' .. et}
 end
 local cur = redis.call('HGET', KEYS[1], 'status')
 if not cur then ack() return {'missing', ''} end

@@ -22,6 +22,12 @@ var (
 	ErrFinished = errors.New("job already finished")
 	// ErrIdempotencyConflict: the idempotency key belongs to another request body.
 	ErrIdempotencyConflict = errors.New("idempotency key reused with a different request")
+	// ErrUnknownStatus: the job's status is none of the state machine's
+	// (a corrupt hash, or a status a newer version wrote), or its hash or
+	// events key holds another type. No transition can leave it, and none
+	// is forced: the keys are left as they are. For a status it comes
+	// wrapped together with a *lease.TransitionError.
+	ErrUnknownStatus = errors.New("job status outside the state machine")
 )
 
 // Store reads and writes the edge job data model on one Redis client.

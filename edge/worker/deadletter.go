@@ -14,6 +14,10 @@ import (
 // CodeMaxDeliveries is the error code of a dead-lettered job.
 const CodeMaxDeliveries = "max_deliveries_exceeded"
 
+// CodeUnknownStatus is the dead-letter reason of a message whose job has a
+// status outside the state machine.
+const CodeUnknownStatus = "unknown_status"
+
 // deadLetter ends a message for good. When failJob is set the job becomes
 // error max_deliveries_exceeded with its terminal event (unless it already
 // ended); then a copy of the message goes to jobs:dead and the message is
@@ -34,6 +38,13 @@ func (p *Pool) deadLetter(ctx context.Context, e entry, reason string, failJob b
 			"deliveries": e.deliveries,
 		})
 		_, err := p.store.Apply(ctx, id, jobs.Transition{To: jobs.Error, Step: StepDeadLetter, Error: ev})
+		if jobs.IsUnknownStatus(err) {
+			// No status can be forced on it without losing what the
+			// writer of that status meant; the message ends all the same,
+			// or it would come back with every recovery pass.
+			p.log.Warn("dead-letter: job status outside the state machine; job left as it is", "job_id", id, "err", err)
+			err = nil
+		}
 		if err != nil && !jobs.IsGone(err) {
 			p.log.Warn("dead-letter: fail job", "job_id", id, "err", err)
 			return

@@ -22,7 +22,11 @@
 // JUSTID at a third of the idle time), so a long job is not stolen from a
 // live worker. A message delivered more than EUTERPE_MAX_DELIVERIES times is
 // dead-lettered: the job ends as error max_deliveries_exceeded, a copy goes
-// to jobs:dead, and the message is acknowledged. A job cancelled through the
+// to jobs:dead, and the message is acknowledged. A message whose job has a
+// status outside the state machine (or keys of the wrong type) is
+// dead-lettered once with reason unknown_status, the job left untouched.
+// One recovery pass walks the whole pending list before it ends. A job
+// cancelled through the
 // gateway is heard on the job:*:cancel pub/sub channel (with a status poll
 // as safety net); its backend call is abandoned and the message acknowledged
 // without a second terminal event.

@@ -92,7 +92,10 @@ func (p *Pool) pollStatus(ctx context.Context) {
 	_, _ = pipe.Exec(ctx)
 	for i, c := range cmds {
 		st, err := c.Result()
-		if errors.Is(err, redis.Nil) || (err == nil && st != jobs.Running) {
+		switch {
+		case err == nil && st != jobs.Running && !jobs.IsKnownStatus(st):
+			running[i].cancel(errUnknownStatus)
+		case errors.Is(err, redis.Nil) || (err == nil && st != jobs.Running):
 			// Cancelled, finished elsewhere, or expired.
 			running[i].cancel(errJobCanceled)
 		}

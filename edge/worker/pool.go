@@ -30,6 +30,9 @@ var (
 	errJobCanceled = errors.New("job canceled")
 	// errShutdown: the drain period after shutdown ended.
 	errShutdown = errors.New("worker shutting down")
+	// errUnknownStatus: the job's status left the state machine while it
+	// ran (see jobs.ErrUnknownStatus).
+	errUnknownStatus = fmt.Errorf("worker: %w", jobs.ErrUnknownStatus)
 )
 
 // Pool is the worker pool of one process: one consumer of the group
@@ -56,6 +59,7 @@ type Pool struct {
 
 // job is one queue message being worked on.
 type job struct {
+	msg        redis.XMessage // as delivered, for the dead-letter copy
 	msgID      string
 	id         string
 	task       string

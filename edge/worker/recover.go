@@ -16,10 +16,14 @@ import (
 // count of them, returning each with its delivery count after the claim.
 // With an error it still returns the entries it claimed and read: they are
 // this consumer's now, and dropping them would leave them until they are
-// idle again.
+// idle again. more is false once the pass begun by restart has looked at
+// the whole pending list: a call returning fewer entries than count (even
+// none) does not mean that, since entries it met may have been deleted,
+// held by a live consumer or running here.
 type claimer interface {
 	name() string
-	claim(ctx context.Context, minIdle time.Duration, count int) ([]entry, error)
+	restart()
+	claim(ctx context.Context, minIdle time.Duration, count int) (got []entry, more bool, err error)
 }
 
 // chooseClaimer uses XAUTOCLAIM when the server is Redis >= 6.2 and the
@@ -74,22 +78,30 @@ type autoClaimer struct {
 
 func (a *autoClaimer) name() string { return "XAUTOCLAIM" }
 
-func (a *autoClaimer) claim(ctx context.Context, minIdle time.Duration, count int) ([]entry, error) {
+// restart starts the next pass at the head of the pending list.
+func (a *autoClaimer) restart() { a.cursor = "0-0" }
+
+// claim takes the next page. The pass is over only when the cursor comes
+// back as 0-0: a page may hold fewer ids than count, or none, with more
+// to come — Redis 7 leaves deleted entries out of the ids and gives up
+// after scanning ten times count entries that are not idle.
+func (a *autoClaimer) claim(ctx context.Context, minIdle time.Duration, count int) ([]entry, bool, error) {
 	p := a.p
 	ids, next, err := p.rdb.XAutoClaimJustID(ctx, &redis.XAutoClaimArgs{
 		Stream: jobs.QueueStream, Group: jobs.Group, Consumer: p.consumer,
 		MinIdle: minIdle, Start: a.cursor, Count: int64(count),
 	}).Result()
 	if err != nil {
-		return nil, fmt.Errorf("XAUTOCLAIM: %w", err)
+		return nil, false, fmt.Errorf("XAUTOCLAIM: %w", err)
 	}
 	a.cursor = next
+	more := next != "0-0"
 	if len(ids) == 0 {
-		return nil, nil
+		return nil, more, nil
 	}
 	counts, err := p.deliveries(ctx, ids[0], ids[len(ids)-1])
 	if err != nil {
-		return nil, err
+		return nil, more, err
 	}
 	claimed := make([]claimedID, 0, len(ids))
 	for _, id := range ids {
@@ -106,7 +118,8 @@ func (a *autoClaimer) claim(ctx context.Context, minIdle time.Duration, count in
 		}
 		claimed = append(claimed, claimedID{id: id, deliveries: n + 1})
 	}
-	return p.readClaimed(ctx, claimed, true)
+	got, err := p.readClaimed(ctx, claimed, true)
+	return got, more, err
 }
 
 // deliveries returns the delivery counts of this consumer's pending
@@ -197,12 +210,21 @@ type pendingClaimer struct{ p *Pool }
 
 func (c *pendingClaimer) name() string { return "XPENDING+XCLAIM" }
 
-func (c *pendingClaimer) claim(ctx context.Context, minIdle time.Duration, count int) ([]entry, error) {
+// restart does nothing: every call searches the pending list from its
+// head, and what an earlier call claimed is no longer idle.
+func (c *pendingClaimer) restart() {}
+
+// claim takes up to count idle entries. The pass goes on while a call
+// finds count of them (there may be more), whatever it then claims and
+// reads: entries deleted while pending, or taken by another consumer
+// first, leave a claim short with more idle entries behind them.
+func (c *pendingClaimer) claim(ctx context.Context, minIdle time.Duration, count int) ([]entry, bool, error) {
 	p := c.p
 	idle, err := c.idle(ctx, minIdle, count)
 	if err != nil || len(idle) == 0 {
-		return nil, err
+		return nil, false, err
 	}
+	more := len(idle) == count
 	pipe := p.rdb.Pipeline()
 	claims := make([]*redis.Cmd, len(idle))
 	for i, e := range idle {
@@ -224,7 +246,7 @@ func (c *pendingClaimer) claim(ctx context.Context, minIdle time.Duration, count
 		}
 	}
 	out, err := p.readClaimed(ctx, claimed, false)
-	return out, errors.Join(append(errs, err)...)
+	return out, more, errors.Join(append(errs, err)...)
 }
 
 // idle pages through the whole pending list, oldest first, for up to count
@@ -288,10 +310,12 @@ func (p *Pool) recoverLoop(ctx, jobsCtx context.Context) {
 	}
 }
 
-// recoverOnce claims as many idle messages as there are free slots (it
-// waits for one), dead-letters the over-delivered ones and starts the
-// rest.
+// recoverOnce is one pass over the pending list: it claims idle messages,
+// as many at a time as there are free slots (it waits for one),
+// dead-letters the over-delivered ones and starts the rest, until the
+// claimer has seen the whole list.
 func (p *Pool) recoverOnce(ctx, jobsCtx context.Context) {
+	p.claimer.restart()
 	for ctx.Err() == nil {
 		// Wait for a slot: the reader hands its slots back after every
 		// XREADGROUP, and a waiting receiver gets the first one.
@@ -299,7 +323,7 @@ func (p *Pool) recoverOnce(ctx, jobsCtx context.Context) {
 		if n == 0 {
 			return
 		}
-		got, err := p.claimer.claim(ctx, p.s.ClaimIdle, n)
+		got, more, err := p.claimer.claim(ctx, p.s.ClaimIdle, n)
 		if err != nil && ctx.Err() == nil {
 			p.log.Warn("recover pending messages", "via", p.claimer.name(), "err", err)
 		}
@@ -322,7 +346,7 @@ func (p *Pool) recoverOnce(ctx, jobsCtx context.Context) {
 			p.log.Info("recovered pending messages", "via", p.claimer.name(), "claimed", len(got), "dead_lettered", len(got)-len(run))
 		}
 		p.start(jobsCtx, run)
-		if err != nil || len(got) < n {
+		if err != nil || !more {
 			return
 		}
 	}

@@ -61,7 +61,7 @@ func testRecoveryPagesThroughPendingList(t *testing.T) {
 		}
 		var got []string
 		for range 10 { // XAUTOCLAIM walks its cursor in steps
-			es, err := p.claimer.claim(ctx, s.ClaimIdle, 16)
+			es, _, err := p.claimer.claim(ctx, s.ClaimIdle, 16)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -135,7 +135,7 @@ func testRecoverySkipsEntriesStillRunningHere(t *testing.T) {
 		p.mu.Unlock()
 		time.Sleep(s.ClaimIdle + 100*time.Millisecond) // its heartbeat is late
 		for range 3 {
-			es, err := p.claimer.claim(ctx, s.ClaimIdle, 16)
+			es, _, err := p.claimer.claim(ctx, s.ClaimIdle, 16)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -212,7 +212,7 @@ func TestRecoveryFailureOfOneEntryKeepsTheOthers(t *testing.T) {
 				if p.claimer, err = p.chooseClaimer(ctx); err != nil {
 					t.Fatal(err)
 				}
-				es, err := p.claimer.claim(ctx, s.ClaimIdle, 16)
+				es, _, err := p.claimer.claim(ctx, s.ClaimIdle, 16)
 				if err == nil {
 					t.Fatalf("claim: no error from the failed %s", failing)
 				}

@@ -19,6 +19,7 @@ const (
 	finishError                    // status error + error + event + XACK + XDEL
 	ackOnly                        // cancelled: the terminal event exists; XACK + XDEL
 	abandon                        // shutdown or lost claim: leave pending
+	deadUnknown                    // status outside the state machine: jobs:dead + XACK + XDEL, job untouched
 )
 
 type outcome struct {
@@ -62,6 +63,8 @@ func (p *Pool) runJob(bookCtx context.Context, j *job) (o outcome) {
 		switch {
 		case errors.Is(cause, errJobCanceled):
 			return outcome{j: j, kind: ackOnly}
+		case errors.Is(cause, errUnknownStatus):
+			return outcome{j: j, kind: deadUnknown}
 		case errors.Is(cause, errShutdown), errors.Is(cause, lease.ErrStale):
 			p.log.Info("job abandoned", "job_id", j.id, "reason", cause.Error())
 			return outcome{j: j, kind: abandon}
@@ -120,6 +123,9 @@ func (p *Pool) writeOutcomes(ctx context.Context, batch []outcome) {
 				acked = append(acked, o)
 			case abandon:
 				p.done(o)
+			case deadUnknown:
+				p.deadLetter(ctx, entry{msg: o.j.msg, deliveries: o.j.deliveries}, CodeUnknownStatus, false)
+				p.done(o)
 			}
 		}
 		for i, r := range p.store.ApplyBatch(ctx, ops) {
@@ -130,6 +136,13 @@ func (p *Pool) writeOutcomes(ctx context.Context, batch []outcome) {
 					p.observe(opOf[i], string(ops[i].T.To))
 				}
 				p.done(opOf[i])
+				continue
+			}
+			if jobs.IsUnknownStatus(r.Err) {
+				// No retry can finish it (see start).
+				o := opOf[i]
+				p.deadLetter(ctx, entry{msg: o.j.msg, deliveries: o.j.deliveries}, CodeUnknownStatus, false)
+				p.done(o)
 				continue
 			}
 			failed = append(failed, opOf[i])

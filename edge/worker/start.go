@@ -80,6 +80,7 @@ func (p *Pool) start(jobsCtx context.Context, entries []entry) {
 		started []*job
 		ack     []string
 	)
+	entryOf := make(map[*job]entry, len(entries))
 	for _, e := range entries {
 		j, ok := parse(e)
 		if !ok {
@@ -91,6 +92,7 @@ func (p *Pool) start(jobsCtx context.Context, entries []entry) {
 		data, _ := json.Marshal(map[string]any{"worker": p.consumer, "delivery": e.deliveries})
 		ops = append(ops, jobs.Op{ID: j.id, T: jobs.Transition{To: jobs.Running, Step: StepStart, Data: data}})
 		started = append(started, j)
+		entryOf[j] = e
 	}
 	res := p.store.ApplyBatch(jobsCtx, ops)
 	for i, r := range res {
@@ -104,6 +106,11 @@ func (p *Pool) start(jobsCtx context.Context, entries []entry) {
 			// Cancelled while queued, finished by an earlier delivery, or
 			// expired: nothing to run, no event to write.
 			ack = append(ack, j.msgID)
+		case jobs.IsUnknownStatus(r.Err):
+			// No delivery will ever start it: end the message once,
+			// leaving the job as it is for whatever wrote that status.
+			p.deadLetter(jobsCtx, entryOf[j], CodeUnknownStatus, false)
+			p.releaseSlots(1)
 		default:
 			// Redis trouble: the message stays pending and is recovered.
 			p.log.Warn("start job", "job_id", j.id, "err", r.Err)
@@ -122,7 +129,7 @@ func (p *Pool) start(jobsCtx context.Context, entries []entry) {
 // passed on as {"_raw": "<payload>"}.
 func parse(e entry) (*job, bool) {
 	str := func(k string) string { s, _ := e.msg.Values[k].(string); return s }
-	j := &job{msgID: e.msg.ID, id: str("job_id"), task: str("task"), deliveries: e.deliveries}
+	j := &job{msg: e.msg, msgID: e.msg.ID, id: str("job_id"), task: str("task"), deliveries: e.deliveries}
 	if j.id == "" {
 		return nil, false
 	}

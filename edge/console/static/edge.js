@@ -5,6 +5,21 @@
   var E = window.euterpe;
   var $ = function (sel, root) { return (root || document).querySelector(sel); };
 
+  // Error text comes from the worker side, which may cap nothing: every
+  // string in it is cut to 512 characters, as the server caps the error
+  // it renders into the page.
+  var MAX_MESSAGE = 512;
+  function capStrings(v) {
+    if (typeof v === "string") return v.length > MAX_MESSAGE ? v.slice(0, MAX_MESSAGE) : v;
+    if (Array.isArray(v)) return v.map(capStrings);
+    if (v && typeof v === "object") {
+      var out = {};
+      Object.keys(v).forEach(function (k) { out[k] = capStrings(v[k]); });
+      return out;
+    }
+    return v;
+  }
+
   function submitForm(form) {
     var out = $("#submit-result");
     form.addEventListener("submit", function (ev) {
@@ -44,7 +59,7 @@
           E.el("td", { className: "mono" }, ev.id),
           E.el("td", null, E.el("span", { className: "badge s-" + ev.type }, ev.type)),
           E.el("td", { className: "hide-sm mono" }, d.step || ""),
-          E.el("td", null, E.el("pre", null, E.pretty(d.data))));
+          E.el("td", null, E.el("pre", null, E.pretty(ev.type === "error" ? capStrings(d.data) : d.data))));
         tbody.appendChild(row);
         if (ev.type === "delta" && d.data && typeof d.data.text === "string") {
           deltas += d.data.text; E.text(text, deltas);
@@ -58,7 +73,7 @@
           E.api("GET", "/v1/jobs/" + encodeURIComponent(id)).then(function (res) {
             if (res.status !== 200 || !res.body) return;
             E.text($("#result"), E.pretty(res.body.result));
-            E.text($("#error"), E.pretty(res.body.error));
+            E.text($("#error"), E.pretty(capStrings(res.body.error)));
           });
         }
       },

@@ -1,0 +1,68 @@
+package jobs_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vesta-cx/euterpe/daemon/lease"
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
+	"github.com/vesta-cx/euterpe/edge/jobs"
+)
+
+// A status outside the state machine (a corrupt hash, one a newer version
+// wrote, or a job key that is no hash at all) refuses every transition with
+// ErrUnknownStatus, which is neither ErrFinished nor gone, and leaves the
+// key and the events as they were; a known status refused is never
+// ErrUnknownStatus.
+func TestUnknownStatusRefusedAsUnknown(t *testing.T) {
+	testsvc.EachRedis(t, func(t *testing.T) {
+		ctx := context.Background()
+		tests := []struct {
+			name        string
+			status      string
+			to          jobs.Transition
+			wantUnknown bool
+		}{
+			{"unknown to running", "paused", jobs.Transition{To: jobs.Running}, true},
+			{"unknown to error", "paused", jobs.Transition{To: jobs.Error, Error: json.RawMessage(`{"code":"x"}`)}, true},
+			{"empty-looking to event", "  ", jobs.Transition{EventType: "delta"}, true},
+			{"queued to done is known", jobs.Queued, jobs.Transition{To: jobs.Done}, false},
+			{"job key not a hash", "", jobs.Transition{To: jobs.Running}, true},
+			// Refused before the status is written: a terminal status must
+			// not be stored without its event.
+			{"events key not a stream", "!events", jobs.Transition{To: jobs.Canceled}, true},
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				st, rdb := newStore(t)
+				id := create(t, st)
+				switch tc.status {
+				case "":
+					require.NoError(t, rdb.Del(ctx, jobs.JobKey(id)).Err())
+					require.NoError(t, rdb.Set(ctx, jobs.JobKey(id), "not a hash", 0).Err())
+				case "!events":
+					require.NoError(t, rdb.Del(ctx, jobs.EventsKey(id)).Err())
+					require.NoError(t, rdb.Set(ctx, jobs.EventsKey(id), "not a stream", 0).Err())
+				default:
+					require.NoError(t, rdb.HSet(ctx, jobs.JobKey(id), "status", tc.status).Err())
+				}
+				before, _ := rdb.Dump(ctx, jobs.JobKey(id)).Result()
+				_, err := st.Apply(ctx, id, tc.to)
+				if tc.status != "" && tc.status != "!events" {
+					require.ErrorIs(t, err, lease.ErrInvalidTransition)
+				}
+				assert.NotErrorIs(t, err, jobs.ErrFinished)
+				assert.False(t, jobs.IsGone(err))
+				assert.Equal(t, tc.wantUnknown, jobs.IsUnknownStatus(err), "%v", err)
+				after, _ := rdb.Dump(ctx, jobs.JobKey(id)).Result()
+				assert.Equal(t, before, after)
+				if tc.status != "!events" {
+					assert.Len(t, rdb.XRange(ctx, jobs.EventsKey(id), "-", "+").Val(), 1)
+				}
+			})
+		}
+	})
+}

@@ -16,7 +16,8 @@ var secretKey = regexp.MustCompile(`(?i)(secret|password|passwd|token|api_?key|a
 const redacted = "[REDACTED]"
 
 // NewLogger returns a JSON slog.Logger at level ("debug", "info", "warn",
-// "error") whose handler redacts any attribute whose key looks secret and
+// "error") whose handler redacts the value of any attribute whose key looks
+// secret (unless it is a number, flag, duration or time: see harmless) and
 // strips passwords from URLs, so a careless log call cannot leak one.
 func NewLogger(w io.Writer, level string) (*slog.Logger, error) {
 	var lv slog.Level
@@ -28,7 +29,7 @@ func NewLogger(w io.Writer, level string) (*slog.Logger, error) {
 }
 
 func redactAttr(_ []string, a slog.Attr) slog.Attr {
-	if secretKey.MatchString(a.Key) && a.Value.Kind() != slog.KindGroup {
+	if secretKey.MatchString(a.Key) && !harmless(a.Value.Kind()) {
 		return slog.String(a.Key, redacted)
 	}
 	if a.Value.Kind() == slog.KindString {
@@ -40,6 +41,20 @@ func redactAttr(_ []string, a slog.Attr) slog.Attr {
 		}
 	}
 	return a
+}
+
+// harmless reports kinds a secret-looking key may keep its value of: a
+// count, a flag, a duration or a time ("webhook_secrets": 3,
+// "session_ttl": 1h) is about secrets without being one, and blanking it
+// only hides what an operator needs. Groups are walked attribute by
+// attribute instead. Strings and everything else (byte slices, structs,
+// errors) are redacted: that is where secret material lives.
+func harmless(k slog.Kind) bool {
+	switch k {
+	case slog.KindGroup, slog.KindInt64, slog.KindUint64, slog.KindFloat64, slog.KindBool, slog.KindDuration, slog.KindTime:
+		return true
+	}
+	return false
 }
 
 // RedactURL replaces the password of any URL with userinfo found in s, e.g.

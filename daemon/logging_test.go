@@ -2,9 +2,12 @@ package daemon
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
@@ -27,6 +30,44 @@ func TestLoggerRedactsSecrets(t *testing.T) {
 	require.NotContains(t, out, planted)
 	require.Contains(t, out, `"job_id":"j-1"`)
 	require.Contains(t, out, "127.0.0.1:6379")
+}
+
+// TestLoggerRedactsValuesNotCounts: a key that only names secrets keeps a
+// count, flag or duration as its value; anything that can carry secret
+// material under such a key is still blanked.
+func TestLoggerRedactsValuesNotCounts(t *testing.T) {
+	const planted = "hunter2-planted"
+	tests := []struct {
+		name string
+		attr slog.Attr
+		want string // JSON fragment expected in the line
+	}{
+		{"count of secrets", slog.Int("webhook_secrets", 3), `"webhook_secrets":3`},
+		{"unsigned count", slog.Uint64("tokens_issued", 7), `"tokens_issued":7`},
+		{"any-wrapped count", slog.Any("sessions", 2), `"sessions":2`},
+		{"flag", slog.Bool("has_refresh_token", true), `"has_refresh_token":true`},
+		{"ratio", slog.Float64("credential_hit_ratio", 0.5), `"credential_hit_ratio":0.5`},
+		{"duration", slog.Duration("session_ttl", time.Hour), `"session_ttl":3600000000000`},
+		{"token", slog.String("token", planted), `"token":"[REDACTED]"`},
+		{"bearer header", slog.String("Authorization", "Bearer "+planted), `"Authorization":"[REDACTED]"`},
+		{"secret string", slog.String("webhook_secret", planted), `"webhook_secret":"[REDACTED]"`},
+		{"numeric-looking secret string", slog.String("api_key", "123456"), `"api_key":"[REDACTED]"`},
+		{"key bytes", slog.Any("dek", []byte(planted)), `"dek":"[REDACTED]"`},
+		{"secret in a struct", slog.Any("credentials", struct{ Secret string }{planted}), `"credentials":"[REDACTED]"`},
+		{"secret error", slog.Any("session", errors.New(planted)), `"session":"[REDACTED]"`},
+		{"password URL under a secret key", slog.String("database_password_url", "postgres://u:"+planted+"@db/x"), `"database_password_url":"[REDACTED]"`},
+		{"password URL under a plain key", slog.String("url", "postgres://u:"+planted+"@db/x"), `"url":"postgres://u:[REDACTED]@db/x"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			log, err := NewLogger(&buf, "debug")
+			require.NoError(t, err)
+			log.LogAttrs(context.Background(), slog.LevelInfo, "m", tt.attr)
+			require.Contains(t, buf.String(), tt.want)
+			require.NotContains(t, buf.String(), planted)
+		})
+	}
 }
 
 func TestLoggerRejectsBadLevel(t *testing.T) {

@@ -25,6 +25,9 @@ var (
 	// ErrRefreshExhausted: storage kept refusing the credentials and the
 	// job's refresh budget is spent (or it has no refresh_url).
 	ErrRefreshExhausted = errors.New("storage credentials rejected and not refreshed")
+	// ErrUploadTimeout: an output upload did not complete within
+	// EUTERPE_RUNNER_UPLOAD_TIMEOUT.
+	ErrUploadTimeout = errors.New("output upload not complete within EUTERPE_RUNNER_UPLOAD_TIMEOUT")
 	// errCredentials: the job's sealed credentials could not be opened.
 	errCredentials = errors.New("job credentials unavailable")
 )
@@ -42,6 +45,7 @@ var rules = []rule{
 	{storage.ErrInvalidKey, inbox.Permanent, "invalid_output_prefix"},
 	{ErrReplacesSource, inbox.Permanent, "output_replaces_source"},
 	{ErrStalled, inbox.Retryable, "transcode_stalled"},
+	{ErrUploadTimeout, inbox.Retryable, "storage_timeout"},
 	{transcode.ErrMissing, inbox.Retryable, "ffmpeg_missing"}, // recorded by ReleaseError; no attempt spent
 	{ErrRefreshExhausted, inbox.AuthExpired, "credentials_expired"},
 	{errCredentials, inbox.Retryable, "credentials_unavailable"},

@@ -173,8 +173,7 @@ func (r *Runner) execute(ctx context.Context, j *inbox.Job, dir string, log *slo
 		key := storage.ObjectKey(j.Output.Prefix, o.rend.FileName())
 		tmp := attemptKey(j.Output.Prefix, j.Version, o.rend.FileName())
 		err := r.withRefresh(ctx, j, wd, "upload", func(c credentials.Storage) error {
-			_, err := r.store.Upload(ctx, bucket, tmp, o.path, o.rend.ContentType(), s3Creds(&c.Output), sent)
-			return err
+			return r.upload(ctx, bucket, tmp, o.path, o.rend.ContentType(), s3Creds(&c.Output), sent)
 		})
 		stagedOuts = append(stagedOuts, staged{tmp: tmp, final: key, path: o.path, contentType: o.rend.ContentType()})
 		if err != nil {

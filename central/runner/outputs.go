@@ -71,9 +71,9 @@ func (r *Runner) promote(ctx context.Context, j *inbox.Job, wd *watchdog, b stor
 			if cl, ok := storage.ClassOf(err); ok && cl == storage.Auth && ctx.Err() == nil {
 				// Output credentials may be write-only (contract §7 scopes
 				// them to writing the prefix), and a copy reads its source:
-				// send the local file again instead. A long upload stays
-				// bounded by the lease: ctx ends when renewals stop.
-				_, err = r.store.Upload(ctx, b, o.final, o.path, o.contentType, cr, progress)
+				// send the local file again instead, bounded like any
+				// upload (the heartbeat keeps renewing while it moves).
+				err = r.upload(ctx, b, o.final, o.path, o.contentType, cr, progress)
 			}
 			return err
 		})
@@ -85,6 +85,31 @@ func (r *Runner) promote(ctx context.Context, j *inbox.Job, wd *watchdog, b stor
 		wd.touch()
 	}
 	return nil
+}
+
+// upload stores the local file at path as b/key within UploadTimeout. The
+// stall timeout does not bound an upload to an endpoint that takes the
+// body slowly (each part read for sending moves the progress clock, and a
+// single-part body is read before it is sent), nor does the lease (the
+// heartbeat renews it while ctx is live): without this bound such an
+// endpoint holds a runner slot for as long as it cares to. Running out of
+// it while ctx is live is the storage's fault, a retryable storage_timeout
+// (contract §5), never the attempt's end.
+func (r *Runner) upload(ctx context.Context, b storage.Bucket, key, path, contentType string, creds storage.Credentials, opts ...storage.UploadOption) error {
+	if r.set.UploadTimeout <= 0 {
+		_, err := r.store.Upload(ctx, b, key, path, contentType, creds, opts...)
+		return err
+	}
+	uctx, cancel := context.WithTimeout(ctx, r.set.UploadTimeout)
+	defer cancel()
+	_, err := r.store.Upload(uctx, b, key, path, contentType, creds, opts...)
+	var se *storage.Error
+	if err != nil && uctx.Err() != nil && ctx.Err() == nil && (!errors.As(err, &se) || se.Status == 0) {
+		// Classified against uctx, which looked like the caller's end; the
+		// storage error is kept as text only so the rule table decides.
+		return fmt.Errorf("%w (%s): %v", ErrUploadTimeout, r.set.UploadTimeout, err)
+	}
+	return err
 }
 
 // unpromote removes the final keys an attempt wrote before its promotion

@@ -23,6 +23,9 @@ type Settings struct {
 	// FetchTimeout bounds one download of the source, body included; 0
 	// means no bound beyond the stall timeout.
 	FetchTimeout time.Duration
+	// UploadTimeout bounds one upload of an output, body included; 0
+	// means no bound beyond the stall timeout.
+	UploadTimeout time.Duration
 	// StallTimeout is how long an attempt may go without progress (an
 	// ffmpeg progress report that advanced, bytes fetched or uploaded)
 	// before the runner stops renewing its lease and fails the attempt
@@ -68,6 +71,7 @@ func DefaultSettings() Settings {
 		FFprobe:        "ffprobe",
 		StorageTimeout: 30 * time.Second,
 		FetchTimeout:   time.Hour,
+		UploadTimeout:  time.Hour,
 	}
 }
 
@@ -94,6 +98,8 @@ func Bind(c *daemon.Config) *Settings {
 		"how long object storage may take to start answering a request")
 	c.Duration(&s.FetchTimeout, "runner-fetch-timeout", "EUTERPE_RUNNER_FETCH_TIMEOUT", d.FetchTimeout, time.Second, 24*time.Hour,
 		"how long one download of a source may take, body included; a source still arriving then fails the attempt as storage_timeout (retryable)")
+	c.Duration(&s.UploadTimeout, "runner-upload-timeout", "EUTERPE_RUNNER_UPLOAD_TIMEOUT", d.UploadTimeout, time.Second, 24*time.Hour,
+		"how long one upload of an output may take, body included; an upload still sending then fails the attempt as storage_timeout (retryable)")
 	c.Duration(&s.StallTimeout, "runner-stall-timeout", "EUTERPE_RUNNER_STALL_TIMEOUT", d.StallTimeout, 0, 24*time.Hour,
 		"how long a job may make no progress (ffmpeg progress, bytes moved) before the runner gives it up as transcode_stalled; 0 means max(2×lease TTL, 60s)")
 	c.Check(func() error { return s.Validate() }) // after Parse has filled s

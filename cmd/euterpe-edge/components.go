@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -78,3 +79,46 @@ type noComponent struct{}
 
 func (noComponent) Mount(*echo.Echo)              {}
 func (noComponent) Run(ctx context.Context) error { <-ctx.Done(); return nil }
+
+// closer is a component holding resources (a database, a spool file) that
+// its Run releases when it ends. A component built but never run (a later
+// plugin failed to build, or the daemon failed before serving) is closed
+// instead: Close is then the only call it gets.
+type closer interface {
+	Close() error
+}
+
+// named is a built component and the plugin it came from.
+type named struct {
+	name string
+	c    Component
+}
+
+// buildComponents builds every plugin after first. When one fails, those
+// already built are closed, last built first (a later one may use an
+// earlier one's parts), and the error names the failed plugin.
+func buildComponents(ctx context.Context, log *slog.Logger, ps []Plugin, d Deps, first named) ([]named, error) {
+	comps := []named{first}
+	for _, p := range ps {
+		c, err := p.Build(ctx, d)
+		if err != nil {
+			closeComponents(log, comps)
+			return nil, fmt.Errorf("build %s: %w", p.Name, err)
+		}
+		comps = append(comps, named{p.Name, c})
+	}
+	return comps, nil
+}
+
+// closeComponents closes the components that hold resources, in reverse
+// order. A failure is logged: the daemon is stopping for another reason,
+// which is the one to report.
+func closeComponents(log *slog.Logger, comps []named) {
+	for i := len(comps) - 1; i >= 0; i-- {
+		if c, ok := comps[i].c.(closer); ok {
+			if err := c.Close(); err != nil {
+				log.Warn("closing a component that never ran", "component", comps[i].name, "err", err)
+			}
+		}
+	}
+}

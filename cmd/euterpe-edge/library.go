@@ -16,7 +16,19 @@ func init() {
 			if err == nil && s.Roots != "" {
 				d.Parts.Library = l // its counts go into the sync heartbeat
 			}
-			return l, err
+			if err != nil {
+				return nil, err
+			}
+			return libraryComponent{l}, nil
 		},
 	})
 }
+
+// libraryComponent is the library as a component; its Run closes the
+// database when it ends, Close does for a library that never ran.
+type libraryComponent struct {
+	*library.Library
+}
+
+// Close releases the database of a library that never ran.
+func (l libraryComponent) Close() error { return l.Store.Close() }

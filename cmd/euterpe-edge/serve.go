@@ -123,18 +123,18 @@ func runDaemon(parent context.Context, log *slog.Logger, s *serveSettings, geten
 	}
 	reg := prometheus.NewRegistry()
 	deps := Deps{Log: log, Redis: rdb, RedisOpt: opt, Jobs: store, StateDir: s.StateDir, WorkerID: workerID, Metrics: reg, Parts: &Parts{}}
-	type named struct {
-		name string
-		c    Component
+	comps, err := buildComponents(ctx, log, plugins, deps, named{"gateway", gateway.New(log, s.Gateway, store, &gwOpt)})
+	if err != nil {
+		return err
 	}
-	comps := []named{{"gateway", gateway.New(log, s.Gateway, store, &gwOpt)}}
-	for _, p := range plugins {
-		c, err := p.Build(ctx, deps)
-		if err != nil {
-			return fmt.Errorf("build %s: %w", p.Name, err)
+	// Until the components run (their Run releases what they hold), a
+	// failure below closes them.
+	running := false
+	defer func() {
+		if !running {
+			closeComponents(log, comps)
 		}
-		comps = append(comps, named{p.Name, c})
-	}
+	}()
 
 	e := daemon.NewEcho(log)
 	// Browsers must not be made to POST here from other sites: the API
@@ -179,6 +179,7 @@ func runDaemon(parent context.Context, log *slog.Logger, s *serveSettings, geten
 		err  error
 	}
 	outcomes := make(chan outcome, len(comps))
+	running = true
 	for _, c := range comps {
 		go func() {
 			err := c.c.Run(runCtx)
@@ -214,16 +215,16 @@ func runDaemon(parent context.Context, log *slog.Logger, s *serveSettings, geten
 	<-announced
 
 	var failed error
-	running := make(map[string]bool, len(comps))
+	live := make(map[string]bool, len(comps))
 	for _, c := range comps {
-		running[c.name] = true
+		live[c.name] = true
 	}
 	deadline := time.NewTimer(s.Grace)
 	defer deadline.Stop()
-	for len(running) > 0 {
+	for len(live) > 0 {
 		select {
 		case o := <-outcomes:
-			delete(running, o.name)
+			delete(live, o.name)
 			if o.err != nil && failed == nil {
 				failed = fmt.Errorf("%s: %w", o.name, o.err)
 			}
@@ -231,7 +232,7 @@ func runDaemon(parent context.Context, log *slog.Logger, s *serveSettings, geten
 			// Their goroutines cannot be stopped from here; returning an
 			// error makes the process exit, which ends them, rather than
 			// report a clean stop with work still running.
-			names := slices.Sorted(maps.Keys(running))
+			names := slices.Sorted(maps.Keys(live))
 			log.Warn("components did not stop within the shutdown grace", "components", strings.Join(names, ","))
 			if failed == nil {
 				failed = fmt.Errorf("%s did not stop within the shutdown grace (%s)", strings.Join(names, ", "), s.Grace)

@@ -159,6 +159,9 @@ type syncComponent struct {
 
 func (c *syncComponent) Mount(*echo.Echo) {}
 
+// Close releases the spool of a component that never ran.
+func (c *syncComponent) Close() error { return c.sp.Close() }
+
 func (c *syncComponent) Run(ctx context.Context) error {
 	err := c.sh.Run(ctx)
 	if cerr := c.sp.Close(); err == nil {

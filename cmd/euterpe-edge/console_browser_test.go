@@ -169,6 +169,25 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("a stream the gateway cannot read ends", func(t *testing.T) {
+		id := submitFromPage(t, b, s.base, "chat", `{"prompt": "unreadable"}`)
+		b.WaitText("#stream-state", "live", 30*time.Second)
+		key := jobs.EventsKey(id)
+		require.NoError(t, s.rdb.Del(ctx, key).Err())
+		require.NoError(t, s.rdb.Set(ctx, key, "not a stream", 0).Err())
+		// The page reconnects and meets stream_error: it stops there
+		// instead of reconnecting for ever.
+		b.Eval(`window.jobStream.drop()`, nil)
+		b.WaitText("#stream-state", "unreadable", 30*time.Second)
+		var types []string
+		b.Eval(`Array.from(document.querySelectorAll("#events tbody tr")).map(function (r) { return r.getAttribute("data-type"); })`, &types)
+		assert.Equal(t, 1, countOf(types, "stream_error"), "one stream_error row: %v", types)
+		select {
+		case s.llm.release <- finish:
+		case <-time.After(10 * time.Second):
+		}
+	})
+
 	// Nothing the pages did raised a script error or broke the CSP.
 	for _, e := range b.Errors() {
 		t.Errorf("page error: %s", e)
@@ -178,5 +197,15 @@ func TestConsoleInBrowser(t *testing.T) {
 func countRows(b *browsertest.Browser, sel string) int {
 	var n int
 	b.Eval(`document.querySelectorAll("`+sel+`").length`, &n)
+	return n
+}
+
+func countOf(xs []string, x string) int {
+	n := 0
+	for _, v := range xs {
+		if v == x {
+			n++
+		}
+	}
 	return n
 }

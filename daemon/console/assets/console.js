@@ -97,7 +97,7 @@
   }
 
   // sse follows url. opts: onEvent({id,type,data}), onState(state) with
-  // "open" | "reconnecting" | "closed" | "gone", terminal (event types
+  // "open" | "reconnecting" | "closed" | "gone" | "failed", terminal (event types
   // that end the stream, default done/error/canceled), lastEventId to
   // start after. Reconnects resume with Last-Event-ID; an entry at or
   // before the last one seen is dropped, so a resume shows no duplicate.
@@ -120,6 +120,9 @@
       try { data = JSON.parse(frame.data); } catch (e) { /* keep text */ }
       if (opts.onEvent) opts.onEvent({ id: frame.id, type: type, data: data });
       if (terminal.indexOf(type) >= 0) finish("closed");
+      // The server gives up on a stream it cannot read with a stream_error
+      // that carries no id; reconnecting would only meet it again.
+      else if (type === "stream_error" && !frame.id) finish("failed");
     }
     function connect() {
       if (closed) return;

@@ -78,7 +78,7 @@
         }
       },
       onState: function (s) {
-        var label = { open: "live", reconnecting: "reconnecting", closed: "ended", gone: "expired" }[s] || s;
+        var label = { open: "live", reconnecting: "reconnecting", closed: "ended", gone: "expired", failed: "unreadable" }[s] || s;
         E.text(state, label);
         state.className = "badge " + (s === "open" ? "s-running" : s === "closed" ? "s-done" : "s-canceled");
       }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -242,16 +243,32 @@ func TestOutboxRedriveCommand(t *testing.T) {
 				{"bad since", []string{"--since", "yesterday"}, 2},
 				{"negative since", []string{"--since", "-2h"}, 2},
 				{"too many event ids", []string{"--event-id", byEvent + manyIDs(outbox.MaxRedriveEventIDs)}, 2},
+				// Text no query can take is refused before the database is
+				// opened, the same on both engines: never a driver error.
+				{"job id not UTF-8", []string{"--job-id", "job-\xff\xfe"}, 2},
+				{"job id with NUL", []string{"--job-id", byJobID + "\x00"}, 2},
+				{"event id not UTF-8", []string{"--event-id", byEvent + ",\xc3\x28"}, 2},
+				{"event id with NUL", []string{"--event-id", "\x00" + byEvent}, 2},
 			} {
 				code, out, errOut := c.run(append([]string{"outbox", "redrive"}, tc.args...)...)
 				if code != tc.code || out != "" || len(lines(errOut)) != 1 {
 					t.Fatalf("%s: exit %d (want %d), stdout %q, stderr:\n%s", tc.name, code, tc.code, out, errOut)
+				}
+				if !utf8.ValidString(errOut) || strings.ContainsRune(errOut, 0) || !strings.Contains(errOut, "invalid setting -") {
+					t.Fatalf("%s: stderr is not one readable setting error:\n%q", tc.name, errOut)
 				}
 			}
 			for _, id := range []string{byEvent, byJob, recent, old} {
 				if st, _ := status(id); st != "dead_letter" {
 					t.Fatalf("a refused redrive changed %s to %s", id, st)
 				}
+			}
+			// Refused before any connection: a database that cannot be
+			// reached changes nothing about the answer.
+			unreachable := &cli{t: t, env: map[string]string{"EUTERPE_DATABASE_URL": "postgres://euterpe@127.0.0.1:1/none?connect_timeout=1",
+				"EUTERPE_KEYRING": c.env["EUTERPE_KEYRING"], "EUTERPE_STATE_DIR": t.TempDir()}}
+			if code, out, errOut := unreachable.run("outbox", "redrive", "--job-id", "\xff"); code != 2 || out != "" || len(lines(errOut)) != 1 {
+				t.Fatalf("refused --job-id with no database: exit %d, stdout %q, stderr:\n%s", code, out, errOut)
 			}
 
 			for _, tc := range []struct {

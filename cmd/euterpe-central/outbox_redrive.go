@@ -12,14 +12,15 @@ import (
 	"github.com/vesta-cx/euterpe/central/outbox"
 	"github.com/vesta-cx/euterpe/central/serve"
 	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
 )
 
 func init() {
 	var eventIDs, jobID, since string
 	commands["outbox redrive"] = &command{
 		flags: func(c *daemon.Config) {
-			c.String(&eventIDs, "event-id", "", "", fmt.Sprintf("comma-separated event ids to redrive (at most %d)", outbox.MaxRedriveEventIDs), nil)
-			c.String(&jobID, "job-id", "", "", "redrive the dead-lettered events of this job", nil)
+			c.String(&eventIDs, "event-id", "", "", fmt.Sprintf("comma-separated event ids to redrive (at most %d)", outbox.MaxRedriveEventIDs), checkQueryText)
+			c.String(&jobID, "job-id", "", "", "redrive the dead-lettered events of this job", checkQueryText)
 			c.String(&since, "since", "", "", "redrive events dead-lettered since an RFC 3339 time or a duration ago (e.g. 2h)", checkSince)
 		},
 		run: func(ctx context.Context, app *serve.App, s serve.Settings, getenv func(string) string, log *slog.Logger, stdout io.Writer) error {
@@ -52,6 +53,18 @@ func init() {
 			return err
 		},
 	}
+}
+
+// checkQueryText refuses a selector no query can take on both engines
+// (bytes that are not UTF-8, or a NUL): Postgres would answer it with a
+// driver error, SQLite with nothing redriven, and neither says what is
+// wrong with the argument. Checked with the flags, before the database
+// is opened. Text that passes stays text once split on commas.
+func checkQueryText(v string) error {
+	if !sqldb.IsText(v) {
+		return errors.New("must be UTF-8 text without NUL")
+	}
+	return nil
 }
 
 func checkSince(v string) error {

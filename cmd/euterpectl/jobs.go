@@ -382,9 +382,16 @@ func (c *edgeClient) stream(ctx context.Context, env Env, id, after string) (end
 			evID = line[4:]
 		case strings.HasPrefix(line, "event: "):
 			evType = line[7:]
+		case strings.HasPrefix(line, "data: ") && evType == "stream_error" && evID == "":
+			// The gateway's own word, not an entry of the job (every entry
+			// has an id): nothing of this job can be read, and every
+			// stream reopened would end the same way.
+			return "", last, permanentError{streamError(id, line[6:])}
 		case strings.HasPrefix(line, "data: ") && evType != "hello":
 			fmt.Fprintln(env.Stdout, line[6:])
-			last = evID
+			if evID != "" {
+				last = evID
+			}
 			switch evType {
 			case "done", "error", "canceled":
 				return evType, last, nil
@@ -397,4 +404,14 @@ func (c *edgeClient) stream(ctx context.Context, env Env, id, after string) (end
 		return "", last, err
 	}
 	return "", last, errStreamClosed
+}
+
+// streamError renders the data of a stream_error frame; text the server
+// chose is capped like any answer of its.
+func streamError(id, data string) error {
+	var e struct{ Code, Message string }
+	if json.Unmarshal([]byte(data), &e) != nil || e.Code == "" {
+		return fmt.Errorf("job %s: the edge ended the event stream with an error", id)
+	}
+	return fmt.Errorf("job %s: the edge cannot stream its events: %s (%s)", id, daemon.CapMessage(e.Message), clip(e.Code, 64))
 }

@@ -15,9 +15,11 @@ func init() {
 		Summary: "submit a pipeline job (the existing one if its key is active)", Run: pipelineEnqueue})
 	register(&Command{Path: "pipeline get", Usage: "ID", Summary: "print a pipeline job", Run: pipelineGet})
 	register(&Command{Path: "pipeline list", Usage: "[--status S] [--type T] [--symbol S] [--limit N] [--cursor C] [--all]",
-		Summary: "list pipeline jobs, newest first, one JSON object a line", Run: pipelineList("pipeline list", "/v1/pipeline/jobs")})
+		Summary: "list pipeline jobs, newest first, one JSON object a line", Run: pipelineList("pipeline list", "/v1/pipeline/jobs", "jobs")})
 	register(&Command{Path: "pipeline dlq", Usage: "[--type T] [--symbol S] [--limit N] [--cursor C] [--all]",
-		Summary: "list dead-lettered pipeline jobs", Run: pipelineList("pipeline dlq", "/v1/pipeline/dlq")})
+		Summary: "list dead-lettered pipeline jobs", Run: pipelineList("pipeline dlq", "/v1/pipeline/dlq", "jobs")})
+	register(&Command{Path: "pipeline refused", Usage: "[--type T] [--symbol S] [--limit N] [--cursor C] [--all]",
+		Summary: "list the scheduled days central refused for good, latest first", Run: pipelineList("pipeline refused", "/v1/pipeline/schedule/refused", "days")})
 	register(&Command{Path: "pipeline redrive", Usage: "ID", Summary: "put a dead-lettered pipeline job back in the queue", Run: pipelineRedrive})
 }
 
@@ -88,7 +90,9 @@ func pipelineRedrive(ctx context.Context, env Env, args []string) int {
 	return 0
 }
 
-func pipelineList(name, path string) func(ctx context.Context, env Env, args []string) int {
+// pipelineList runs a list command of the pipeline API: path answers
+// keyset pages {<items>: [...], next_cursor}, printed one item a line.
+func pipelineList(name, path, items string) func(ctx context.Context, env Env, args []string) int {
 	return func(ctx context.Context, env Env, args []string) int {
 		fs, open := centralFlags(name, env)
 		var status *string
@@ -97,7 +101,7 @@ func pipelineList(name, path string) func(ctx context.Context, env Env, args []s
 		}
 		typ := fs.String("type", "", "job type")
 		sym := fs.String("symbol", "", "symbol")
-		limit := fs.Int("limit", 100, "jobs per page (1-500)")
+		limit := fs.Int("limit", 100, items+" per page (1-500)")
 		cursor := fs.String("cursor", "", "start after the page whose next_cursor this is")
 		all := fs.Bool("all", false, "follow every page")
 		if _, code, ok := positional(fs, env, args, 0, name+" "+commands[name].Usage); !ok {
@@ -123,24 +127,31 @@ func pipelineList(name, path string) func(ctx context.Context, env Env, args []s
 			q.Set("cursor", *cursor)
 		}
 		for {
-			var page struct {
-				Jobs       []json.RawMessage `json:"jobs"`
-				NextCursor string            `json:"next_cursor"`
-			}
+			var page map[string]json.RawMessage
 			if err := c.do(ctx, http.MethodGet, path+"?"+q.Encode(), nil, &page); err != nil {
 				return fail(env, err)
 			}
-			for _, j := range page.Jobs {
-				fmt.Fprintln(env.Stdout, string(j))
+			var list []json.RawMessage
+			var next string
+			if err := json.Unmarshal(page[items], &list); err != nil {
+				return fail(env, fmt.Errorf("%s: the answer has no %s list: %w", path, items, err))
 			}
-			if page.NextCursor == "" {
+			if raw, ok := page["next_cursor"]; ok {
+				if err := json.Unmarshal(raw, &next); err != nil {
+					return fail(env, fmt.Errorf("%s: next_cursor: %w", path, err))
+				}
+			}
+			for _, it := range list {
+				fmt.Fprintln(env.Stdout, string(it))
+			}
+			if next == "" {
 				return 0
 			}
 			if !*all {
-				fmt.Fprintln(env.Stderr, "next_cursor:", page.NextCursor, "(--cursor with it lists the next page, --all every page)")
+				fmt.Fprintln(env.Stderr, "next_cursor:", next, "(--cursor with it lists the next page, --all every page)")
 				return 0
 			}
-			q.Set("cursor", page.NextCursor)
+			q.Set("cursor", next)
 		}
 	}
 }

@@ -227,6 +227,7 @@ func TestCommandsRefuseUnusedArguments(t *testing.T) {
 		{"pipeline", "redrive", id, "extra"},
 		{"pipeline", "list", "--status", "failed", "extra"},
 		{"pipeline", "dlq", "extra"},
+		{"pipeline", "refused", "--symbol", "S", "extra"},
 		{"edges", "list", "extra"},
 		{"edges", "get", "edge-1", "extra"},
 		{"edges", "jobs", "edge-1", "extra", "--limit", "5"},
@@ -296,6 +297,102 @@ func TestPipelineListCursor(t *testing.T) {
 				require.Contains(t, errOut, "invalid_request")
 				require.Equal(t, 1, strings.Count(errOut, "\n"), errOut)
 			}
+		})
+	}
+}
+
+// pipeline refused lists the scheduled days central refused for good, one
+// JSON object a line, a page at a time like pipeline list: the
+// next_cursor it prints goes on with --cursor, --all follows every page,
+// --type and --symbol filter, and what central refuses (a cursor it never
+// made, a filter that is not text) is exit 1 with its code.
+func TestPipelineRefusedCommand(t *testing.T) {
+	for _, e := range sqltest.Engines {
+		t.Run(string(e), func(t *testing.T) {
+			noop := filepath.Join(t.TempDir(), "noop.sh")
+			require.NoError(t, os.WriteFile(noop, []byte("#!/bin/sh\necho '{\"result_ref\":\"mem://done\"}'\n"), 0o755))
+			// A control character is INVALID_MESSAGE, a symbol over the
+			// message cap MESSAGE_TOO_LARGE: the scheduler refuses each of
+			// their three catch-up days once.
+			const invalid = "bad\x01sym"
+			large := strings.Repeat("x", 5000)
+			env := append(os.Environ(), "EUTERPE_DATABASE_URL="+sqltest.URL(t, e), "EUTERPE_KEYRING=k1:"+credentials.NewKey(),
+				"EUTERPE_STATE_DIR="+t.TempDir(), "EUTERPE_PIPELINE_TYPES=noop=exec:"+noop,
+				"EUTERPE_PIPELINE_SYMBOLS=noop="+invalid+"|"+large, "EUTERPE_PIPELINE_CATCHUP_DAYS=3", "EUTERPE_PIPELINE_POLL=20ms")
+			url, token := startCentralProcess(t, env)
+			cenv := map[string]string{"EUTERPE_CENTRAL_URL": url, "EUTERPE_OPERATOR_TOKEN": token}
+
+			type day struct {
+				JobType   string `json:"job_type"`
+				Symbol    string `json:"symbol"`
+				Asof      string `json:"asof"`
+				ErrorCode string `json:"error_code"`
+				RefusedAt string `json:"refused_at"`
+			}
+			parse := func(out string) []day {
+				t.Helper()
+				var ds []day
+				for _, line := range strings.FieldsFunc(out, func(r rune) bool { return r == '\n' }) {
+					var d day
+					require.NoError(t, json.Unmarshal([]byte(line), &d), line)
+					ds = append(ds, d)
+				}
+				return ds
+			}
+			var all []day
+			require.Eventually(t, func() bool {
+				code, out, errOut := ctl(cenv, "pipeline", "refused", "--all", "--limit", "4")
+				if code != 0 || strings.Contains(errOut, "next_cursor") {
+					return false
+				}
+				all = parse(out)
+				return len(all) == 6
+			}, 30*time.Second, 50*time.Millisecond)
+			codes := map[string]string{invalid: "INVALID_MESSAGE", large: "MESSAGE_TOO_LARGE"}
+			for i, d := range all {
+				require.Equal(t, "noop", d.JobType)
+				require.Equal(t, codes[d.Symbol], d.ErrorCode, d.Symbol)
+				require.NotEmpty(t, d.RefusedAt)
+				if i > 0 {
+					require.LessOrEqual(t, d.Asof, all[i-1].Asof, "latest day first")
+				}
+			}
+
+			// A page, its next_cursor, and the pages after it: every day once.
+			code, first, errOut := ctl(cenv, "pipeline", "refused", "--limit", "4")
+			require.Equal(t, 0, code, errOut)
+			require.Len(t, parse(first), 4)
+			_, after, ok := strings.Cut(errOut, "next_cursor: ")
+			require.True(t, ok, errOut)
+			cursor, _, _ := strings.Cut(after, " ")
+			code, rest, errOut := ctl(cenv, "pipeline", "refused", "--limit", "4", "--cursor", cursor)
+			require.Equal(t, 0, code, errOut)
+			require.NotContains(t, errOut, "next_cursor", "the last page")
+			require.Equal(t, all, parse(first+rest))
+
+			code, out, errOut := ctl(cenv, "pipeline", "refused", "--type", "noop", "--symbol", invalid)
+			require.Equal(t, 0, code, errOut)
+			got := parse(out)
+			require.Len(t, got, 3)
+			for _, d := range got {
+				require.Equal(t, invalid, d.Symbol)
+			}
+			code, out, errOut = ctl(cenv, "pipeline", "refused", "--type", "edge_daily")
+			require.Equal(t, 0, code, errOut)
+			require.Empty(t, out)
+
+			for _, args := range [][]string{{"--cursor", "not-a-cursor"}, {"--symbol", "\xff"}} {
+				code, out, errOut = ctl(cenv, append([]string{"pipeline", "refused"}, args...)...)
+				require.Equal(t, 1, code, errOut)
+				require.Empty(t, out)
+				require.Contains(t, errOut, "invalid_request")
+				require.Equal(t, 1, strings.Count(errOut, "\n"), errOut)
+			}
+			code, _, errOut = ctl(map[string]string{"EUTERPE_CENTRAL_URL": url, "EUTERPE_OPERATOR_TOKEN": "eop_wrong"}, "pipeline", "refused")
+			require.Equal(t, 1, code)
+			require.Contains(t, errOut, "unauthorized")
+			code, _, _ = ctl(map[string]string{"EUTERPE_CENTRAL_URL": url}, "pipeline", "refused")
+			require.Equal(t, 2, code)
 		})
 	}
 }

@@ -156,6 +156,10 @@ func (c *Console) jobPage(ec echo.Context) error {
 		return c.render(ec, http.StatusNotFound, "notfound", "Job not found", "/ui/",
 			"no job "+ec.Param("id")+" (unknown, or expired after its TTL)")
 	}
+	if errors.Is(err, jobs.ErrUnknownStatus) {
+		return c.render(ec, http.StatusConflict, "notfound", "Job unreadable", "/ui/",
+			"job "+id+" is not stored as a job hash (its key holds another type)")
+	}
 	if err != nil {
 		return err
 	}

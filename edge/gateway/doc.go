@@ -14,9 +14,12 @@
 // its stream opens is replayed from Redis after the cursor and the stream
 // ends, without joining the reader; a job whose hash is terminal before its
 // terminal event is stored (a two-step writer) gets a short grace for that
-// event. A job whose events key is not a stream gets a stream_error event
-// and its stream ends; the shared reader drops it and goes on for the
-// others. Every write has a deadline
+// event, waited for on the shared reader. A job whose events key is not a
+// stream gets a stream_error event (events_not_a_stream) and its stream
+// ends; the shared reader drops it and goes on for the others. A job key
+// that is not a hash is answered 409 job_status_unknown, like a status
+// this gateway does not know (a stream open at the time gets a
+// stream_error of that code). Every write has a deadline
 // (Settings.WriteTimeout), so a client that stops reading is dropped and
 // resumes later instead of being held with its send queue.
 package gateway

@@ -89,10 +89,12 @@ func (g *Gateway) getJob(c echo.Context) error {
 		return err
 	}
 	j, err := g.store.Get(c.Request().Context(), id)
-	if errors.Is(err, jobs.ErrNotFound) {
+	switch {
+	case errors.Is(err, jobs.ErrNotFound):
 		return notFound(id)
-	}
-	if err != nil {
+	case errors.Is(err, jobs.ErrUnknownStatus):
+		return statusUnknown(id, "read")
+	case err != nil:
 		return unavailable(err, g.set.RetryAfter)
 	}
 	return c.JSON(http.StatusOK, j)
@@ -117,7 +119,7 @@ func (g *Gateway) cancelJob(c echo.Context) error {
 		// Written by a newer version, or corrupt: what cancelling means
 		// for it is not this gateway's to decide, and a retry would not
 		// change the answer.
-		return daemon.Errorf(http.StatusConflict, "job_status_unknown", "job %s has a status this gateway does not know; it was not cancelled", id)
+		return statusUnknown(id, "cancelled")
 	case err != nil:
 		return unavailable(err, g.set.RetryAfter)
 	}
@@ -131,6 +133,14 @@ func jobID(c echo.Context) (string, error) {
 		return "", notFound(truncate(id, 64))
 	}
 	return id, nil
+}
+
+// statusUnknown is 409 job_status_unknown: the job's status is none this
+// gateway knows, or its key is no hash at all (jobs.ErrUnknownStatus). It
+// is refused rather than failed (500): no retry changes it. done says
+// what was not done to it ("read", "cancelled", "streamed").
+func statusUnknown(id, done string) error {
+	return daemon.Errorf(http.StatusConflict, "job_status_unknown", "job %s has a status this gateway does not know, or is not stored as a job hash; it was not %s", id, done)
 }
 
 func notFound(id string) error {

@@ -49,6 +49,13 @@ func startServer(t testing.TB, set gateway.Settings) *server {
 // (shared pool and SSE reader) recorded in cmds, when not nil.
 func startRecordedServer(t testing.TB, set gateway.Settings, cmds *testsvc.CommandLog) *server {
 	t.Helper()
+	return startHookedServer(t, set, cmds)
+}
+
+// startHookedServer is startRecordedServer with hooks added to the shared
+// pool (not the SSE reader's connection) as well.
+func startHookedServer(t testing.TB, set gateway.Settings, cmds *testsvc.CommandLog, hooks ...redis.Hook) *server {
+	t.Helper()
 	rdb, opt := testsvc.Redis(t)
 	// A name of its own, so connection counts never include another
 	// test's connections that the server has not finished closing.
@@ -60,6 +67,9 @@ func startRecordedServer(t testing.TB, set gateway.Settings, cmds *testsvc.Comma
 	shared := redis.NewClient(opt)
 	if cmds != nil {
 		shared.AddHook(cmds)
+	}
+	for _, h := range hooks {
+		shared.AddHook(h)
 	}
 	t.Cleanup(func() { _ = shared.Close() })
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))

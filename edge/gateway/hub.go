@@ -315,7 +315,7 @@ func (h *Hub) shutdown() {
 }
 
 // isWrongType reports a Redis WRONGTYPE reply: a key holding another type.
-func isWrongType(err error) bool { return redis.HasErrorPrefix(err, "WRONGTYPE") }
+func isWrongType(err error) bool { return jobs.IsWrongType(err) }
 
 // dropNotStreams closes, with ErrNotStream, every subscription of a job
 // whose events key holds something other than a stream (a missing key is

@@ -53,7 +53,8 @@ func testPumpCatchUpBetweenEntriesMakesProgress(t *testing.T) {
 	w := &sseWriter{w: echo.NewResponse(rec, echo.New())}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := g.pump(pctx, sub, &cursor, w, nil); err != nil {
+	var grace <-chan time.Time
+	if err := g.pump(pctx, sub, &cursor, w, nil, &grace); err != nil {
 		t.Fatalf("pump: %v (catch-up made no progress)", err)
 	}
 	if got := strings.Count(rec.Body.String(), "\nevent: progress"); got != 1 || !strings.HasPrefix(rec.Body.String(), "id: "+evs[0].ID) {

@@ -45,6 +45,9 @@ func (g *Gateway) streamEvents(c echo.Context) error {
 	if errors.Is(err, redis.Nil) || (err == nil && status == "") {
 		return notFound(id)
 	}
+	if jobs.IsWrongType(err) {
+		return statusUnknown(id, "streamed")
+	}
 	if err != nil {
 		return unavailable(fmt.Errorf("job %s status: %w", id, err), g.set.RetryAfter)
 	}
@@ -65,8 +68,16 @@ func (g *Gateway) streamEvents(c echo.Context) error {
 			// when that is nothing (a browser reconnecting after "done").
 			err = g.finish(ctx, id, &cursor, s)
 		} else {
-			err = g.follow(ctx, id, cursor, s)
+			err = g.follow(ctx, id, cursor, s, nil)
 		}
+	}
+	if errors.Is(err, jobs.ErrUnknownStatus) {
+		// The job's key went from a hash to something else while its
+		// events were followed: answered as GET would answer it now.
+		g.log.Warn("job key is not a hash", "job_id", id, "err", err)
+		s.frame("", "stream_error", fmt.Appendf(nil, `{"job_id":%q,"code":"job_status_unknown","message":"the job is no longer stored as a job hash"}`, id))
+		_ = s.flush()
+		return nil
 	}
 	if isWrongType(err) || errors.Is(err, ErrNotStream) {
 		// Nothing can be read for this job until its events key is a
@@ -93,50 +104,47 @@ func (g *Gateway) streamEvents(c echo.Context) error {
 // too: the scripts of package jobs write both at once. A worker of another
 // implementation may write them in two steps, status first, so a stream
 // that finds the hash terminal and no terminal event waits up to
-// terminalGrace for it, re-reading the events every terminalPoll, before
-// it ends without one.
-const (
-	terminalGrace = 2 * time.Second
-	terminalPoll  = 50 * time.Millisecond
-)
+// terminalGrace for it before it ends without one. It waits on the shared
+// reader like any live stream: a stream reading the job's events itself
+// until then would keep a connection of the shared pool busy for each of
+// its clients.
+const terminalGrace = 2 * time.Second
 
 // finish ends the stream of a job whose hash is terminal: it sends what is
 // stored after cursor and returns errStreamEnd after the terminal event,
 // or once the stream's last entry is a terminal event at or before the
-// cursor (the client had it already, or its Last-Event-ID is past it), or
-// when terminalGrace passes without one.
+// cursor (the client had it already, or its Last-Event-ID is past it);
+// else it follows the job for up to terminalGrace.
 func (g *Gateway) finish(ctx context.Context, id string, cursor *jobs.StreamID, s *sseWriter) error {
-	deadline := time.Now().Add(terminalGrace)
-	for {
-		if err := g.replay(ctx, id, cursor, s); err != nil {
-			return err
-		}
-		msgs, err := g.store.Redis().XRevRangeN(ctx, jobs.EventsKey(id), "+", "-", 1).Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return fmt.Errorf("last event of job %s: %w", id, err)
-		}
-		if len(msgs) == 1 {
-			last, err := jobs.ParseStreamID(msgs[0].ID)
-			if err != nil {
-				return err
-			}
-			if cursor.Less(last) && time.Now().Before(deadline) {
-				continue // appended since the replay: send it
-			}
-			if typ, _ := msgs[0].Values["type"].(string); jobs.IsTerminal(typ) && !cursor.Less(last) {
-				return errStreamEnd
-			}
-		}
-		if !time.Now().Before(deadline) {
-			g.log.Info("job finished without a terminal event; ending its event stream", "job_id", id)
-			return errStreamEnd
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(terminalPoll):
-		}
+	if err := g.replay(ctx, id, cursor, s); err != nil {
+		return err
 	}
+	ended, err := g.endedAt(ctx, id, *cursor)
+	if err != nil {
+		return err
+	}
+	if ended {
+		return errStreamEnd
+	}
+	return g.follow(ctx, id, *cursor, s, time.After(terminalGrace))
+}
+
+// endedAt reports whether the last entry of the job's events is a terminal
+// event at or before cursor: nothing is left to send.
+func (g *Gateway) endedAt(ctx context.Context, id string, cursor jobs.StreamID) (bool, error) {
+	msgs, err := g.store.Redis().XRevRangeN(ctx, jobs.EventsKey(id), "+", "-", 1).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return false, fmt.Errorf("last event of job %s: %w", id, err)
+	}
+	if len(msgs) == 0 {
+		return false, nil
+	}
+	last, err := jobs.ParseStreamID(msgs[0].ID)
+	if err != nil {
+		return false, err
+	}
+	typ, _ := msgs[0].Values["type"].(string)
+	return jobs.IsTerminal(typ) && !cursor.Less(last), nil
 }
 
 // replay sends the stored events of a job after cursor, up to its
@@ -163,9 +171,11 @@ func (g *Gateway) replay(ctx context.Context, id string, cursor *jobs.StreamID, 
 
 var errStreamEnd = errors.New("stream ended")
 
-// follow sends events after cursor until a terminal one. A subscription
-// the hub dropped because this client was slow is resumed from the cursor.
-func (g *Gateway) follow(ctx context.Context, id string, cursor jobs.StreamID, s *sseWriter) error {
+// follow sends events after cursor until a terminal one, or until grace
+// fires (nil: never, unless a heartbeat finds the job's hash terminal). A
+// subscription the hub dropped because this client was slow is resumed
+// from the cursor.
+func (g *Gateway) follow(ctx context.Context, id string, cursor jobs.StreamID, s *sseWriter, grace <-chan time.Time) error {
 	beat := time.NewTicker(g.set.Heartbeat)
 	defer beat.Stop()
 	for {
@@ -173,7 +183,7 @@ func (g *Gateway) follow(ctx context.Context, id string, cursor jobs.StreamID, s
 		if err != nil {
 			return err
 		}
-		err = g.pump(ctx, sub, &cursor, s, beat.C)
+		err = g.pump(ctx, sub, &cursor, s, beat.C, &grace)
 		g.hub.Unsubscribe(sub)
 		if !errors.Is(err, ErrLagged) {
 			return err
@@ -181,7 +191,10 @@ func (g *Gateway) follow(ctx context.Context, id string, cursor jobs.StreamID, s
 	}
 }
 
-func (g *Gateway) pump(ctx context.Context, sub *Sub, cursor *jobs.StreamID, s *sseWriter, beat <-chan time.Time) error {
+// pump sends sub's events. Once *grace is set (a nil channel never fires)
+// the job's hash is known to be terminal: its terminal event ends the
+// stream as usual, and *grace firing first ends it without one.
+func (g *Gateway) pump(ctx context.Context, sub *Sub, cursor *jobs.StreamID, s *sseWriter, beat <-chan time.Time, grace *<-chan time.Time) error {
 	send := func(ev jobs.Event) error { return s.event(cursor, ev) }
 	// Catch up from Redis to where the shared reader was when we joined.
 	// Entries after CatchUpTo come live; once a page reaches past it (or
@@ -221,23 +234,39 @@ func (g *Gateway) pump(ctx context.Context, sub *Sub, cursor *jobs.StreamID, s *
 			if err := send(ev); err != nil {
 				return err
 			}
+		case <-*grace:
+			g.log.Info("job finished without a terminal event; ending its event stream", "job_id", sub.Job)
+			return errStreamEnd
 		case <-beat:
 			s.comment("heartbeat")
 			if err := s.flush(); err != nil {
 				return err
 			}
+			if *grace != nil {
+				continue // the hash is terminal: only the event is awaited
+			}
 			status, err := g.store.Redis().HGet(ctx, jobs.JobKey(sub.Job), "status").Result()
 			switch {
 			case errors.Is(err, redis.Nil):
 				return errStreamEnd // expired without a terminal event
+			case jobs.IsWrongType(err):
+				// Not the events key's fault: left unwrapped so the
+				// client is not told its events key is bad.
+				return fmt.Errorf("status of job %s: key holds another type: %w", sub.Job, jobs.ErrUnknownStatus)
 			case err == nil && jobs.IsTerminal(status):
 				// The terminal entry may never come live to this
 				// subscriber: it joined after the reader had passed it,
-				// with a Last-Event-ID ahead of the stream; or it is not
-				// stored yet (a two-step writer). Send what is stored
-				// after the cursor and end, as for a job already finished
-				// at connect.
-				return g.finish(ctx, sub.Job, cursor, s)
+				// with a Last-Event-ID ahead of the stream. Or it is not
+				// stored yet (a two-step writer): it comes live, within
+				// the grace.
+				ended, err := g.endedAt(ctx, sub.Job, *cursor)
+				if err != nil {
+					return err
+				}
+				if ended {
+					return errStreamEnd
+				}
+				*grace = time.After(terminalGrace)
 			}
 		}
 	}

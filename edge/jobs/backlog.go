@@ -13,8 +13,9 @@ import (
 // undelivered entries plus pending (delivered, unacknowledged) ones, up to
 // limit+1 (a count above limit is all backpressure needs to know).
 //
-// Redis 7 reports the undelivered count as the group's "lag"; on Redis 6.0,
-// and on 7 when it reports none, it is the stream's length less the
+// Redis 7 reports the undelivered count as the group's "lag", or it is
+// read from its counters when it reports none (see byCounters); on Redis
+// 6.0, and on 7 when neither tells, it is the stream's length less the
 // entries at or before the group's last-delivered-id (see undelivered).
 // The server version is detected once.
 func (s *Store) Backlog(ctx context.Context, limit int64) (int64, error) {
@@ -42,14 +43,81 @@ func (s *Store) Backlog(ctx context.Context, limit int64) (int64, error) {
 	if g.Pending > limit {
 		return g.Pending, nil
 	}
-	if s.hasLag(ctx) && g.Lag >= 0 {
-		return g.Pending + g.Lag, nil
+	if s.hasLag(ctx) {
+		if g.Lag >= 0 {
+			return g.Pending + g.Lag, nil
+		}
+		n, ok, err := s.byCounters(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			return n, nil
+		}
 	}
 	n, err := s.undelivered(ctx, g.LastDeliveredID, g.Pending, limit-g.Pending+1)
 	if err != nil {
 		return 0, err
 	}
 	return g.Pending + n, nil
+}
+
+// byCounters is the backlog from Redis 7's stream counters, for when XINFO
+// GROUPS reports no lag. Redis gives none as soon as an entry at or after
+// the group's last-delivered-id was deleted, which our workers do
+// whenever the entry delivered last is also the last one finished; its
+// counters still tell the undelivered count exactly while no deletion is
+// after that id: the entries added after it, entries-added less the
+// group's entries-read. Workers of another implementation, which
+// acknowledge without deleting, leave entries before the group's position
+// that would make undelivered fetch the undelivered entries themselves
+// (payloads and all) to count them. ok is false when the counters cannot
+// tell (no entries-read, or a deletion after the group's position).
+// Group and stream are read in one MULTI, so both see the same stream.
+func (s *Store) byCounters(ctx context.Context) (n int64, ok bool, err error) {
+	var groups *redis.XInfoGroupsCmd
+	var info *redis.XInfoStreamCmd
+	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		groups = p.XInfoGroups(ctx, QueueStream)
+		info = p.XInfoStream(ctx, QueueStream)
+		return nil
+	})
+	if err != nil {
+		if isNoStream(err) {
+			return 0, true, nil
+		}
+		return 0, false, fmt.Errorf("backlog: %w", err)
+	}
+	var g *redis.XInfoGroup
+	for i, gr := range groups.Val() {
+		if gr.Name == Group {
+			g = &groups.Val()[i]
+		}
+	}
+	if g == nil {
+		return 0, false, nil
+	}
+	if g.Lag >= 0 {
+		return g.Pending + g.Lag, true, nil
+	}
+	// go-redis reads a null entries-read as 0, which a group that has
+	// read anything never has.
+	if g.EntriesRead <= 0 {
+		return 0, false, nil
+	}
+	st := info.Val()
+	last, err := ParseStreamID(g.LastDeliveredID)
+	if err != nil {
+		return 0, false, fmt.Errorf("backlog: group last-delivered-id %q: %w", g.LastDeliveredID, err)
+	}
+	deleted, err := ParseStreamID(st.MaxDeletedEntryID)
+	if err != nil || last.Less(deleted) {
+		return 0, false, nil
+	}
+	// Trimming is not recorded as a deletion; it takes the oldest entries
+	// first, so the stream's length bounds what it left after the group.
+	n = min(max(st.EntriesAdded-g.EntriesRead, 0), st.Length)
+	return g.Pending + n, true, nil
 }
 
 // behindSlack is how many entries at or before the group's position,

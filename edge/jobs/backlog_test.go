@@ -117,3 +117,57 @@ func testBacklogWithAcknowledgedEntriesKept(t *testing.T) {
 		})
 	}
 }
+
+// With workers of both kinds on Redis 7 (one acknowledging without
+// deleting, one deleting what it finishes), XINFO GROUPS reports no lag
+// whenever the last entry delivered is also the last deleted, and the
+// kept entries defeat the count from behind. The group's entries-read and
+// the stream's entries-added still give the undelivered count exactly
+// (nothing after the group's position was deleted), so the payloads of
+// the undelivered entries are not fetched to count them.
+func TestBacklogLagUnknownUsesCounters(t *testing.T) {
+	testsvc.EachRedis(t, func(t *testing.T) {
+		st, rdb := newStore(t)
+		ctx := context.Background()
+		if testsvc.IsRedis60(t) {
+			t.Skip("Redis 6.0 keeps no entries-read or entries-added counters")
+		}
+		require.NoError(t, st.EnsureGroup(ctx))
+		payload, _ := json.Marshal(map[string]string{"q": strings.Repeat("x", 1024)})
+		const kept, pending, queued = 100, 2, 300
+		for range kept + pending + 1 + queued {
+			_, err := st.Create(ctx, jobs.NewJob{Task: "chat", Payload: payload, TTL: 60})
+			require.NoError(t, err)
+		}
+		msgs := readGroup(t, rdb, kept+pending+1)
+		for _, m := range msgs[:kept] {
+			require.NoError(t, rdb.XAck(ctx, jobs.QueueStream, jobs.Group, m.ID).Err())
+		}
+		require.NoError(t, st.Ack(ctx, msgs[kept+pending].ID)) // the last delivered, deleted
+		groups, err := rdb.XInfoGroups(ctx, jobs.QueueStream).Result()
+		require.NoError(t, err)
+		require.Len(t, groups, 1)
+		require.EqualValues(t, -1, groups[0].Lag, "the scenario must leave Redis without a lag")
+
+		f := &fetchedEntries{}
+		rdb.AddHook(f)
+		for _, limit := range []int64{1 << 40, 10_000, pending + queued} {
+			n, err := st.Backlog(ctx, limit)
+			require.NoError(t, err)
+			assert.EqualValues(t, pending+queued, n, "limit %d", limit)
+		}
+		n, err := st.Backlog(ctx, pending+queued-1)
+		require.NoError(t, err)
+		assert.Greater(t, n, int64(pending+queued-1))
+		assert.LessOrEqual(t, f.n.Load(), int64(4*pending), "entries fetched")
+
+		// A deletion after the group's position makes the counters
+		// overcount: the count falls back and stays exact.
+		tail, err := rdb.XRevRangeN(ctx, jobs.QueueStream, "+", "-", 1).Result()
+		require.NoError(t, err)
+		require.NoError(t, rdb.XDel(ctx, jobs.QueueStream, tail[0].ID).Err())
+		n, err = st.Backlog(ctx, 1<<40)
+		require.NoError(t, err)
+		assert.EqualValues(t, pending+queued-1, n)
+	})
+}

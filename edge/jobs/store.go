@@ -213,9 +213,17 @@ func (s *Store) Replay(ctx context.Context, key, fingerprint string) (c Created,
 	return c, true, nil
 }
 
-// Get reads job:{id} with payload, result and error deserialized.
+// IsWrongType reports a Redis WRONGTYPE reply: the key holds another type
+// than the command reads.
+func IsWrongType(err error) bool { return redis.HasErrorPrefix(err, "WRONGTYPE") }
+
+// Get reads job:{id} with payload, result and error deserialized. A key
+// holding another type than a hash is ErrUnknownStatus.
 func (s *Store) Get(ctx context.Context, id string) (*Job, error) {
 	h, err := s.rdb.HGetAll(ctx, JobKey(id)).Result()
+	if IsWrongType(err) {
+		return nil, fmt.Errorf("get job %s: key holds another type: %w: %w", id, ErrUnknownStatus, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("get job %s: %w", id, err)
 	}

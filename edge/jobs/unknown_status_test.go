@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vesta-cx/euterpe/daemon/lease"
@@ -61,6 +62,41 @@ func TestUnknownStatusRefusedAsUnknown(t *testing.T) {
 				assert.Equal(t, before, after)
 				if tc.status != "!events" {
 					assert.Len(t, rdb.XRange(ctx, jobs.EventsKey(id), "-", "+").Val(), 1)
+				}
+			})
+		}
+	})
+}
+
+// Reading a job whose key holds another type is ErrUnknownStatus (what a
+// transition of it answers too), not a bare WRONGTYPE error a caller can
+// only take for Redis trouble; a missing job stays ErrNotFound.
+func TestGetOfWrongTypeKeyIsUnknownStatus(t *testing.T) {
+	testsvc.EachRedis(t, func(t *testing.T) {
+		ctx := context.Background()
+		tests := []struct {
+			name  string
+			spoil func(t *testing.T, rdb *redis.Client, key string)
+			want  error
+		}{
+			{"string", func(t *testing.T, rdb *redis.Client, key string) {
+				require.NoError(t, rdb.Set(ctx, key, "x", 0).Err())
+			}, jobs.ErrUnknownStatus},
+			{"list", func(t *testing.T, rdb *redis.Client, key string) {
+				require.NoError(t, rdb.RPush(ctx, key, "x").Err())
+			}, jobs.ErrUnknownStatus},
+			{"missing", func(*testing.T, *redis.Client, string) {}, jobs.ErrNotFound},
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				st, rdb := newStore(t)
+				id := create(t, st)
+				require.NoError(t, rdb.Del(ctx, jobs.JobKey(id)).Err())
+				tc.spoil(t, rdb, jobs.JobKey(id))
+				_, err := st.Get(ctx, id)
+				require.ErrorIs(t, err, tc.want)
+				if tc.want == jobs.ErrUnknownStatus {
+					assert.NotErrorIs(t, err, jobs.ErrNotFound)
 				}
 			})
 		}

@@ -21,8 +21,10 @@ const CodeUnknownStatus = "unknown_status"
 // deadLetter ends a message for good. When failJob is set the job becomes
 // error max_deliveries_exceeded with its terminal event (unless it already
 // ended); then a copy of the message goes to jobs:dead and the message is
-// acknowledged and deleted from jobs:stream, all in one MULTI. If the job cannot be failed
-// (Redis trouble) the message stays pending and the next scan retries.
+// acknowledged and deleted from jobs:stream, in one script and only while
+// the message is pending under this consumer (deadScript). If the job
+// cannot be failed (Redis trouble) the message stays pending and the next
+// scan retries.
 //
 // A jobs:dead entry holds the original job_id, task and payload fields plus
 // msg_id (the jobs:stream id), deliveries, reason, consumer (who
@@ -50,19 +52,43 @@ func (p *Pool) deadLetter(ctx context.Context, e entry, reason string, failJob b
 			return
 		}
 	}
-	tx := p.rdb.TxPipeline()
-	tx.XAdd(ctx, &redis.XAddArgs{
-		Stream: jobs.DeadStream, MaxLen: int64(p.s.DeadMaxLen), Approx: true,
-		Values: []any{
-			"job_id", id, "task", str("task"), "payload", str("payload"),
-			"msg_id", e.msg.ID, "deliveries", itoa(e.deliveries), "reason", reason,
-			"consumer", p.consumer, "ts", itoa(time.Now().UnixMilli()),
-		},
-	})
-	jobs.QueueAck(ctx, tx, e.msg.ID)
-	if _, err := tx.Exec(ctx); err != nil {
+	values := []any{
+		"job_id", id, "task", str("task"), "payload", str("payload"),
+		"msg_id", e.msg.ID, "deliveries", itoa(e.deliveries), "reason", reason,
+		"consumer", p.consumer, "ts", itoa(time.Now().UnixMilli()),
+	}
+	args := append([]any{p.consumer, e.msg.ID, p.s.DeadMaxLen}, values...)
+	ended, err := deadScript.Run(ctx, p.rdb, []string{jobs.QueueStream, jobs.DeadStream}, args...).Int()
+	if err != nil {
 		p.log.Warn("dead-letter: copy and ack", "msg_id", e.msg.ID, "err", err)
+		return
+	}
+	if ended == 0 {
+		p.log.Info("dead-letter skipped: the message is no longer pending under this consumer", "msg_id", e.msg.ID, "job_id", id, "reason", reason)
 		return
 	}
 	p.log.Warn("message dead-lettered", "msg_id", e.msg.ID, "job_id", id, "reason", reason, "deliveries", e.deliveries)
 }
+
+// deadScript copies a queue message to jobs:dead, then acknowledges and
+// deletes it, only while it is pending under the calling consumer: one
+// that lost it (another consumer claimed it) or meets it already ended
+// (a retry after a lost reply) adds no second copy and ends nothing of
+// another's. It returns 1 when it did, 0 when not.
+//
+// KEYS: queue stream, dead stream
+// ARGV: consumer, message id, dead stream MAXLEN (approximate; 0 keeps
+// every entry), then the dead entry's fields and values
+var deadScript = redis.NewScript(`
+redis.replicate_commands()
+local p = redis.call('XPENDING', KEYS[1], '` + jobs.Group + `', ARGV[2], ARGV[2], 1)
+if not p[1] or p[1][2] ~= ARGV[1] then return 0 end
+if tonumber(ARGV[3]) > 0 then
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', unpack(ARGV, 4))
+else
+  redis.call('XADD', KEYS[2], '*', unpack(ARGV, 4))
+end
+redis.call('XACK', KEYS[1], '` + jobs.Group + `', ARGV[2])
+redis.call('XDEL', KEYS[1], ARGV[2])
+return 1
+`)

@@ -93,7 +93,9 @@ func (p *Pool) pollStatus(ctx context.Context) {
 	for i, c := range cmds {
 		st, err := c.Result()
 		switch {
-		case err == nil && st != jobs.Running && !jobs.IsKnownStatus(st):
+		case err == nil && st != jobs.Running && !jobs.IsKnownStatus(st), jobs.IsWrongType(err):
+			// Outside the state machine, or no job hash at all: no
+			// transition can finish it (see jobs.ErrUnknownStatus).
 			running[i].cancel(errUnknownStatus)
 		case errors.Is(err, redis.Nil) || (err == nil && st != jobs.Running):
 			// Cancelled, finished elsewhere, or expired.

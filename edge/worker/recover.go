@@ -30,7 +30,7 @@ type claimer interface {
 // fallback is not forced, else XPENDING+XCLAIM.
 func (p *Pool) chooseClaimer(ctx context.Context) (claimer, error) {
 	if p.s.ClaimFallback {
-		return &pendingClaimer{p: p}, nil
+		return &pendingClaimer{p: p, from: "-"}, nil
 	}
 	info, err := p.rdb.Info(ctx, "server").Result()
 	if err != nil {
@@ -39,7 +39,7 @@ func (p *Pool) chooseClaimer(ctx context.Context) (claimer, error) {
 	if SupportsAutoClaim(info) {
 		return &autoClaimer{p: p, cursor: "0-0"}, nil
 	}
-	return &pendingClaimer{p: p}, nil
+	return &pendingClaimer{p: p, from: "-"}, nil
 }
 
 // SupportsAutoClaim reports whether an INFO server reply names a Redis
@@ -206,13 +206,22 @@ func (p *Pool) readClaimed(ctx context.Context, claimed []claimedID, setCount bo
 // JUSTID and an explicit RETRYCOUNT, because Redis before 7 answers a claim
 // of a deleted entry with a nil the client cannot parse; the entries are
 // then read with XRANGE (readClaimed).
-type pendingClaimer struct{ p *Pool }
+//
+// Like XAUTOCLAIM's cursor, a pass reads the pending list once: each call
+// goes on after the last entry the previous one looked at. From the head
+// every time, a list of many live entries before a few hundred idle ones
+// would be read again for every handful claimed (quadratic in its length,
+// the pass's slots held all along). An entry passed over (live, running
+// here, or claimed by another consumer first) waits for the next pass.
+type pendingClaimer struct {
+	p    *Pool
+	from string // XPENDING start of the next call: "-" or an id
+}
 
 func (c *pendingClaimer) name() string { return "XPENDING+XCLAIM" }
 
-// restart does nothing: every call searches the pending list from its
-// head, and what an earlier call claimed is no longer idle.
-func (c *pendingClaimer) restart() {}
+// restart starts the next pass at the head of the pending list.
+func (c *pendingClaimer) restart() { c.from = "-" }
 
 // claim takes up to count idle entries. The pass goes on while a call
 // finds count of them (there may be more), whatever it then claims and
@@ -249,39 +258,53 @@ func (c *pendingClaimer) claim(ctx context.Context, minIdle time.Duration, count
 	return out, more, errors.Join(append(errs, err)...)
 }
 
-// idle pages through the whole pending list, oldest first, for up to count
-// entries idle for at least minIdle that this pool is not running. Live
-// entries (of this or other consumers) may fill any number of pages before
-// an idle one: XPENDING has no IDLE filter before Redis 6.2, and ids are
+// idle pages through the pending list from c.from, oldest first, for up
+// to count entries idle for at least minIdle that this pool is not
+// running, and moves c.from past the last entry it looked at. Live entries
+// (of this or other consumers) may fill any number of pages before an
+// idle one: XPENDING has no IDLE filter before Redis 6.2, and ids are
 // paged inclusively (no "(" ranges either), starting after the last id seen.
 func (c *pendingClaimer) idle(ctx context.Context, minIdle time.Duration, count int) ([]redis.XPendingExt, error) {
 	p := c.p
 	page := int64(max(pendingPage, count+p.s.Concurrency))
+	if c.from == "" {
+		c.from = "-"
+	}
 	var idle []redis.XPendingExt
-	for start := "-"; ; {
+	for {
 		pend, err := p.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
-			Stream: jobs.QueueStream, Group: jobs.Group, Start: start, End: "+", Count: page,
+			Stream: jobs.QueueStream, Group: jobs.Group, Start: c.from, End: "+", Count: page,
 		}).Result()
 		if err != nil {
 			return nil, fmt.Errorf("XPENDING: %w", err)
 		}
-		for _, e := range pend {
+		for i, e := range pend {
 			if e.Idle >= minIdle && !p.owns(e.ID) {
 				idle = append(idle, e)
 				if len(idle) == count {
-					return idle, nil
+					return idle, c.after(e.ID)
+				}
+			}
+			if i == len(pend)-1 {
+				if err := c.after(e.ID); err != nil {
+					return nil, err
 				}
 			}
 		}
 		if int64(len(pend)) < page {
 			return idle, nil
 		}
-		last, err := jobs.ParseStreamID(pend[len(pend)-1].ID)
-		if err != nil {
-			return nil, fmt.Errorf("XPENDING: %w", err)
-		}
-		start = last.Next().String()
 	}
+}
+
+// after moves the next XPENDING start past id.
+func (c *pendingClaimer) after(id string) error {
+	last, err := jobs.ParseStreamID(id)
+	if err != nil {
+		return fmt.Errorf("XPENDING: %w", err)
+	}
+	c.from = last.Next().String()
+	return nil
 }
 
 // pendingPage is the most entries one XPENDING page asks for.

@@ -157,3 +157,36 @@ func TestJobKeyNotAHashDeadLetteredOnce(t *testing.T) {
 		}
 	})
 }
+
+// A job key that stops being a hash while the job runs is heard by the
+// status poll like a status outside the state machine: the backend call
+// stops and the message is dead-lettered once, the key left as it is.
+func TestJobKeyNotAHashWhileRunning(t *testing.T) {
+	testsvc.EachRedis(t, func(t *testing.T) {
+		rdb, st, _ := newRedis(t)
+		ctx := context.Background()
+		b := newBlocking()
+		startPool(t, rdb, st, "w1", testSettings(), backend.NewRegistry(map[string]backend.Backend{"code": b}))
+		id := create(t, st, "code", `{}`)
+		<-b.started
+		if err := rdb.Del(ctx, jobs.JobKey(id)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.Set(ctx, jobs.JobKey(id), "not a hash", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-b.stopped:
+		case <-time.After(3 * time.Second):
+			t.Fatal("backend call not abandoned")
+		}
+		waitNoPending(t, rdb, 3*time.Second)
+		dead := rdb.XRange(ctx, jobs.DeadStream, "-", "+").Val()
+		if len(dead) != 1 || dead[0].Values["job_id"] != id || dead[0].Values["reason"] != CodeUnknownStatus {
+			t.Fatalf("jobs:dead = %v", dead)
+		}
+		if v := rdb.Get(ctx, jobs.JobKey(id)).Val(); v != "not a hash" {
+			t.Fatalf("job key now %q", v)
+		}
+	})
+}

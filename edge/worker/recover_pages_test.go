@@ -1,0 +1,98 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
+	"github.com/vesta-cx/euterpe/edge/backend"
+	"github.com/vesta-cx/euterpe/edge/jobs"
+)
+
+// nameCounter counts the commands of one name a client sends.
+type nameCounter struct {
+	name string
+	n    atomic.Int64
+}
+
+func (c *nameCounter) count(cmd redis.Cmder) {
+	if cmd.Name() == c.name {
+		c.n.Add(1)
+	}
+}
+
+func (c *nameCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *nameCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (c *nameCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			c.count(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// On the XPENDING+XCLAIM path one recovery pass reads the pending list
+// once, like XAUTOCLAIM's cursor does, not once per claim: with a long
+// list of live entries ahead of the idle ones, starting every claim from
+// the head would read it again for every few idle entries, holding the
+// pass's slots all along.
+func TestFallbackRecoveryPassReadsPendingListOnce(t *testing.T) {
+	testsvc.EachRedis(t, func(t *testing.T) {
+		rdb, _, _ := newRedis(t)
+		st := jobs.NewStore(rdb)
+		ctx := context.Background()
+		const live, orphans = 500, 12
+		total := live + orphans
+		ids := make([]string, total)
+		for i := range ids {
+			ids[i] = create(t, st, "chat", `{}`)
+		}
+		res, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: jobs.Group, Consumer: "dead",
+			Streams: []string{jobs.QueueStream, ">"}, Count: int64(total)}).Result()
+		require.NoError(t, err)
+		msgs := res[0].Messages
+		require.Len(t, msgs, total)
+		s := testSettings()
+		s.Concurrency, s.Batch = 2, 2
+		s.ClaimFallback = true
+		s.ClaimIdle = time.Second
+		s.ClaimInterval = time.Hour
+		time.Sleep(s.ClaimIdle + 100*time.Millisecond)
+		var held []string
+		for _, m := range msgs[:live] {
+			held = append(held, m.ID)
+		}
+		require.NoError(t, rdb.XClaimJustID(ctx, &redis.XClaimArgs{Stream: jobs.QueueStream, Group: jobs.Group,
+			Consumer: "alive", MinIdle: 0, Messages: held}).Err())
+
+		pending := &nameCounter{name: "xpending"}
+		rdb.AddHook(pending)
+		startPool(t, rdb, st, "rescuer", s, backend.NewRegistry(map[string]backend.Backend{
+			"chat": backend.Func(func(context.Context, backend.Request, backend.Delta) (json.RawMessage, error) {
+				return json.RawMessage(`{}`), nil
+			}),
+		}))
+		for _, id := range ids[live:] {
+			if j := waitTerminal(t, st, id, 900*time.Millisecond); j.Status != jobs.Done {
+				t.Fatalf("job %s: %s", id, j.Status)
+			}
+		}
+		// The list is six pages of 100; claims of 2 take six rounds. Read
+		// from the head each time, that is some forty pages.
+		assert.LessOrEqual(t, pending.n.Load(), int64(20), "XPENDING pages read in one pass")
+	})
+}

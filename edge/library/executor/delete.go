@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -60,6 +60,12 @@ func (x *Executor) delete(ctx context.Context, c *Claim) error {
 			Decision: decision, Reason: daemon.CapMessage(reason), TrashPath: trash,
 		})
 	}
+	// A refusal also names what a run of this job left in the file's trash
+	// entry without recording it (killed after its move): the retention
+	// empties the entry, and no other decision says it is there.
+	refuse := func(f store.File, reason string) error {
+		return record(f, DecisionRefused, x.leftInTrash(c.Job.ID, f, reason)+reason, nil)
+	}
 	// A re-run (lease expired, daemon restarted) would find a file this
 	// job already moved or removed gone from its path and refuse it.
 	acted, err := x.actedOn(ctx, c.Job.ID)
@@ -101,7 +107,7 @@ func (x *Executor) delete(ctx context.Context, c *Claim) error {
 		} else if reason != "" {
 			refused++
 			step()
-			if err := record(f, DecisionRefused, reason, nil); err != nil {
+			if err := refuse(f, reason); err != nil {
 				return err
 			}
 			continue
@@ -121,7 +127,7 @@ func (x *Executor) delete(ctx context.Context, c *Claim) error {
 			f.ID = id
 			refused++
 			step()
-			if err := record(f, DecisionRefused, "no kept copy of the group was verified; refusing to delete what may be the last copy", nil); err != nil {
+			if err := refuse(f, "no kept copy of the group was verified; refusing to delete what may be the last copy"); err != nil {
 				return err
 			}
 			continue
@@ -135,7 +141,7 @@ func (x *Executor) delete(ctx context.Context, c *Claim) error {
 		step()
 		if reason != "" {
 			refused++
-			if err := record(f, DecisionRefused, reason, nil); err != nil {
+			if err := refuse(f, reason); err != nil {
 				return err
 			}
 			continue
@@ -231,10 +237,11 @@ func (x *Executor) recordActed(f store.File, trash *string, record func() error)
 // movedBefore finds file id in the trash entry an earlier run of job jobID
 // moved it to and was stopped (SIGKILL, power loss) before recording:
 // the recorded path is gone and trash/<job>/<file>/<name> is a regular
-// file with the group's content, reached without a symlink. The move into that entry was the
-// earlier run's, made under the delete lock after every check; verifying
-// again would find the path missing and record a refusal, leaving the
-// copy in the trash unaccounted for until the retention removes it.
+// file with the group's content, reached without a symlink or a mount
+// point. The move into that entry was the earlier run's, made under the
+// delete lock after every check; verifying again would find the path
+// missing and record a refusal, leaving the copy in the trash unaccounted
+// for until the retention removes it.
 func (x *Executor) movedBefore(ctx context.Context, jobID, id int64, k store.GroupKey) (store.File, string, bool) {
 	f, err := x.Store.GetFile(ctx, id)
 	if err != nil || f.Path == "" {
@@ -244,15 +251,12 @@ func (x *Executor) movedBefore(ctx context.Context, jobID, id int64, k store.Gro
 	if err := unix.Lstat(f.Path, &st); !errors.Is(err, unix.ENOENT) {
 		return f, "", false
 	}
-	p, err := x.Trash.Join(filepath.Join(strconv.FormatInt(jobID, 10), strconv.FormatInt(id, 10), filepath.Base(f.Path)))
-	if err != nil {
-		return f, "", false
-	}
-	dir, _, err := openDirNoSymlinks(filepath.Dir(p))
+	dir, err := x.openTrashEntry(jobID, id, false)
 	if err != nil {
 		return f, "", false
 	}
 	defer dir.Close()
+	p := filepath.Join(dir.Name(), filepath.Base(f.Path))
 	fd, err := unix.Openat(int(dir.Fd()), filepath.Base(p), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return f, "", false
@@ -270,6 +274,27 @@ func (x *Executor) movedBefore(ctx context.Context, jobID, id int64, k store.Gro
 		return f, "", false
 	}
 	return f, p, true
+}
+
+// leftInTrash names the entry trash/<job>/<file>/<name> of file f when
+// something is there that the refusal reason does not already name: a run
+// of job jobID moved it there (the file, or what was swapped in for it)
+// and was stopped before it recorded or checked the move.
+func (x *Executor) leftInTrash(jobID int64, f store.File, reason string) string {
+	if f.Path == "" {
+		return ""
+	}
+	dir, err := x.openTrashEntry(jobID, f.ID, false)
+	if err != nil {
+		return ""
+	}
+	defer dir.Close()
+	p := filepath.Join(dir.Name(), filepath.Base(f.Path))
+	var st unix.Stat_t
+	if strings.Contains(reason, p) || unix.Fstatat(int(dir.Fd()), filepath.Base(f.Path), &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return ""
+	}
+	return fmt.Sprintf("%s is in this job's trash entry for the file, not recorded as its move (the retention will empty it); ", p)
 }
 
 func sameAsKept(p *pinned, kept []*pinned) *pinned {

@@ -49,6 +49,17 @@ func TestDeleteRerunAfterCrashWhileStaged(t *testing.T) {
 					t.Fatal(err)
 				}
 			}},
+		// A put back on a filesystem without RENAME_NOREPLACE links the
+		// staged file to its name, then removes the staged name.
+		{name: "put back linked, staged name not yet removed", want: executor.DecisionTrashed,
+			before: func(t *testing.T, del, _, staged string) {
+				mustSwap(t, func() error { return os.Link(staged, del) })
+			}},
+		{name: "copy complete, then the staged name made a hard link of the kept file", want: executor.DecisionRefused,
+			trashCopy: func() []byte { return []byte(dupContent) },
+			before: func(t *testing.T, _, kept, staged string) {
+				mustSwap(t, func() error { return os.Remove(staged) }, func() error { return os.Link(kept, staged) })
+			}},
 		{name: "staged a hard link of the kept file swapped in", want: executor.DecisionRefused,
 			before: func(t *testing.T, _, kept, staged string) {
 				mustSwap(t, func() error { return os.Remove(staged) }, func() error { return os.Link(kept, staged) })

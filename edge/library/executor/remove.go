@@ -189,17 +189,26 @@ func syncDir(dir *os.File) error {
 
 // trashEntry creates (if need be) and opens trash/<job>/<file>/, each
 // level made and opened relative to the one above without following a
-// symlink: a trash/<job> that is a link leads nowhere, and nothing is
+// symlink or crossing a mount point: a trash/<job> that is a link, or has
+// a directory from elsewhere mounted on it, leads nowhere, and nothing is
 // created where it points.
 func (x *Executor) trashEntry(jobID, fileID int64) (*os.File, error) {
+	return x.openTrashEntry(jobID, fileID, true)
+}
+
+// openTrashEntry opens trash/<job>/<file>/ as trashEntry does, creating
+// the missing levels only when create is set.
+func (x *Executor) openTrashEntry(jobID, fileID int64, create bool) (*os.File, error) {
 	dir, _, err := openDirNoSymlinks(x.Trash.Path())
 	if err != nil {
 		return nil, err
 	}
 	for _, n := range []string{strconv.FormatInt(jobID, 10), strconv.FormatInt(fileID, 10)} {
-		if err := unix.Mkdirat(int(dir.Fd()), n, 0o750); err != nil && !errors.Is(err, unix.EEXIST) {
-			dir.Close()
-			return nil, fmt.Errorf("trash entry: %w", err)
+		if create {
+			if err := unix.Mkdirat(int(dir.Fd()), n, 0o750); err != nil && !errors.Is(err, unix.EEXIST) {
+				dir.Close()
+				return nil, fmt.Errorf("trash entry: %w", err)
+			}
 		}
 		sub, err := openSubdir(dir, n)
 		dir.Close()
@@ -212,19 +221,28 @@ func (x *Executor) trashEntry(jobID, fileID int64) (*os.File, error) {
 }
 
 // openSubdir opens directory name inside dir as an O_PATH descriptor,
-// refusing a symlink in its place; the descriptor's Name is its path.
+// refusing a symlink or a mount point in its place (a bind mount of
+// another directory is as much a way out of the trash as a link); the
+// descriptor's Name is its path.
 func openSubdir(dir *os.File, name string) (*os.File, error) {
 	path := filepath.Join(dir.Name(), name)
 	fd, err := unix.Openat2(int(dir.Fd()), name, &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_BENEATH,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_BENEATH | unix.RESOLVE_NO_XDEV,
 	})
 	if errors.Is(err, unix.ENOSYS) {
 		fd, err = unix.Openat(int(dir.Fd()), name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		// Without openat2 only another filesystem can be told apart, not
+		// a bind mount of the same one.
+		var a, b unix.Stat_t
+		if err == nil && (unix.Fstat(int(dir.Fd()), &a) != nil || unix.Fstat(fd, &b) != nil || a.Dev != b.Dev) {
+			unix.Close(fd)
+			err = unix.EXDEV
+		}
 	}
 	if err != nil {
 		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.EXDEV) {
-			return nil, fmt.Errorf("%w: trash directory %s is not a directory reached without a symlink", pathsafe.ErrOutside, path)
+			return nil, fmt.Errorf("%w: trash directory %s is not a directory reached without a symlink or a mount point", pathsafe.ErrOutside, path)
 		}
 		return nil, fmt.Errorf("open trash directory %s: %w", path, err)
 	}

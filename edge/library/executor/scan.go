@@ -111,7 +111,7 @@ func (x *Executor) scan(ctx context.Context, c *Claim) error {
 				}
 				return nil
 			}
-			if !d.Type().IsRegular() {
+			if !d.Type().IsRegular() || strings.HasPrefix(d.Name(), stagePrefix) {
 				return nil
 			}
 			info, err := d.Info()

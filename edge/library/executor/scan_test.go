@@ -384,3 +384,25 @@ func TestScanRootNotWalkedKeepsItsFiles(t *testing.T) {
 		}
 	})
 }
+
+// TestScanLeavesStagedDeletesOut: a name a delete stages a file under
+// (.euterpe-delete-<job>-<file>, left by a run stopped mid-move) belongs
+// to that delete's rerun, which finishes or undoes it; cataloguing it
+// would let another job keep a file the rerun then unlinks.
+func TestScanLeavesStagedDeletesOut(t *testing.T) {
+	e := newEnv(t, true)
+	a := e.write("a.flac", "a")
+	staged := []string{e.write(".euterpe-delete-7-3", "a"), e.write("sub/.euterpe-delete-12-40", "b")}
+	other := e.write("sub/.euterpe-deleted-notes", "c") // not the staging prefix: a file like any other
+	if j := e.scan(); j.Status != store.StatusCompleted {
+		t.Fatalf("scan %s: %s", j.Status, deref(j.ErrorMessage))
+	}
+	e.file(a)
+	e.file(other)
+	for _, p := range staged {
+		var n int
+		if err := e.st.DB.QueryRow(`SELECT count(*) FROM library_files WHERE path = ?`, p).Scan(&n); err != nil || n != 0 {
+			t.Errorf("%s catalogued (%d, %v)", p, n, err)
+		}
+	}
+}

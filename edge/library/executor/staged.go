@@ -8,18 +8,22 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/vesta-cx/euterpe/edge/library/store"
 )
 
-// stageName is the hidden name, in the file's own directory, that a
+// stagePrefix starts the hidden name, in the file's own directory, that a
 // delete to a trash on another filesystem moves the file to before it
-// copies it into the trash.
+// copies it into the trash. Scans leave such names out of the catalog: a
+// staged file belongs to its delete (or to the rerun that finishes or
+// undoes it), and a later job that kept it by that name could have it
+// unlinked under it.
+const stagePrefix = ".euterpe-delete-"
+
 func stageName(jobID, fileID int64) string {
-	return fmt.Sprintf(".euterpe-delete-%d-%d", jobID, fileID)
+	return fmt.Sprintf("%s%d-%d", stagePrefix, jobID, fileID)
 }
 
 // recoverStaged finishes or undoes what an earlier run of job jobID, killed
@@ -37,7 +41,8 @@ func stageName(jobID, fileID int64) string {
 //   - otherwise a copy cut short (a prefix of the staged file) is removed,
 //     and the staged entry, whatever it is, is put back at its name
 //     without replacing anything there, so the file is decided again from
-//     the start.
+//     the start; a staged name that is already another link of the file
+//     at its name (a put back by link stopped halfway) is just removed.
 //
 // It returns a refusal reason, naming where the file is, when the entry
 // cannot be put back (a new file took its name); an error only when ctx
@@ -76,6 +81,14 @@ func (x *Executor) recoverStaged(ctx context.Context, jobID, id int64, k store.G
 	if errors.Is(err, unix.ENOENT) {
 		return f, "", nil
 	}
+	if errors.Is(err, unix.EEXIST) && sameFileAt(dir, stage, name, kept) {
+		// A put back by link, stopped before it removed the staged name:
+		// that name is all that is left to undo.
+		if err = unix.Unlinkat(int(dir.Fd()), stage, 0); err == nil {
+			x.Log.Info("delete: finished putting back a file a stopped run left staged", "path", f.Path)
+			return f, "", nil
+		}
+	}
 	if err != nil {
 		return f, fmt.Sprintf("an earlier run of this job was stopped while moving the file to the trash and left it at %s; it could not be put back at %s: %v",
 			staged, f.Path, err), nil
@@ -88,11 +101,7 @@ func (x *Executor) recoverStaged(ctx context.Context, jobID, id int64, k store.G
 // complete, and removes a copy cut short; it reports whether the move is
 // complete (the staged name gone).
 func (x *Executor) finishStaged(ctx context.Context, dir *os.File, stage string, jobID, id int64, name string, k store.GroupKey, kept []*pinned) (bool, error) {
-	p, err := x.Trash.Join(filepath.Join(strconv.FormatInt(jobID, 10), strconv.FormatInt(id, 10), name))
-	if err != nil {
-		return false, nil
-	}
-	tdir, _, err := openDirNoSymlinks(filepath.Dir(p))
+	tdir, err := x.openTrashEntry(jobID, id, false)
 	if err != nil {
 		return false, nil
 	}
@@ -139,6 +148,23 @@ func (x *Executor) finishStaged(ctx context.Context, dir *os.File, stage string,
 		return false, err
 	}
 	return true, nil
+}
+
+// sameFileAt reports whether names a and b in dir are one regular file
+// (hard links) that is none of the kept files.
+func sameFileAt(dir *os.File, a, b string, kept []*pinned) bool {
+	var sa, sb unix.Stat_t
+	if unix.Fstatat(int(dir.Fd()), a, &sa, unix.AT_SYMLINK_NOFOLLOW) != nil ||
+		unix.Fstatat(int(dir.Fd()), b, &sb, unix.AT_SYMLINK_NOFOLLOW) != nil ||
+		sa.Mode&unix.S_IFMT != unix.S_IFREG || keyOf(&sa) != keyOf(&sb) {
+		return false
+	}
+	for _, k := range kept {
+		if k.key == keyOf(&sa) {
+			return false
+		}
+	}
+	return true
 }
 
 // openRegular opens name in dir for reading without following a link

@@ -27,6 +27,17 @@
 // the clock counts as synchronized once systemd-timesyncd has touched
 // /run/systemd/timesync/synchronized since boot.
 //
+// A clock that counts as synchronized can still be set back (an NTP
+// server serving a wrong date, as GPS week rollovers have made some do).
+// The cleaner records the time of its latest sweep in .euterpe-clock in
+// the trash directory, and while the clock reads earlier than that it
+// removes and marks nothing (Sweep returns ErrClockSetBack): a first
+// sight marked on the wrong reading, or markers rewritten because they
+// seem to lie in the future, would empty entries early once the clock is
+// right again. It logs that once and resumes when the clock passes the
+// recorded time; a recorded time that is itself the wrong reading can be
+// removed by hand.
+//
 // A machine with no NTP client therefore never has its trash emptied by
 // default: a careful operator would rather see the trash grow (and the
 // warning say why) than lose the recovery window to a clock nobody

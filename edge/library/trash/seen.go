@@ -2,6 +2,7 @@ package trash
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strconv"
@@ -45,14 +46,46 @@ func (a ager) expired(dir *os.File, name string, st *unix.Stat_t) (bool, error) 
 	return from.Before(a.now.Add(-a.retention)), nil
 }
 
-// readMark reads the time entry name was first seen, from a regular file
-// opened without following a link.
-func readMark(dir *os.File, name string) (time.Time, bool) {
-	fd, err := unix.Openat(int(dir.Fd()), markName(name), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+// clockName is the cleaner's record, in the trash directory, of the
+// latest time a sweep ran at.
+const clockName = ".euterpe-clock"
+
+// ErrClockSetBack is returned by a sweep that removed and marked nothing
+// because the clock reads earlier than an earlier sweep's did. It wraps
+// ErrClockUnsynchronized.
+var ErrClockSetBack = fmt.Errorf("%w: it reads earlier than an earlier sweep's", ErrClockUnsynchronized)
+
+// passClock records now as the latest sweep's time in dir, the trash
+// directory, unless an earlier sweep ran at a later time: then the clock
+// was set back (a wrong date from an NTP server, a GPS week rollover, by
+// hand) while it counted as synchronized, one of its two readings is
+// wrong, and either way a sweep now could empty entries early, by a first
+// sight marked on the earlier reading or by markers it would rewrite as
+// lying in the future. Sweeps resume once the clock passes that time.
+func (c *Cleaner) passClock(dir *os.File, now time.Time) error {
+	unlock, err := Lock(c.Dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if last, ok := readTime(dir, clockName); ok && now.Before(last) {
+		return fmt.Errorf("%w (%s, before %s; remove %s if that time is the wrong one)",
+			ErrClockSetBack, now.UTC().Format(time.RFC3339), last.UTC().Format(time.RFC3339), clockName)
+	}
+	return writeTime(dir, clockName, now)
+}
+
+// readMark reads the time entry name was first seen.
+func readMark(dir *os.File, name string) (time.Time, bool) { return readTime(dir, markName(name)) }
+
+// readTime reads a time the cleaner recorded in file name in dir, a
+// regular file opened without following a link.
+func readTime(dir *os.File, name string) (time.Time, bool) {
+	fd, err := unix.Openat(int(dir.Fd()), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return time.Time{}, false
 	}
-	f := os.NewFile(uintptr(fd), markName(name))
+	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
@@ -69,17 +102,22 @@ func readMark(dir *os.File, name string) (time.Time, bool) {
 	return time.Unix(0, ns), true
 }
 
-// writeMark records now as the time entry name was first seen, replacing
-// whatever held the marker's name (never following a link).
+// writeMark records now as the time entry name was first seen.
 func writeMark(dir *os.File, name string, now time.Time) error {
-	if err := dropMark(dir, name); err != nil {
+	return writeTime(dir, markName(name), now)
+}
+
+// writeTime records now in file name in dir, replacing whatever held the
+// name (never following a link, never writing through a hard link).
+func writeTime(dir *os.File, name string, now time.Time) error {
+	if err := removeAt(dir, name); err != nil {
 		return err
 	}
-	fd, err := unix.Openat(int(dir.Fd()), markName(name), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o640)
+	fd, err := unix.Openat(int(dir.Fd()), name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o640)
 	if err != nil {
 		return err
 	}
-	f := os.NewFile(uintptr(fd), markName(name))
+	f := os.NewFile(uintptr(fd), name)
 	_, err = f.WriteString(strconv.FormatInt(now.UnixNano(), 10) + "\n")
 	if cerr := f.Close(); err == nil {
 		err = cerr

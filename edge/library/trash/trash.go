@@ -114,6 +114,11 @@ func (c *Cleaner) Run(ctx context.Context) error {
 		switch {
 		case ctx.Err() != nil:
 			return nil
+		case errors.Is(err, ErrClockSetBack):
+			if !waiting {
+				c.log().Warn("trash cleanup waits for the system clock to pass the time of an earlier sweep: nothing is removed until then", "err", err)
+			}
+			waiting = true
 		case errors.Is(err, ErrClockUnsynchronized):
 			if !waiting {
 				c.log().Warn("trash cleanup waits for the system clock to be synchronized (NTP): nothing is removed until then, so a clock set wrong at boot cannot cut the retention short",
@@ -159,7 +164,8 @@ func (c *Cleaner) synced() bool {
 // Sweep removes every entry older than Retention and then every job
 // directory left empty, and returns how many entries it removed. It
 // removes nothing, and returns ErrClockUnsynchronized, while the clock is
-// not synchronized.
+// not synchronized, or ErrClockSetBack (which wraps it) while the clock
+// reads earlier than the latest sweep's did.
 func (c *Cleaner) Sweep(ctx context.Context) (int, error) {
 	if c.Retention <= 0 {
 		return 0, nil
@@ -177,6 +183,9 @@ func (c *Cleaner) Sweep(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("trash directory %s: %w", c.Dir, err)
 	}
 	defer root.Close()
+	if err := c.passClock(root, a.now); err != nil {
+		return 0, err
+	}
 	jobs, err := names(root)
 	if err != nil {
 		return 0, err

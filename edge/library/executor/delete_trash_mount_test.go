@@ -1,0 +1,128 @@
+package executor_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/vesta-cx/euterpe/edge/library/executor"
+	"github.com/vesta-cx/euterpe/edge/library/policy"
+)
+
+// TestDeleteTrashEntryNeverCrossesMount mounts a directory from outside
+// the trash (a bind mount: the same filesystem, so no device number tells
+// it apart) at the job's or the file's trash entry before the delete, or
+// before the re-run of a delete killed while its file was staged. The
+// delete must neither create nor remove anything in the mounted
+// directory: it is no more the trash than a symlink's target is. It runs
+// as root in a child test process inside a private mount namespace.
+func TestDeleteTrashEntryNeverCrossesMount(t *testing.T) {
+	if os.Getenv("EUTERPE_TEST_MOUNT_NS") == "1" {
+		trashMountCases(t)
+		return
+	}
+	skip := t.Skip
+	if os.Getenv("CI") == "true" {
+		skip = t.Fatal
+	}
+	if os.Getuid() != 0 {
+		skip("bind mounts need root (run as root to exercise them in a private mount namespace)")
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		skip("unshare (util-linux) not installed")
+	}
+	cmd := exec.Command(unshare, "--mount", "--propagation", "private", os.Args[0],
+		"-test.run=^TestDeleteTrashEntryNeverCrossesMount$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), "EUTERPE_TEST_MOUNT_NS=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child in a mount namespace: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "--- PASS: TestDeleteTrashEntryNeverCrossesMount") || strings.Contains(string(out), "SKIP") {
+		t.Fatalf("child did not run the cases:\n%s", out)
+	}
+}
+
+func trashMountCases(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		// file: mount over trash/<job>/<file> rather than trash/<job>.
+		file, exdev, permanent bool
+		// staged: the re-run of a run killed with the file staged, and
+		// what the mounted directory holds at the file's name (a prefix
+		// of its content, as a copy cut short would be).
+		staged bool
+	}{
+		{name: "job directory"},
+		{name: "job directory, permanent", permanent: true},
+		{name: "job directory, trash on another filesystem", exdev: true},
+		{name: "file entry", file: true},
+		{name: "file entry, trash on another filesystem", file: true, exdev: true},
+		{name: "file entry, re-run of a staged move", file: true, exdev: true, staged: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, true)
+			kept, del, fk, fd := dupPair(t, e)
+			keptIno := inode(t, kept)
+			if c.exdev {
+				executor.SetRename(e.x, func(o, n string) error {
+					return &os.LinkError{Op: "rename", Old: o, New: n, Err: syscall.EXDEV}
+				})
+			}
+			j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
+				policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}, Permanent: c.permanent})
+			if err != nil {
+				t.Fatal(err)
+			}
+			target := filepath.Join(e.x.Trash.Path(), strconv.FormatInt(j.ID, 10))
+			if c.file {
+				target = filepath.Join(target, strconv.FormatInt(fd.ID, 10))
+			}
+			if err := os.MkdirAll(target, 0o750); err != nil {
+				t.Fatal(err)
+			}
+			var outFile string
+			if c.staged {
+				staged := filepath.Join(filepath.Dir(del), ".euterpe-delete-"+strconv.FormatInt(j.ID, 10)+"-"+strconv.FormatInt(fd.ID, 10))
+				if err := os.Rename(del, staged); err != nil {
+					t.Fatal(err)
+				}
+				outFile = filepath.Join(e.outside, filepath.Base(del))
+				if err := os.WriteFile(outFile, []byte(dupContent[:5]), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := syscall.Mount(e.outside, target, "", syscall.MS_BIND, ""); err != nil {
+				t.Fatalf("bind mount: %v", err)
+			}
+			t.Cleanup(func() { syscall.Unmount(target, syscall.MNT_DETACH) })
+			e.runJob()
+			d := decisions(t, e, j.ID)[fd.ID]
+			if d.Decision != executor.DecisionRefused {
+				t.Fatalf("decision %+v, want refused", d)
+			}
+			keptIntact(t, kept, keptIno, true)
+			if err := syscall.Unmount(target, 0); err != nil {
+				t.Fatal(err)
+			}
+			ents, _ := os.ReadDir(e.outside)
+			switch {
+			case c.staged:
+				if data, err := os.ReadFile(outFile); err != nil || string(data) != dupContent[:5] || len(ents) != 1 {
+					t.Fatalf("mounted directory changed: %v, %q %v", ents, data, err)
+				}
+			case len(ents) != 0:
+				t.Fatalf("created in the mounted directory: %v", ents)
+			}
+			if data, err := os.ReadFile(del); err != nil || string(data) != dupContent {
+				t.Fatalf("refused file not in place: %q %v", data, err)
+			}
+		})
+	}
+}

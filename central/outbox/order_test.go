@@ -2,11 +2,13 @@ package outbox
 
 import (
 	"context"
+	"database/sql"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/vesta-cx/euterpe/daemon/lease"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 )
 
@@ -75,4 +77,80 @@ func TestRedriveWaitsForTheJobsEventInFlight(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A claim whose snapshot predates a redrive of the job's earlier event, and
+// a second dispatcher's claim after that redrive (before the first commits),
+// each see the job with no event in flight (Postgres, read committed): one
+// takes the later event, the other the redriven earlier one. The claims
+// that find another event of their job in flight once committed give
+// theirs back, so at most one event of a job is ever being delivered.
+func TestConcurrentRedriveNeverLeavesTwoInFlight(t *testing.T) {
+	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
+		ctx := context.Background()
+		f := newFixture(t, db)
+		job := "job_" + f.req
+		first := f.addEvent(t, job, 1, "http://127.0.0.1:9/hook")
+		second := f.addEvent(t, job, 2, "http://127.0.0.1:9/hook")
+		_, err := db.ExecContext(ctx, db.Rebind(`UPDATE job_outbox_events SET status = 'dead_letter', dead_lettered_at = ? WHERE event_id = ?`),
+			sqldb.Micros(time.Now()), first)
+		require.NoError(t, err)
+
+		a, b := NewStore(db, nil), NewStore(db, nil)
+		// redriveAndClaim is the operator's redrive and a second
+		// dispatcher's claim, run while the first claim is uncommitted
+		// (Postgres) or after it (SQLite: the claim holds the one writer,
+		// so nothing can interleave with it).
+		var bGot []*Event
+		redriveAndClaim := func() {
+			n, err := b.Redrive(ctx, RedriveFilter{EventIDs: []string{first}})
+			require.NoError(t, err)
+			require.EqualValues(t, 1, n)
+			bGot, err = b.Claim(ctx, "w2", 10, time.Minute)
+			require.NoError(t, err)
+		}
+		inTx, commit := make(chan struct{}), make(chan struct{})
+		if db.Engine == sqldb.Postgres {
+			a.q.OnClaim = func(context.Context, *sql.Tx, []lease.Claim, time.Time) error {
+				close(inTx)
+				<-commit
+				return nil
+			}
+		}
+		type result struct {
+			events []*Event
+			err    error
+		}
+		aDone := make(chan result, 1)
+		go func() {
+			evs, err := a.Claim(ctx, "w1", 10, time.Minute)
+			aDone <- result{evs, err}
+		}()
+		if db.Engine == sqldb.Postgres {
+			select {
+			case <-inTx:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the first claim never reached its hook")
+			}
+			redriveAndClaim()
+			close(commit)
+		}
+		ar := <-aDone
+		require.NoError(t, ar.err)
+		if db.Engine == sqldb.SQLite {
+			redriveAndClaim()
+		}
+
+		var delivering []string
+		for _, id := range []string{first, second} {
+			if f.row(t, id).Status == "delivering" {
+				delivering = append(delivering, id)
+			}
+		}
+		require.LessOrEqual(t, len(delivering), 1, "events of one job in flight at once: %v", delivering)
+		require.LessOrEqual(t, len(ar.events)+len(bGot), 1, "claims returned for one job")
+		for _, e := range append(ar.events, bGot...) {
+			require.Equal(t, "delivering", f.row(t, e.ID).Status, "a returned claim was given back")
+		}
+	})
 }

@@ -107,6 +107,8 @@ func (s *Store) Now() time.Time { return s.now() }
 
 // Claim takes up to n due events for worker under a lease of ttl (expired
 // delivery leases are reclaimed in the same transaction), in claim order.
+// An event that turns out to share its job with another event in flight
+// (see yieldToInFlight) is given back rather than returned.
 func (s *Store) Claim(ctx context.Context, worker string, n int, ttl time.Duration) ([]*Event, error) {
 	claims, err := s.q.Claim(ctx, worker, n, ttl)
 	if err != nil || len(claims) == 0 {
@@ -124,7 +126,60 @@ func (s *Store) Claim(ctx context.Context, worker string, n int, ttl time.Durati
 		}
 		out = append(out, e)
 	}
-	return out, nil
+	return s.yieldToInFlight(ctx, out)
+}
+
+// yieldToInFlight gives back the claimed events whose job has another event
+// in flight. On Postgres (read committed) inOrder is judged on the claim
+// statement's snapshot, which misses claims not yet committed: a claim
+// that took a job's later event while its earlier one was dead, and one
+// that took the earlier event just after a redrive made it pending again,
+// each see no event of the job in flight. Once committed, whichever finds
+// the other gives its event back at once (pending, due now, its attempt
+// returned), so at most one event of a job is ever sent; when both find
+// each other both yield, and the next claim takes the earlier event first.
+// SQLite runs claims and redrives one at a time: nothing to check.
+//
+// A give-back that fails leaves the event to its lease's expiry.
+func (s *Store) yieldToInFlight(ctx context.Context, evs []*Event) ([]*Event, error) {
+	if s.DB.Engine != sqldb.Postgres {
+		return evs, nil
+	}
+	args := []any{schema.OutboxDelivering, schema.OutboxDelivering}
+	for _, e := range evs {
+		args = append(args, e.ID)
+	}
+	rows, err := s.DB.QueryContext(ctx, s.DB.Rebind(`SELECT e.event_id FROM job_outbox_events e
+		WHERE e.status = ? AND EXISTS (SELECT 1 FROM job_outbox_events o
+			WHERE o.job_id = e.job_id AND o.event_id <> e.event_id AND o.status = ?)
+		  AND e.event_id IN (`+strings.TrimSuffix(strings.Repeat("?,", len(evs)), ",")+`)`), args...)
+	if err != nil {
+		// The claims stand: sending them is what the snapshot allowed.
+		return evs, nil
+	}
+	defer rows.Close()
+	clash := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return evs, nil
+		}
+		clash[id] = true
+	}
+	if rows.Err() != nil || len(clash) == 0 {
+		return evs, nil
+	}
+	kept := evs[:0:0]
+	var ops []Op
+	for _, e := range evs {
+		if clash[e.ID] {
+			ops = append(ops, s.ReleaseOp(e))
+		} else {
+			kept = append(kept, e)
+		}
+	}
+	_ = s.Apply(ctx, ops)
+	return kept, nil
 }
 
 // Heartbeat extends e's delivery lease; a *lease.StaleError means stop.

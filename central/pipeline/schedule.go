@@ -71,21 +71,10 @@ func (s *Scheduler) Due(now time.Time) []time.Time {
 // jobs it marked.
 func (s *Scheduler) RunOnce(ctx context.Context) (int, error) {
 	due := s.Due(s.Store.clock())
-	oldest := due[len(due)-1].Format(DateLayout)
-	done := map[string]bool{}
-	rows, err := s.Store.DB.QueryContext(ctx, s.Store.DB.Rebind("SELECT job_type, symbol, asof FROM pipeline_schedule_runs WHERE asof >= ?"), oldest)
+	done, err := s.marks(ctx, due[len(due)-1].Format(DateLayout))
 	if err != nil {
-		return 0, unavailable(CodeQueueUnavailable, err)
+		return 0, err
 	}
-	for rows.Next() {
-		var t, sym, a string
-		if err := rows.Scan(&t, &sym, &a); err != nil {
-			rows.Close()
-			return 0, err
-		}
-		done[t+"\x00"+sym+"\x00"+a] = true
-	}
-	rows.Close()
 	marked := 0
 	for _, day := range due {
 		asof := day.Format(DateLayout)
@@ -109,6 +98,30 @@ func (s *Scheduler) RunOnce(ctx context.Context) (int, error) {
 		}
 	}
 	return marked, nil
+}
+
+// marks reads the schedule marks of the days from oldest on. A read cut
+// off halfway (a connection lost, ctx ended) fails whole: taken for fewer
+// marks, it would send every day it missed through a submit transaction
+// on a database that is failing.
+func (s *Scheduler) marks(ctx context.Context, oldest string) (map[string]bool, error) {
+	rows, err := s.Store.DB.QueryContext(ctx, s.Store.DB.Rebind("SELECT job_type, symbol, asof FROM pipeline_schedule_runs WHERE asof >= ?"), oldest)
+	if err != nil {
+		return nil, unavailable(CodeQueueUnavailable, fmt.Errorf("pipeline scheduler: read the schedule marks: %w", err))
+	}
+	defer rows.Close()
+	done := map[string]bool{}
+	for rows.Next() {
+		var t, sym, a string
+		if err := rows.Scan(&t, &sym, &a); err != nil {
+			return nil, unavailable(CodeQueueUnavailable, fmt.Errorf("pipeline scheduler: read the schedule marks: %w", err))
+		}
+		done[t+"\x00"+sym+"\x00"+a] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable(CodeQueueUnavailable, fmt.Errorf("pipeline scheduler: read the schedule marks: %w", err))
+	}
+	return done, nil
 }
 
 func (s *Scheduler) schedule(ctx context.Context, jobType, sym, asof string) (bool, error) {

@@ -100,13 +100,14 @@ func (r *Runner) upload(ctx context.Context, b storage.Bucket, key, path, conten
 		_, err := r.store.Upload(ctx, b, key, path, contentType, creds, opts...)
 		return err
 	}
-	uctx, cancel := context.WithTimeout(ctx, r.set.UploadTimeout)
-	defer cancel()
-	_, err := r.store.Upload(uctx, b, key, path, contentType, creds, opts...)
+	// The storage's own deadline, not a shorter context: running out of
+	// it, the storage sweeps the multipart uploads left at the key (one
+	// whose initiation answer was lost cannot be aborted by its id).
+	deadline := time.Now().Add(r.set.UploadTimeout)
+	_, err := r.store.Upload(ctx, b, key, path, contentType, creds, append(opts, storage.UploadDeadline(deadline))...)
 	var se *storage.Error
-	if err != nil && uctx.Err() != nil && ctx.Err() == nil && (!errors.As(err, &se) || se.Status == 0) {
-		// Classified against uctx, which looked like the caller's end; the
-		// storage error is kept as text only so the rule table decides.
+	if err != nil && ctx.Err() == nil && !time.Now().Before(deadline) && (!errors.As(err, &se) || se.Status == 0) {
+		// The storage error is kept as text only so the rule table decides.
 		return fmt.Errorf("%w (%s): %v", ErrUploadTimeout, r.set.UploadTimeout, err)
 	}
 	return err

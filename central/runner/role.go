@@ -54,6 +54,10 @@ func (x role) Run(ctx context.Context) error {
 	return x.r.Run(ctx)
 }
 
+// Close releases the scratch area of a runner serve built but never ran
+// (serve.Closer); Run releases it otherwise.
+func (x role) Close() error { return x.r.Close() }
+
 func (x role) ReadyChecks() []daemon.Check { return x.r.Checks() }
 
 // registerer is the serve registry the runner's series are exported on,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -306,6 +307,18 @@ func (a *App) Serve(ctx context.Context, s Settings, d *Deps) error {
 	var checks []daemon.Check
 	var fragments [][]byte
 	executes := false
+	// Until the roles run (their Run releases what they hold), a failure
+	// closes the ones built, and the listener.
+	running := false
+	var ln net.Listener
+	defer func() {
+		if !running {
+			if ln != nil {
+				_ = ln.Close()
+			}
+			closeRoles(log, roles)
+		}
+	}()
 	for _, def := range a.defs {
 		if !slices.Contains(enabled, def.Name) {
 			continue
@@ -338,8 +351,8 @@ func (a *App) Serve(ctx context.Context, s Settings, d *Deps) error {
 			"roles", strings.Join(enabled, ","))
 	}
 	if slices.Contains(enabled, RoleAPI) {
-		ln, err := daemon.Listen(s.Addr)
-		if err != nil {
+		var err error
+		if ln, err = daemon.Listen(s.Addr); err != nil {
 			return err
 		}
 		e := daemon.NewEcho(log)
@@ -377,6 +390,7 @@ func (a *App) Serve(ctx context.Context, s Settings, d *Deps) error {
 		"engine", string(d.DB.Engine), "roles", strings.Join(enabled, ","))
 	notifier.Ready()
 	g, gctx := errgroup.WithContext(ctx)
+	running = true
 	for _, r := range roles {
 		g.Go(func() error {
 			if err := r.Run(gctx); err != nil && !errors.Is(err, context.Canceled) {
@@ -397,4 +411,17 @@ func (a *App) Serve(ctx context.Context, s Settings, d *Deps) error {
 	err := g.Wait()
 	<-announced
 	return err
+}
+
+// closeRoles closes the built roles that hold resources, last built first
+// (a later role may use an earlier one's parts). A failure is logged:
+// serve is stopping for another reason, which is the one to report.
+func closeRoles(log *slog.Logger, roles []Role) {
+	for i := len(roles) - 1; i >= 0; i-- {
+		if c, ok := roles[i].(Closer); ok {
+			if err := c.Close(); err != nil {
+				log.Warn("closing a role that never ran", "role", roles[i].Name(), "err", err)
+			}
+		}
+	}
 }

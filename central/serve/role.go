@@ -35,6 +35,15 @@ type OpenAPIContributor interface {
 	OpenAPI() []byte
 }
 
+// Closer is implemented by roles holding resources (a scratch lock, a
+// file, a pool) that their Run releases when it ends. A role built but
+// never run (a later role failed to build, or serve failed before starting
+// the roles, such as on a listen address already taken) is closed instead:
+// Close is then the only call it gets.
+type Closer interface {
+	Close() error
+}
+
 // A role with a Wake() method is woken after every commit that wrote outbox
 // events (the dispatcher).
 

@@ -153,13 +153,21 @@ func (c *Client) Fetch(ctx context.Context, src Source, creds Credentials, w io.
 	} else {
 		n, err = c.fetchObject(fctx, src, creds, w, limit)
 	}
-	var se *Error
-	if err != nil && fctx.Err() != nil && ctx.Err() == nil && errors.As(err, &se) && se.Status == 0 {
+	if err != nil && fctx.Err() != nil && ctx.Err() == nil {
 		// Classified against fctx, which looked like the caller's end.
+		ranOut(err)
+	}
+	return n, err
+}
+
+// ranOut makes err, a request cut by the call's own deadline while the
+// caller's context is live, the retryable storage_timeout it is.
+func ranOut(err error) {
+	var se *Error
+	if errors.As(err, &se) && se.Status == 0 {
 		se.class, se.timeout = Retryable, true
 		se.Err = fmt.Errorf("not complete within its deadline: %w", context.DeadlineExceeded)
 	}
-	return n, err
 }
 
 func (c *Client) fetchURL(ctx context.Context, raw string, w io.Writer, limit int64) (int64, error) {
@@ -238,14 +246,28 @@ func tooLarge(size, limit int64) error {
 }
 
 // UploadOption adjusts one Upload.
-type UploadOption func(*minio.PutObjectOptions)
+type UploadOption func(*uploadOptions)
+
+type uploadOptions struct {
+	put      minio.PutObjectOptions
+	deadline time.Time
+}
+
+// UploadDeadline bounds the upload by t. Unlike a deadline on the ctx given
+// to Upload (the caller giving up: final), running out of this one while
+// ctx is still live is the storage's fault: a retryable storage_timeout
+// (contract §5), after which the incomplete multipart uploads at the key
+// are aborted, as for a Copy past its CopyDeadline.
+func UploadDeadline(t time.Time) UploadOption {
+	return func(o *uploadOptions) { o.deadline = t }
+}
 
 // OnProgress makes Upload call fn with the number of bytes of the file read
 // for sending, each time a chunk is read (fn must be cheap and safe for
 // concurrent use: parts are sent two at a time). A part sent again after a
 // failure counts again.
 func OnProgress(fn func(n int)) UploadOption {
-	return func(o *minio.PutObjectOptions) { o.Progress = progressHook(fn) }
+	return func(o *uploadOptions) { o.put.Progress = progressHook(fn) }
 }
 
 // progressHook is the io.Reader minio reads as many bytes from as it read
@@ -260,6 +282,15 @@ func (h progressHook) Read(p []byte) (int, error) {
 // Upload stores the local file at path as bucket/key with contentType. The
 // size is known from the file, so minio streams parts straight from it
 // (io.ReaderAt) instead of buffering them.
+//
+// A multipart upload that fails once minio-go has its upload ID is aborted
+// by minio-go itself, detached from ctx (v7.4.1, abortFailedUpload), so one
+// cut by ctx's end does not stay behind. One whose initiation reached the
+// server while its answer was lost has no ID to abort: when the upload runs
+// out of its UploadDeadline while ctx is live, the incomplete multipart
+// uploads at the key are aborted, best effort, within ctx (never after the
+// caller's own end, when the key may belong to a later lease owner; the
+// bucket's lifecycle rule is left those).
 func (c *Client) Upload(ctx context.Context, b Bucket, key, path, contentType string, creds Credentials, opts ...UploadOption) (int64, error) {
 	target := b.Name + "/" + key
 	if err := CheckKey(key); err != nil {
@@ -278,17 +309,29 @@ func (c *Client) Upload(ctx context.Context, b Bucket, key, path, contentType st
 	if err != nil {
 		return 0, newError(ctx, "upload", target, 0, "", err)
 	}
-	po := minio.PutObjectOptions{
+	o := uploadOptions{put: minio.PutObjectOptions{
 		ContentType: contentType,
 		PartSize:    c.PartSize,
 		NumThreads:  2,
+	}}
+	for _, opt := range opts {
+		opt(&o)
 	}
-	for _, o := range opts {
-		o(&po)
+	uctx, cancel := ctx, context.CancelFunc(func() {})
+	if !o.deadline.IsZero() {
+		uctx, cancel = context.WithDeadline(ctx, o.deadline)
 	}
-	_, err = cl.PutObject(ctx, b.Name, key, f, fi.Size(), po)
+	_, err = cl.PutObject(uctx, b.Name, key, f, fi.Size(), o.put)
+	expired := uctx.Err() != nil && ctx.Err() == nil
+	cancel()
 	if err != nil {
-		return 0, s3Error(ctx, "upload", target, err)
+		// Classified against ctx, not uctx: only the caller's end is final.
+		se := s3Error(ctx, "upload", target, err)
+		if expired {
+			ranOut(se)
+			abortIncomplete(ctx, cl, b.Name, key)
+		}
+		return 0, se
 	}
 	return fi.Size(), nil
 }
@@ -306,7 +349,7 @@ func CopyDeadline(t time.Time) CopyOption {
 	return func(o *copyOptions) { o.deadline = t }
 }
 
-// abortTimeout bounds the clean-up of a failed copy.
+// abortTimeout bounds the clean-up of a failed copy or upload.
 const abortTimeout = 10 * time.Second
 
 // Copy sizes S3 sets: one CopyObject request (and one part of a multipart

@@ -5,6 +5,7 @@
 package storagetest
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -34,6 +35,9 @@ type Proxy struct {
 	// wait slowStat before reaching the server.
 	slowStats int
 	slowStat  time.Duration
+	// loseInitiations is how many of the next multipart initiations reach
+	// the server while their answers never reach the client.
+	loseInitiations int
 }
 
 // New starts a proxy to upstream (e.g. testsvc.S3Bucket.Endpoint), closed
@@ -78,7 +82,19 @@ func New(t testing.TB, upstream string) *Proxy {
 			p.slowStats--
 			delay = p.slowStat
 		}
+		_, initiation := r.URL.Query()["uploads"]
+		lose := initiation && r.Method == http.MethodPost && p.loseInitiations > 0
+		if lose {
+			p.loseInitiations--
+		}
 		p.mu.Unlock()
+		if lose {
+			// The upload is created; its ID is held back until the
+			// client gives up waiting for it.
+			rp.ServeHTTP(httptest.NewRecorder(), r.WithContext(context.WithoutCancel(r.Context())))
+			<-r.Context().Done()
+			return
+		}
 		if delay > 0 {
 			t := time.NewTimer(delay)
 			select {
@@ -157,6 +173,15 @@ func (p *Proxy) SlowStats(n int, d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.slowStats, p.slowStat = n, d
+}
+
+// LoseInitiations makes the next n multipart initiations reach the server
+// while their answers are held until the client gives up: an upload the
+// client never learns the ID of.
+func (p *Proxy) LoseInitiations(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.loseInitiations = n
 }
 
 // Copies is how many server-side copy requests reached the proxy.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -214,9 +215,25 @@ func edgesTail(ctx context.Context, env Env, args []string) int {
 	if *edge != "" {
 		q.Set("edge_id", *edge)
 	}
-	path := "/v1/edges/events"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
+	// A seq the user gives may come from the jobs API rather than from a
+	// tail: central resumes from ?last_event_id= at least once, never
+	// skipping a row of a transaction that was open when that seq was
+	// read, and from Last-Event-ID exactly. So the first connection sends
+	// the user's seq as the parameter, and reconnections send the id of
+	// the last event printed as the header.
+	fromTail := false
+	pathFor := func() (string, string) {
+		v := url.Values{}
+		maps.Copy(v, q)
+		header := *last
+		if !fromTail && *last != "" {
+			v.Set("last_event_id", *last)
+			header = ""
+		}
+		if len(v) == 0 {
+			return "/v1/edges/events", header
+		}
+		return "/v1/edges/events?" + v.Encode(), header
 	}
 	printed := 0
 	emit := func(id, data string) bool {
@@ -228,6 +245,7 @@ func edgesTail(ctx context.Context, env Env, args []string) int {
 		}
 		if id != "" {
 			*last = id
+			fromTail = true
 		}
 		printed++
 		return *count > 0 && printed >= *count
@@ -244,7 +262,8 @@ func edgesTail(ctx context.Context, env Env, args []string) int {
 	// printed, so nothing is printed twice or skipped.
 	delay := tailRetryMin
 	for {
-		n, stop, err := c.tailOnce(ctx, path, *last, emit)
+		path, header := pathFor()
+		n, stop, err := c.tailOnce(ctx, path, header, emit)
 		if stop {
 			return 0
 		}

@@ -9,8 +9,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -243,24 +246,7 @@ func TestEdgesTailBacksOff(t *testing.T) {
 	}
 
 	t.Run("events flowing keep the pause short", func(t *testing.T) {
-		reg, err := ingest.NewRegistry(d.DB, d.Keys).Register(ctx, "jetson-tail")
-		require.NoError(t, err)
-		var evs []wire.Event
-		for i := range 6 {
-			ms := int64(1700000000000 + i)
-			evs = append(evs, wire.NewEvent(reg.EdgeID, "job-1", fmt.Sprintf("%d-0", ms), "progress", "s", ms, json.RawMessage(`{}`)))
-		}
-		b := wire.Batch{EdgeID: reg.EdgeID, SentAt: time.Now(), Events: evs}
-		raw, err := wire.Encode(b)
-		require.NoError(t, err)
-		body := wire.Compress(raw)
-		req, _ := http.NewRequest(http.MethodPost, url+wire.BatchPath, bytes.NewReader(body))
-		req.Header.Set("Content-Encoding", "gzip")
-		require.NoError(t, wire.Sign(req, time.Now(), b, body, []byte(reg.SyncSecret)))
-		res, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		res.Body.Close()
-		require.Equal(t, 200, res.StatusCode)
+		reg := postEvents(t, url, ingest.NewRegistry(d.DB, d.Keys), "jetson-tail", 6)
 
 		// The opening frame and one event per stream.
 		proxy, conns := cutProxy(t, strings.TrimPrefix(url, "http://"), 2, false)
@@ -273,6 +259,37 @@ func TestEdgesTailBacksOff(t *testing.T) {
 		for i := range 6 {
 			assert.Equal(t, 1, strings.Count(out, fmt.Sprintf(`"entry_id":"%d-0"`, 1700000000000+i)), out)
 		}
+	})
+
+	// A seq typed by the user may come from the jobs API, not from a tail:
+	// it goes as ?last_event_id= (resumed at least once, never past a row
+	// of a transaction still open when it was read); the tail's own
+	// reconnections send the last printed id as Last-Event-ID (exact).
+	t.Run("the user's seq goes as the parameter, reconnections as the header", func(t *testing.T) {
+		type seen struct{ query, header string }
+		var mu sync.Mutex
+		var reqs []seen
+		target, err := neturl.Parse(url)
+		require.NoError(t, err)
+		rp := httputil.NewSingleHostReverseProxy(target)
+		rec := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			reqs = append(reqs, seen{r.URL.Query().Get("last_event_id"), r.Header.Get("Last-Event-ID")})
+			mu.Unlock()
+			rp.ServeHTTP(w, r)
+		}))
+		defer rec.Close()
+		reg := postEvents(t, url, ingest.NewRegistry(d.DB, d.Keys), "jetson-resume", 2)
+		proxy, _ := cutProxy(t, strings.TrimPrefix(rec.URL, "http://"), 2, false)
+		code, out, errOut := runCtlEnv(env, "edges", "tail", "--server", proxy, "--edge", reg.EdgeID, "--last-event-id", "0", "--count", "2")
+		require.Equal(t, 0, code, errOut)
+		require.Equal(t, 2, strings.Count(out, "\n"), out)
+		mu.Lock()
+		defer mu.Unlock()
+		require.GreaterOrEqual(t, len(reqs), 2, "the cut proxy forces a reconnection")
+		assert.Equal(t, seen{query: "0"}, reqs[0])
+		assert.Empty(t, reqs[1].query)
+		assert.NotEmpty(t, reqs[1].header)
 	})
 
 	t.Run("interrupted before --count", func(t *testing.T) {
@@ -388,4 +405,29 @@ func TestFollowStopsWhenOutputCannotBeWritten(t *testing.T) {
 		assert.Equal(t, 1, code, "%v", args[:2])
 		assert.Contains(t, errb.String(), "no space left on device", "%v", args[:2])
 	}
+}
+
+// postEvents registers an edge and sends central one signed batch of n
+// progress events of one job, as the edge's shipper would.
+func postEvents(t *testing.T, url string, r *ingest.Registry, edge string, n int) ingest.Registered {
+	t.Helper()
+	reg, err := r.Register(context.Background(), edge)
+	require.NoError(t, err)
+	var evs []wire.Event
+	for i := range n {
+		ms := int64(1700000000000 + i)
+		evs = append(evs, wire.NewEvent(reg.EdgeID, "job-1", fmt.Sprintf("%d-0", ms), "progress", "s", ms, json.RawMessage(`{}`)))
+	}
+	b := wire.Batch{EdgeID: reg.EdgeID, SentAt: time.Now(), Events: evs}
+	raw, err := wire.Encode(b)
+	require.NoError(t, err)
+	body := wire.Compress(raw)
+	req, _ := http.NewRequest(http.MethodPost, url+wire.BatchPath, bytes.NewReader(body))
+	req.Header.Set("Content-Encoding", "gzip")
+	require.NoError(t, wire.Sign(req, time.Now(), b, body, []byte(reg.SyncSecret)))
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, 200, res.StatusCode)
+	return reg
 }

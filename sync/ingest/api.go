@@ -159,16 +159,23 @@ const tailPage = 500
 
 // Tail is GET /v1/edges/events: every stored edge event, live, as
 // Server-Sent Events (id = seq, event = edge_event). It starts at the
-// current end, or after Last-Event-ID / ?last_event_id= (0: from the
-// oldest retained event); ?edge_id= keeps one edge's events. The console
-// mounts it too, behind its own sign-in; an API not built by New (no
-// wakeup) finds new rows by polling alone.
+// current end, or after Last-Event-ID (exactly) or ?last_event_id= (at
+// least once; 0: from the oldest retained event); ?edge_id= keeps one
+// edge's events. The console mounts it too, behind its own sign-in; an
+// API not built by New (no wakeup) finds new rows by polling alone.
 func (a *API) Tail(c echo.Context) error {
 	r := c.Request()
 	ctx := r.Context()
+	// Last-Event-ID is what a client sends on reconnecting: the id of the
+	// last event this tail sent it, resumed exactly. ?last_event_id= takes
+	// any event's seq (one read from the operator API): resumed at least
+	// once, so nothing committed after that read is skipped. A reconnect
+	// to a URL with both carries the newer position in the header.
+	start := a.Store.TailStart
 	last := r.Header.Get("Last-Event-ID")
 	if last == "" {
 		last = c.QueryParam("last_event_id")
+		start = a.Store.TailStartAnySeq
 	}
 	from := int64(-1)
 	if last != "" {
@@ -179,7 +186,7 @@ func (a *API) Tail(c echo.Context) error {
 		from = n
 	}
 	edge := c.QueryParam("edge_id")
-	cur, err := a.Store.TailStart(ctx, from)
+	cur, err := start(ctx, from)
 	if err != nil {
 		return err
 	}

@@ -156,9 +156,12 @@ func (s *Store) insertEvents(ctx context.Context, tx *sql.Tx, events []wire.Even
 				e.EventID, e.EdgeID, e.JobID, e.EntryID, e.Type, e.Step, e.Task, string(e.Data)
 			ms[i], seqs[i], ts[i] = en.ms, en.seq, e.TS
 		}
+		// xmin_at_insert: the tail's horizon, evaluated once per statement
+		// (an uncorrelated subquery), not per row as a column default is.
 		rows, err = tx.QueryContext(ctx, `INSERT INTO edge_events
-			(event_id, edge_id, job_id, entry_id, entry_ms, entry_seq, type, step, task, ts, data, received_at)
-			SELECT u.id, u.edge, u.job, u.entry, u.ms, u.seq, u.typ, u.step, NULLIF(u.task, ''), u.ts, u.data, $12
+			(event_id, edge_id, job_id, entry_id, entry_ms, entry_seq, type, step, task, ts, data, received_at, xmin_at_insert)
+			SELECT u.id, u.edge, u.job, u.entry, u.ms, u.seq, u.typ, u.step, NULLIF(u.task, ''), u.ts, u.data, $12,
+				(SELECT pg_snapshot_xmin(pg_current_snapshot()))
 			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::text[], $8::text[],
 				$9::text[], $10::bigint[], $11::text[]) WITH ORDINALITY AS u(id, edge, job, entry, ms, seq, typ, step, task, ts, data, ord)
 			ORDER BY u.ord

@@ -19,21 +19,43 @@ import (
 // walks rows in (xid, seq) order, xid being the inserting transaction's
 // id, and only up to the horizon pg_snapshot_xmin(pg_current_snapshot()):
 // every transaction below it has ended, so no row can appear behind the
-// cursor later. Rows still go out with their seq as SSE id; a resume looks
-// the row's xid up again. A resume id above the horizon (a seq read from
-// the operator API, not from this tail) resumes at the horizon, sending
-// again the rows from there on: at least once rather than skipping a
-// transaction still open.
+// cursor later. Rows still go out with their seq as SSE id; a resume from
+// an id the tail sent looks the row's xid up again. A seq from elsewhere
+// (the operator API reads above the horizon) resumes from the horizon
+// recorded when its row was inserted (see TailStartAnySeq).
 type TailCursor struct {
 	XID string // Postgres: xid8 as decimal text; "0" before any row
 	Seq int64
 }
 
 // TailStart is the cursor a tail begins at: after the event whose seq is
-// lastSeq, or (lastSeq < 0) at the current end of the table. A resume
-// from an event since removed by retention starts at the first retained
-// event with a larger seq.
+// lastSeq as this tail sent it (Last-Event-ID), or (lastSeq < 0) at the
+// current end of the table. A resume from an event since removed by
+// retention starts at the first retained event with a larger seq.
+//
+// The tail sent that event once every transaction with a smaller xid had
+// ended, so resuming at (xid, seq) skips nothing and repeats nothing. A
+// row at or above the current horizon was not sent by a tail (the
+// operator API reads above it): it resumes as TailStartAnySeq does.
 func (s *Store) TailStart(ctx context.Context, lastSeq int64) (TailCursor, error) {
+	return s.tailStart(ctx, lastSeq, false)
+}
+
+// TailStartAnySeq is the cursor a tail begins at after any event's seq,
+// one read from the operator API say (?last_event_id=). That API reads
+// rows above the horizon: when the client read the event a transaction
+// with a smaller xid may have been open, to commit after the read, and a
+// cursor at the event's (xid, seq) would skip its rows for good. Every
+// such transaction was already open when the event's insert took its
+// snapshot, so its xid is at or above the horizon recorded there
+// (xmin_at_insert): the tail resumes from that horizon, sending again the
+// rows from there on that the client may already have, ids unchanged (at
+// least once). On SQLite it is TailStart.
+func (s *Store) TailStartAnySeq(ctx context.Context, seq int64) (TailCursor, error) {
+	return s.tailStart(ctx, seq, true)
+}
+
+func (s *Store) tailStart(ctx context.Context, lastSeq int64, anySeq bool) (TailCursor, error) {
 	if s.db.Engine != sqldb.Postgres {
 		if lastSeq >= 0 {
 			return TailCursor{Seq: lastSeq}, nil
@@ -51,19 +73,20 @@ func (s *Store) TailStart(ctx context.Context, lastSeq int64) (TailCursor, error
 	case lastSeq == 0:
 		return c, nil
 	default:
-		c.Seq = lastSeq
-		var above bool
-		var horizon string
-		err = s.db.QueryRowContext(ctx, `SELECT xid::text, xid >= pg_snapshot_xmin(pg_current_snapshot()),
-			pg_snapshot_xmin(pg_current_snapshot())::text FROM edge_events WHERE seq = $1`, lastSeq).Scan(&c.XID, &above, &horizon)
-		if err == nil && above {
-			// The id came from somewhere other than this tail (the
-			// operator API reads past the horizon): a transaction with a
-			// smaller xid may still be open, and a cursor at this row
-			// would skip its rows once it commits. Resume at the horizon
-			// instead: the rows from it on that the client already has
-			// are sent again, with their ids unchanged (at least once).
-			return TailCursor{XID: horizon}, nil
+		// A row stored before xmin_at_insert existed has no recorded
+		// horizon: it resumes at its own xid, or at the current horizon
+		// when that is lower.
+		var from string
+		var sent bool
+		err = s.db.QueryRowContext(ctx, `SELECT xid::text, xid < pg_snapshot_xmin(pg_current_snapshot()),
+			LEAST(xid, COALESCE(xmin_at_insert, pg_snapshot_xmin(pg_current_snapshot())))::text
+			FROM edge_events WHERE seq = $1`, lastSeq).Scan(&c.XID, &sent, &from)
+		if err == nil {
+			if sent && !anySeq {
+				c.Seq = lastSeq
+				return c, nil
+			}
+			return TailCursor{XID: from}, nil // (xid, seq) > (from, 0): every row from that xid on
 		}
 		if errors.Is(err, sql.ErrNoRows) {
 			var seq int64
@@ -75,7 +98,7 @@ func (s *Store) TailStart(ctx context.Context, lastSeq int64) (TailCursor, error
 				lastSeq).Scan(&c.XID, &seq)
 			c.Seq = seq - 1
 			if errors.Is(err, sql.ErrNoRows) {
-				return s.TailStart(ctx, -1) // nothing after it yet: from the current end
+				return s.tailStart(ctx, -1, false) // nothing after it yet: from the current end
 			}
 		}
 	}

@@ -99,7 +99,12 @@ func TestTailWaitsForOutOfOrderCommits(t *testing.T) {
 // sseClient reads one connection of the fleet tail, calling got for each
 // event until got returns false.
 func sseClient(ctx context.Context, s *server, lastID string, got func(id string, e EventView) bool) error {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.url+"/v1/edges/events", nil)
+	return sseRead(ctx, s, "", lastID, got)
+}
+
+// sseRead is sseClient with a query string (from "?") for the URL.
+func sseRead(ctx context.Context, s *server, query, lastID string, got func(id string, e EventView) bool) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.url+"/v1/edges/events"+query, nil)
 	req.Header.Set("Authorization", "Bearer "+s.token)
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)

@@ -16,6 +16,9 @@ import (
 const heapChildEnv = "EUTERPE_SHIP_TEST_HEAP_CHILD"
 
 func TestMain(m *testing.M) {
+	if arg := os.Getenv(moveChildEnv); arg != "" {
+		runMoveChild(arg)
+	}
 	if secret := os.Getenv(receiverChildEnv); secret != "" {
 		runReceiverChild(secret)
 		os.Exit(0)

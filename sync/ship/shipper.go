@@ -211,10 +211,11 @@ func (s *Shipper) clear(keys ...string) {
 	s.logMu.Unlock()
 }
 
-// moved clears the tombstones of a move whose XDEL succeeded (drained: the
-// move read the whole stream). The move is complete either way: a
-// tombstone left by a failure here can never match a capture entry again,
-// and the next move that reads the whole stream clears it.
+// moved reports the entries of a move whose XDEL succeeded (drained: the
+// move read the whole stream), so the spool forgets their tombstones. The
+// move is complete either way: a tombstone left by a failure here can
+// never match a capture entry again, and the next move that reads the
+// whole stream clears it.
 func (s *Shipper) moved(ctx context.Context, caps []jobs.Captured, drained bool) {
 	if err := s.spool.Moved(ctx, caps, drained); err != nil {
 		s.once("moved", func() { s.log.Warn("sync: cannot clear the spool's tombstones of moved events", "err", err) })
@@ -248,9 +249,10 @@ func (s *Shipper) moveLoop(ctx context.Context) {
 
 // MoveOnce moves up to MoveBatch captured events into the spool and then
 // deletes them from Redis. A crash between the two leaves them in both;
-// the spool skips a capture entry it already holds or dropped (its
-// tombstone), and central dedupes by event id anyway. It returns how many
-// entries it read.
+// the spool tombstones every capture it takes in the same transaction, so
+// the next move skips them (and deletes them from Redis) whether they are
+// still spooled, shipped since or dropped. It returns how many entries it
+// read.
 //
 // A move whose XDEL failed is finished first, before anything is read:
 // the sender may have shipped its events meanwhile, and reading them

@@ -2,8 +2,10 @@ package spool
 
 import (
 	"context"
+	"database/sql"
 	"time"
 
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
 	"github.com/vesta-cx/euterpe/edge/jobs"
 )
 
@@ -21,11 +23,19 @@ func InFlight(ctx context.Context, s *Spool) (mem, file int64, err error) {
 	return s.inflight, file, err
 }
 
-// Tombstones counts the tombstones table's rows.
+// Tombstones counts the tombstones table's rows once those Moved
+// reported gone are deleted, as the next Add does.
 func Tombstones(ctx context.Context, s *Spool) (n int64, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	err = s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM tombstones`).Scan(&n)
+	err = sqldb.InTx(ctx, s.db, func(tx *sql.Tx) error {
+		left, err := s.settle(ctx, tx, s.tombs)
+		if err != nil {
+			return err
+		}
+		s.tombs, s.settled, s.settleAll = left, nil, false
+		return tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM tombstones`).Scan(&n)
+	})
 	return n, err
 }
 

@@ -2,16 +2,18 @@ package spool
 
 // schema is sync.db at user_version 2. events.seq is the capture order (an
 // AUTOINCREMENT key never reuses a value, so a batch is always a prefix of
-// what is left); the unique (job_id, entry_id) makes a second move of the
-// same capture entry, after a crash between the spool commit and the XDEL,
-// a no-op. size is the byte cost the budget counts.
+// what is left); the unique (job_id, entry_id) keeps a capture entry
+// spooled once. size is the byte cost the budget counts.
 //
 // Version 2 added inflight and tombstones. Every statement is IF NOT
 // EXISTS, so a version-1 file gains them on open and keeps its rows.
 // inflight is the top seq of the batch the sender has out, so a restart
 // still keeps the budget off rows central may already have stored.
-// tombstones are capture entries the budget dropped while they were still
-// on the capture stream, so moving them again cannot spool them again.
+// tombstones are capture entries a move took (spooled or dropped) whose
+// XDEL is not known to be done, so moving them again spools nothing.
+// Version 2 files written before every capture was tombstoned hold only
+// dropped ones; their spooled entries are still caught by events' unique
+// key.
 const schema = `
 CREATE TABLE IF NOT EXISTS events (
   seq      INTEGER PRIMARY KEY AUTOINCREMENT,

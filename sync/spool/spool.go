@@ -116,9 +116,13 @@ type Spool struct {
 	// too: central may have stored the batch just before a crash, so the
 	// protection must outlive the process.
 	inflight int64
-	tombs    int64        // rows in the tombstones table (0 spares Add and Moved a query)
-	dropped  atomic.Int64 // delta events dropped since Open
-	pruned   atomic.Int64 // quarantined batches pruned since Open
+	tombs    int64 // rows in the tombstones table (0 spares Add a query)
+	// settled names tombstones whose entries Moved reported gone from the
+	// capture stream (settleAll: every one); the next Add deletes them.
+	settled   []entryKey
+	settleAll bool
+	dropped   atomic.Int64 // delta events dropped since Open
+	pruned    atomic.Int64 // quarantined batches pruned since Open
 }
 
 // Open opens (creating) the spool at path with a budget of maxBytes.
@@ -188,22 +192,33 @@ type AddResult struct {
 // Add spools captured events in one transaction, in the order given (the
 // capture order), then drops the oldest delta events not in flight while
 // the spool is over its budget, recording each drop in its job's open gap.
-// A dropped event that is one of caps is also tombstoned, and a tombstoned
-// capture is skipped, so a move repeated before its XDEL succeeded cannot
-// spool again what the first one dropped. When Add returns nil the events
-// are durable and may leave Redis; once they have, call Moved.
+// Every capture of caps is tombstoned in the same transaction, and a
+// tombstoned capture is skipped, so a move repeated before its XDEL
+// succeeded (the XDEL failed, the edge died) spools nothing again, neither
+// what the sender shipped since nor what the budget dropped. When Add
+// returns nil the events are durable and may leave Redis; once they have,
+// call Moved.
 func (s *Spool) Add(ctx context.Context, caps []jobs.Captured) (AddResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var res AddResult
-	events, bytes, tombs := s.events, s.bytes, s.tombs
+	var events, bytes, tombs int64
 	err := sqldb.InTx(ctx, s.db, func(tx *sql.Tx) error {
 		res = AddResult{}
-		events, bytes, tombs = s.events, s.bytes, s.tombs
-		fresh, err := s.skipTombstoned(ctx, tx, caps)
+		events, bytes = s.events, s.bytes
+		var err error
+		if tombs, err = s.settle(ctx, tx, s.tombs); err != nil {
+			return err
+		}
+		fresh, err := s.skipTombstoned(ctx, tx, caps, tombs)
 		if err != nil {
 			return err
 		}
+		buried, err := s.bury(ctx, tx, caps)
+		if err != nil {
+			return err
+		}
+		tombs += buried
 		// Multi-row INSERTs: one statement per insertChunk rows costs a
 		// fraction of one per row, which matters while workers burn down.
 		recount := false
@@ -217,7 +232,6 @@ func (s *Spool) Add(ctx context.Context, caps []jobs.Captured) (AddResult, error
 				size += r.size()
 			}
 			var out sql.Result
-			var err error
 			if len(chunk) == insertChunk {
 				out, err = tx.StmtContext(ctx, s.insFull).ExecContext(ctx, args...)
 			} else {
@@ -232,7 +246,7 @@ func (s *Spool) Add(ctx context.Context, caps []jobs.Captured) (AddResult, error
 				events += n
 				bytes += size
 			} else {
-				recount = true // some were spooled already (a move repeated after a crash)
+				recount = true // some were spooled already (a spool file from before tombstones of every capture)
 			}
 		}
 		if recount {
@@ -240,11 +254,11 @@ func (s *Spool) Add(ctx context.Context, caps []jobs.Captured) (AddResult, error
 				return err
 			}
 		}
-		d := dropper{own: caps, tombs: tombs}
+		var d dropper
 		if err := s.dropOver(ctx, tx, bytes, &d); err != nil {
 			return err
 		}
-		res.Dropped, events, bytes, tombs = d.dropped, events-int64(d.dropped), bytes-d.freed, d.tombs
+		res.Dropped, events, bytes = d.dropped, events-int64(d.dropped), bytes-d.freed
 		if bytes > s.maxBytes {
 			res.Over = bytes - s.maxBytes
 		}
@@ -254,17 +268,15 @@ func (s *Spool) Add(ctx context.Context, caps []jobs.Captured) (AddResult, error
 		return AddResult{}, err
 	}
 	s.events, s.bytes, s.tombs = events, bytes, tombs
+	s.settled, s.settleAll = nil, false
 	s.dropped.Add(int64(res.Dropped))
 	return res, nil
 }
 
 // dropper is the running account of one Add's drops.
 type dropper struct {
-	own     []jobs.Captured // the Add's captures: drops among them are tombstoned
-	ownSet  map[entryKey]bool
 	dropped int
 	freed   int64
-	tombs   int64 // the tombstones table's row count
 }
 
 // dropOver deletes the oldest delta events past the in-flight ones until
@@ -283,9 +295,6 @@ func (s *Spool) dropOver(ctx context.Context, tx *sql.Tx, bytes int64, d *droppe
 				return err
 			}
 			if err := recordGap(ctx, tx, r); err != nil {
-				return err
-			}
-			if err := s.tombstone(ctx, tx, d, r); err != nil {
 				return err
 			}
 			d.dropped++

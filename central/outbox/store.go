@@ -21,12 +21,17 @@ import (
 // dispatcher or pod sends them. A dead-lettered event does not hold the later
 // ones back; a redriven one does again, but only once the job's event in
 // flight (a later one, sent while it was dead) has finished: two events of a
-// job are never delivered at once. One probe of the (job_id, sequence)
-// unique index reads the job's few events.
+// job are never delivered at once. It is two probes of the (job_id,
+// sequence) unique index: written as one with an OR, the same rule halved
+// Postgres' deliveries per second (BenchmarkDeliveries).
 const inOrder = `NOT EXISTS (SELECT 1 FROM job_outbox_events e
 	WHERE e.job_id = job_outbox_events.job_id
-	  AND (e.status = '` + schema.OutboxDelivering + `'
-	    OR (e.status = '` + schema.OutboxPending + `' AND e.sequence < job_outbox_events.sequence)))`
+	  AND e.sequence < job_outbox_events.sequence
+	  AND e.status IN ('` + schema.OutboxPending + `', '` + schema.OutboxDelivering + `'))
+	AND NOT EXISTS (SELECT 1 FROM job_outbox_events e
+	WHERE e.job_id = job_outbox_events.job_id
+	  AND e.sequence > job_outbox_events.sequence
+	  AND e.status = '` + schema.OutboxDelivering + `')`
 
 // Event is one claimed outbox event. Its claim is shared by the goroutine
 // delivering it and the one renewing its lease: mu guards the claim's
@@ -115,6 +120,7 @@ func (s *Store) Claim(ctx context.Context, worker string, n int, ttl time.Durati
 		return nil, err
 	}
 	out := make([]*Event, 0, len(claims))
+	check := false
 	for _, c := range claims {
 		r := c.Extra[0].(rowScanner).r
 		c.Extra = nil
@@ -124,7 +130,15 @@ func (s *Store) Claim(ctx context.Context, worker string, n int, ttl time.Durati
 		if r.redriven.Valid {
 			e.AgeFrom = sqldb.FromMicros(r.redriven.Int64)
 		}
+		// Two events of a job meet in flight only around a redrive: one
+		// side holds the redriven event, the other a later event of its
+		// job. A batch of neither (a job's first event, never redriven:
+		// most of them) has nothing to check.
+		check = check || r.redriven.Valid || e.Sequence > 1
 		out = append(out, e)
+	}
+	if !check {
+		return out, nil
 	}
 	return s.yieldToInFlight(ctx, out)
 }

@@ -180,7 +180,7 @@ func TestSpoolRepeatedMoveSpoolsNothingAgain(t *testing.T) {
 			// More captures push the spool over its budget: a shipped row
 			// spooled again would be dropped first, into a gap.
 			more := deltas("a", 6, 7)
-			res, err = sp.Add(ctx, more)
+			_, err = sp.Add(ctx, more)
 			require.NoError(t, err)
 			p, err := sp.Next(ctx, 10, 10, 1<<20)
 			require.NoError(t, err)

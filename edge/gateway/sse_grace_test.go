@@ -15,38 +15,6 @@ import (
 	"github.com/vesta-cx/euterpe/edge/jobs"
 )
 
-// keyCounter counts the commands sent on a client whose first key is key.
-type keyCounter struct {
-	key atomic.Pointer[string]
-	n   atomic.Int64
-}
-
-func (k *keyCounter) count(cmd redis.Cmder) {
-	args := cmd.Args()
-	key := k.key.Load()
-	if key != nil && len(args) > 1 && fmt.Sprint(args[1]) == *key {
-		k.n.Add(1)
-	}
-}
-
-func (k *keyCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (k *keyCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		k.count(cmd)
-		return next(ctx, cmd)
-	}
-}
-
-func (k *keyCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, c := range cmds {
-			k.count(c)
-		}
-		return next(ctx, cmds)
-	}
-}
-
 // While a stream waits out the grace for a terminal event that a two-step
 // writer has not stored (its hash is terminal already), it waits on the
 // shared reader, not by reading the job's events itself over and over:
@@ -69,14 +37,19 @@ func testSSETerminalGraceWaitsOnSharedReader(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			set := testSettings()
 			set.Heartbeat = 50 * time.Millisecond
-			counter := &keyCounter{}
+			// Commands whose first key is the job's events key, once set.
+			var key atomic.Pointer[string]
+			counter := &testsvc.CommandCounter{Match: func(cmd redis.Cmder) bool {
+				args, k := cmd.Args(), key.Load()
+				return k != nil && len(args) > 1 && fmt.Sprint(args[1]) == *k
+			}}
 			s := startHookedServer(t, set, nil, counter)
 			ctx := context.Background()
 			id := newJob(t, s)
 			_, err := s.Store.SetRunning(ctx, id, "foreign.start", nil)
 			require.NoError(t, err)
-			key := jobs.EventsKey(id)
-			counter.key.Store(&key)
+			events := jobs.EventsKey(id)
+			key.Store(&events)
 			finish := func() {
 				require.NoError(t, s.RDB.HSet(ctx, jobs.JobKey(id), "status", jobs.Done).Err())
 			}
@@ -117,7 +90,7 @@ func testSSETerminalGraceWaitsOnSharedReader(t *testing.T) {
 			assert.Less(t, took, 6*time.Second, "streams not ended after the grace")
 			// A stream that polled would read the events some 40 times
 			// each during the 2 s grace.
-			assert.LessOrEqual(t, counter.n.Load(), int64(4*clients), "commands on the events key")
+			assert.LessOrEqual(t, counter.N(), int64(4*clients), "commands on the events key")
 		})
 	}
 }

@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"encoding/json"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,36 +13,6 @@ import (
 	"github.com/vesta-cx/euterpe/edge/backend"
 	"github.com/vesta-cx/euterpe/edge/jobs"
 )
-
-// nameCounter counts the commands of one name a client sends.
-type nameCounter struct {
-	name string
-	n    atomic.Int64
-}
-
-func (c *nameCounter) count(cmd redis.Cmder) {
-	if cmd.Name() == c.name {
-		c.n.Add(1)
-	}
-}
-
-func (c *nameCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (c *nameCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.count(cmd)
-		return next(ctx, cmd)
-	}
-}
-
-func (c *nameCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, cmd := range cmds {
-			c.count(cmd)
-		}
-		return next(ctx, cmds)
-	}
-}
 
 // On the XPENDING+XCLAIM path one recovery pass reads the pending list
 // once, like XAUTOCLAIM's cursor does, not once per claim: with a long
@@ -79,7 +48,7 @@ func TestFallbackRecoveryPassReadsPendingListOnce(t *testing.T) {
 		require.NoError(t, rdb.XClaimJustID(ctx, &redis.XClaimArgs{Stream: jobs.QueueStream, Group: jobs.Group,
 			Consumer: "alive", MinIdle: 0, Messages: held}).Err())
 
-		pending := &nameCounter{name: "xpending"}
+		pending := &testsvc.CommandCounter{Match: func(cmd redis.Cmder) bool { return cmd.Name() == "xpending" }}
 		rdb.AddHook(pending)
 		startPool(t, rdb, st, "rescuer", s, backend.NewRegistry(map[string]backend.Backend{
 			"chat": backend.Func(func(context.Context, backend.Request, backend.Delta) (json.RawMessage, error) {
@@ -93,6 +62,6 @@ func TestFallbackRecoveryPassReadsPendingListOnce(t *testing.T) {
 		}
 		// The list is six pages of 100; claims of 2 take six rounds. Read
 		// from the head each time, that is some forty pages.
-		assert.LessOrEqual(t, pending.n.Load(), int64(20), "XPENDING pages read in one pass")
+		assert.LessOrEqual(t, pending.N(), int64(20), "XPENDING pages read in one pass")
 	})
 }

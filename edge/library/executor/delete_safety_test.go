@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
 	"github.com/vesta-cx/euterpe/edge/library/executor"
 	"github.com/vesta-cx/euterpe/edge/library/policy"
 	"github.com/vesta-cx/euterpe/edge/library/store"
@@ -391,34 +391,7 @@ func TestDeleteConcurrentRequestsKeepLastCopy(t *testing.T) {
 // needs root; the cases run in a child test process inside a private mount
 // namespace (unshare --mount), so no mount is visible outside it.
 func TestDeleteRefusesBindMountedCopy(t *testing.T) {
-	if os.Getenv("EUTERPE_TEST_MOUNT_NS") == "1" {
-		bindMountCases(t)
-		return
-	}
-	// CI runs as root with util-linux, so there the bind-mount cases must
-	// run: a missing prerequisite fails instead of skipping.
-	skip := t.Skip
-	if os.Getenv("CI") == "true" {
-		skip = t.Fatal
-	}
-	if os.Getuid() != 0 {
-		skip("bind mounts need root (run as root to exercise them in a private mount namespace)")
-	}
-	unshare, err := exec.LookPath("unshare")
-	if err != nil {
-		skip("unshare (util-linux) not installed")
-	}
-	cmd := exec.Command(unshare, "--mount", "--propagation", "private", os.Args[0],
-		"-test.run=^TestDeleteRefusesBindMountedCopy$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), "EUTERPE_TEST_MOUNT_NS=1")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("child in a mount namespace: %v\n%s", err, out)
-	}
-	if !strings.Contains(string(out), "--- PASS: TestDeleteRefusesBindMountedCopy") || strings.Contains(string(out), "SKIP") {
-		t.Fatalf("child did not run the cases:\n%s", out)
-	}
-	t.Logf("%s", out)
+	testsvc.InMountNamespace(t, bindMountCases)
 }
 
 func bindMountCases(t *testing.T) {

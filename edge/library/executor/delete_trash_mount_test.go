@@ -3,13 +3,12 @@ package executor_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
 	"github.com/vesta-cx/euterpe/edge/library/executor"
 	"github.com/vesta-cx/euterpe/edge/library/policy"
 )
@@ -22,31 +21,7 @@ import (
 // directory: it is no more the trash than a symlink's target is. It runs
 // as root in a child test process inside a private mount namespace.
 func TestDeleteTrashEntryNeverCrossesMount(t *testing.T) {
-	if os.Getenv("EUTERPE_TEST_MOUNT_NS") == "1" {
-		trashMountCases(t)
-		return
-	}
-	skip := t.Skip
-	if os.Getenv("CI") == "true" {
-		skip = t.Fatal
-	}
-	if os.Getuid() != 0 {
-		skip("bind mounts need root (run as root to exercise them in a private mount namespace)")
-	}
-	unshare, err := exec.LookPath("unshare")
-	if err != nil {
-		skip("unshare (util-linux) not installed")
-	}
-	cmd := exec.Command(unshare, "--mount", "--propagation", "private", os.Args[0],
-		"-test.run=^TestDeleteTrashEntryNeverCrossesMount$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), "EUTERPE_TEST_MOUNT_NS=1")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("child in a mount namespace: %v\n%s", err, out)
-	}
-	if !strings.Contains(string(out), "--- PASS: TestDeleteTrashEntryNeverCrossesMount") || strings.Contains(string(out), "SKIP") {
-		t.Fatalf("child did not run the cases:\n%s", out)
-	}
+	testsvc.InMountNamespace(t, trashMountCases)
 }
 
 func trashMountCases(t *testing.T) {

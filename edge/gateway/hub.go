@@ -146,7 +146,7 @@ func (h *Hub) Subscribe(ctx context.Context, job string, after jobs.StreamID) (*
 // stream is empty or missing.
 func (h *Hub) lastID(ctx context.Context, job string) (jobs.StreamID, error) {
 	msgs, err := h.ctl.XRevRangeN(ctx, jobs.EventsKey(job), "+", "-", 1).Result()
-	if isWrongType(err) {
+	if jobs.IsWrongType(err) {
 		return jobs.StreamID{}, fmt.Errorf("last event of job %s: %w: %w", job, ErrNotStream, err)
 	}
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -241,7 +241,7 @@ func (h *Hub) Run(ctx context.Context) error {
 			// One key that is not a stream fails the whole XREAD, for
 			// every job it reads: that job's feed goes, the others' read
 			// goes on at once.
-			if isWrongType(err) && h.dropNotStreams(ctx) {
+			if jobs.IsWrongType(err) && h.dropNotStreams(ctx) {
 				continue
 			}
 			h.log.Warn("event hub read failed", "err", err)
@@ -314,8 +314,6 @@ func (h *Hub) shutdown() {
 	}
 }
 
-// isWrongType reports a Redis WRONGTYPE reply: a key holding another type.
-func isWrongType(err error) bool { return jobs.IsWrongType(err) }
 
 // dropNotStreams closes, with ErrNotStream, every subscription of a job
 // whose events key holds something other than a stream (a missing key is

@@ -79,7 +79,7 @@ func (g *Gateway) streamEvents(c echo.Context) error {
 		_ = s.flush()
 		return nil
 	}
-	if isWrongType(err) || errors.Is(err, ErrNotStream) {
+	if jobs.IsWrongType(err) || errors.Is(err, ErrNotStream) {
 		// Nothing can be read for this job until its events key is a
 		// stream again; say so rather than close without a word, which
 		// a client could not tell from the end of the job.

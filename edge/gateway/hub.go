@@ -314,7 +314,6 @@ func (h *Hub) shutdown() {
 	}
 }
 
-
 // dropNotStreams closes, with ErrNotStream, every subscription of a job
 // whose events key holds something other than a stream (a missing key is
 // fine: XREAD waits for it). It reports whether it dropped any.

@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"testing"
 	"time"
 
@@ -152,5 +153,46 @@ func TestConcurrentRedriveNeverLeavesTwoInFlight(t *testing.T) {
 		for _, e := range append(ar.events, bGot...) {
 			require.Equal(t, "delivering", f.row(t, e.ID).Status, "a returned claim was given back")
 		}
+	})
+}
+
+// When the check for another event of the job in flight fails after the
+// claim committed, the events that could clash are given back rather than
+// sent unchecked; a job's first event, never redriven, cannot clash and is
+// sent.
+func TestFailedInFlightCheckGivesBackWhatMayClash(t *testing.T) {
+	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
+		ctx := context.Background()
+		f := newFixture(t, db)
+		job := "job_" + f.req
+		first := f.addEvent(t, job, 1, "http://127.0.0.1:9/hook")
+		second := f.addEvent(t, job, 2, "http://127.0.0.1:9/hook")
+		other := f.addEvent(t, "job_other_"+f.req, 1, "http://127.0.0.1:9/hook")
+		_, err := db.ExecContext(ctx, db.Rebind(`UPDATE job_outbox_events SET status = 'dead_letter', dead_lettered_at = ? WHERE event_id = ?`),
+			sqldb.Micros(time.Now()), first)
+		require.NoError(t, err)
+
+		st := NewStore(db, nil)
+		checked := false
+		st.inFlight = func(context.Context, []*Event) (map[string]bool, error) {
+			checked = true
+			return nil, errors.New("connection reset")
+		}
+		got, err := st.Claim(ctx, "w1", 10, time.Minute)
+		require.NoError(t, err)
+		var ids []string
+		for _, e := range got {
+			ids = append(ids, e.ID)
+		}
+		if db.Engine == sqldb.SQLite {
+			require.False(t, checked, "SQLite claims one at a time: nothing to check")
+			require.ElementsMatch(t, []string{second, other}, ids)
+			return
+		}
+		require.True(t, checked)
+		require.Equal(t, []string{other}, ids, "only the event that cannot clash is sent")
+		r := f.row(t, second)
+		require.Equal(t, "pending", r.Status, "the unchecked later event is given back")
+		require.Zero(t, r.Attempts, "giving back does not spend an attempt")
 	})
 }

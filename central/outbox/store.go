@@ -48,12 +48,16 @@ type Event struct {
 	// AgeFrom is when the event's age budget started: its creation, or its
 	// last redrive.
 	AgeFrom time.Time
+	// redriven: the event was redriven since it was created.
+	redriven bool
 }
 
 // Store is the dispatcher's view of job_outbox_events.
 type Store struct {
 	DB *sqldb.DB
 	q  *lease.Queue
+	// inFlight replaces othersInFlight when set (tests).
+	inFlight func(context.Context, []*Event) (map[string]bool, error)
 }
 
 // NewStore returns a Store on db; now is this process's clock (nil:
@@ -129,12 +133,13 @@ func (s *Store) Claim(ctx context.Context, worker string, n int, ttl time.Durati
 		e.AgeFrom = e.CreatedAt
 		if r.redriven.Valid {
 			e.AgeFrom = sqldb.FromMicros(r.redriven.Int64)
+			e.redriven = true
 		}
 		// Two events of a job meet in flight only around a redrive: one
 		// side holds the redriven event, the other a later event of its
 		// job. A batch of neither (a job's first event, never redriven:
 		// most of them) has nothing to check.
-		check = check || r.redriven.Valid || e.Sequence > 1
+		check = check || e.mayClash()
 		out = append(out, e)
 	}
 	if !check {
@@ -154,33 +159,28 @@ func (s *Store) Claim(ctx context.Context, worker string, n int, ttl time.Durati
 // each other both yield, and the next claim takes the earlier event first.
 // SQLite runs claims and redrives one at a time: nothing to check.
 //
-// A give-back that fails leaves the event to its lease's expiry.
+// When the check itself fails, every event that could clash (redriven, or
+// not its job's first) is given back too: sending one unchecked could put
+// two events of a job in flight, while giving it back costs one claim. A
+// give-back that fails leaves the event to its lease's expiry.
 func (s *Store) yieldToInFlight(ctx context.Context, evs []*Event) ([]*Event, error) {
 	if s.DB.Engine != sqldb.Postgres {
 		return evs, nil
 	}
-	args := []any{schema.OutboxDelivering, schema.OutboxDelivering}
-	for _, e := range evs {
-		args = append(args, e.ID)
+	inFlight := s.inFlight
+	if inFlight == nil {
+		inFlight = s.othersInFlight
 	}
-	rows, err := s.DB.QueryContext(ctx, s.DB.Rebind(`SELECT e.event_id FROM job_outbox_events e
-		WHERE e.status = ? AND EXISTS (SELECT 1 FROM job_outbox_events o
-			WHERE o.job_id = e.job_id AND o.event_id <> e.event_id AND o.status = ?)
-		  AND e.event_id IN (`+strings.TrimSuffix(strings.Repeat("?,", len(evs)), ",")+`)`), args...)
+	clash, err := inFlight(ctx, evs)
 	if err != nil {
-		// The claims stand: sending them is what the snapshot allowed.
-		return evs, nil
-	}
-	defer rows.Close()
-	clash := map[string]bool{}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return evs, nil
+		clash = map[string]bool{}
+		for _, e := range evs {
+			if e.mayClash() {
+				clash[e.ID] = true
+			}
 		}
-		clash[id] = true
 	}
-	if rows.Err() != nil || len(clash) == 0 {
+	if len(clash) == 0 {
 		return evs, nil
 	}
 	kept := evs[:0:0]
@@ -194,6 +194,40 @@ func (s *Store) yieldToInFlight(ctx context.Context, evs []*Event) ([]*Event, er
 	}
 	_ = s.Apply(ctx, ops)
 	return kept, nil
+}
+
+// mayClash reports whether e can meet another event of its job in flight:
+// only a redriven event, or a later event claimed while an earlier one was
+// dead, can (see yieldToInFlight).
+func (e *Event) mayClash() bool { return e.redriven || e.Sequence > 1 }
+
+// othersInFlight returns the ids among evs whose job has another event
+// being delivered.
+func (s *Store) othersInFlight(ctx context.Context, evs []*Event) (map[string]bool, error) {
+	args := []any{schema.OutboxDelivering, schema.OutboxDelivering}
+	for _, e := range evs {
+		args = append(args, e.ID)
+	}
+	rows, err := s.DB.QueryContext(ctx, s.DB.Rebind(`SELECT e.event_id FROM job_outbox_events e
+		WHERE e.status = ? AND EXISTS (SELECT 1 FROM job_outbox_events o
+			WHERE o.job_id = e.job_id AND o.event_id <> e.event_id AND o.status = ?)
+		  AND e.event_id IN (`+strings.TrimSuffix(strings.Repeat("?,", len(evs)), ",")+`)`), args...)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: events of jobs in flight: %w", err)
+	}
+	defer rows.Close()
+	clash := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("outbox: events of jobs in flight: %w", err)
+		}
+		clash[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("outbox: events of jobs in flight: %w", err)
+	}
+	return clash, nil
 }
 
 // Heartbeat extends e's delivery lease; a *lease.StaleError means stop.

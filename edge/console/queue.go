@@ -70,16 +70,20 @@ func LatestJobs(ctx context.Context, rdb redis.UniversalClient, status string, l
 		cmds[i] = pipe.HMGet(ctx, k, "job_id", "task", "status", "created_ts", "updated_ts")
 	}
 	if len(keys) > 0 {
-		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-			return JobList{}, fmt.Errorf("read jobs: %w", err)
-		}
+		// Exec reports the first failed command; each is judged below.
+		_, _ = pipe.Exec(ctx)
 	}
 	out := JobList{Counts: map[string]int{}, Partial: partial}
 	var rows []JobRow
 	for _, c := range cmds {
 		v, err := c.Result()
+		if err != nil && !errors.Is(err, redis.Nil) && !jobs.IsWrongType(err) {
+			return JobList{}, fmt.Errorf("read jobs: %w", err)
+		}
 		if err != nil || len(v) != 5 || v[0] == nil {
-			continue // expired between SCAN and HMGET
+			// Expired between SCAN and HMGET, or deleted and its name
+			// reused for another type: no job there any more.
+			continue
 		}
 		r := JobRow{ID: str(v[0]), Task: str(v[1]), Status: str(v[2]), CreatedMS: num(v[3]), UpdatedMS: num(v[4])}
 		out.Counts[r.Status]++

@@ -118,6 +118,13 @@ func (s *Store) prepare(id string, t Transition) (*transitionCall, error) {
 			data = json.RawMessage(`{}`)
 		}
 	}
+	if t.AckMessageID != "" {
+		// XACK refuses a malformed id only once the status and the event
+		// are written: a script is not rolled back.
+		if _, err := ParseStreamID(t.AckMessageID); err != nil {
+			return nil, fmt.Errorf("job %s: acknowledge %.48q: %w", id, t.AckMessageID, err)
+		}
+	}
 	channel := ""
 	if t.Publish {
 		channel = CancelChannel(id)
@@ -134,6 +141,9 @@ func (s *Store) prepare(id string, t Transition) (*transitionCall, error) {
 func (c *transitionCall) interpret(res []string, err error) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("job %s -> %s: %w", c.id, c.evType, err)
+	}
+	if len(res) == 3 && res[0] == "wrongtype" {
+		return "", fmt.Errorf("job %s -> %s: %w", c.id, c.evType, &WrongTypeError{Key: res[1], Type: res[2]})
 	}
 	if len(res) != 2 {
 		return "", fmt.Errorf("job %s: unexpected script reply %q", c.id, res)

@@ -15,4 +15,10 @@
 // racing terminal writes (a worker finishing while a client cancels) wins
 // and the other is refused with ErrFinished, so each job gets exactly one
 // terminal event. Only commands available in Redis 6.0 are used.
+//
+// A script is not rolled back when a command fails in it, so each checks
+// the types of the keys it writes before its first write and refuses with
+// ErrWrongType (a *WrongTypeError), writing nothing, when one holds another
+// type; only the refresh of an idempotency record's TTL, which serves
+// retries alone, is skipped instead (redis.pcall) and the write completes.
 package jobs

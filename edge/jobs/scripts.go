@@ -21,13 +21,33 @@ import (
 // worker, see transitionScript), capture stream ("" none: see captureLua),
 // stale record to replace ("" none), idempotency key as the client gave it
 // (for IdempotencyJobKey)
+//
+// Every key whose command could fail on another type (SET replaces any
+// type, so the record's other keys cannot) is checked before the first
+// write (reply "wrongtype", key, type; see luaWrongType): a command failing
+// halfway would keep what was written before it, say a job hash and event
+// with no queue entry, a job queued for ever. A taken idempotency key
+// whose fingerprint key holds another type is refused too, since its
+// request cannot be compared.
 var createScript = redis.NewScript(`
 redis.replicate_commands()
+` + luaWrongType + `
+local w
 if #KEYS >= 5 then
+  w = wrongtype(KEYS[4], 'string', KEYS[6] or '', 'hash')
+  if w then return w end
   local prev = redis.call('GET', KEYS[4])
   local stale = prev and #KEYS >= 6 and prev == ARGV[9] and
     (redis.call('HGET', KEYS[6], 'status') or '') == ''
-  if prev and not stale then return {'duplicate', prev, redis.call('GET', KEYS[5]) or ''} end
+  if prev and not stale then
+    w = wrongtype(KEYS[5], 'string')
+    if w then return w end
+    return {'duplicate', prev, redis.call('GET', KEYS[5]) or ''}
+  end
+end
+w = wrongtype(KEYS[1], 'hash', KEYS[2], 'stream', KEYS[3], 'stream', ARGV[8], 'stream')
+if w then return w end
+if #KEYS >= 5 then
   redis.call('SET', KEYS[4], ARGV[1], 'EX', ARGV[5])
   redis.call('SET', KEYS[5], ARGV[6], 'EX', ARGV[5])
   redis.call('SET', '` + idempotencyJobPrefix + `' .. ARGV[1], ARGV[10], 'EX', ARGV[5])
@@ -58,7 +78,15 @@ return {'created', ev, msg}
 // nothing left to do for it. A job hash or events key holding another type
 // (reply "corrupt") is refused before anything is written: a script is not
 // rolled back, and a failing XADD after the status update would leave a
-// terminal status without its event. An acknowledged message is then deleted
+// terminal status without its event. For the same reason the queue stream
+// (when a message is to be acknowledged) and the capture stream are checked
+// before the first write (reply "wrongtype", key, type), and a message id
+// is checked by prepare, so XACK cannot fail after the status changed. The
+// refresh of the idempotency record's TTL is best effort: a record or
+// back-reference of another type, or a ttl_s that is no whole number of
+// seconds EXPIRE takes, skips it (redis.pcall) and the transition
+// completes, since refusing it would keep a job from ever finishing over a
+// key that only serves retries. An acknowledged message is then deleted
 // (XACK, then XDEL): that is what keeps jobs:stream bounded, by removing
 // exactly the finished entries and never one still pending or undelivered.
 //
@@ -75,11 +103,14 @@ local function ack()
     redis.call('XDEL', KEYS[3], ARGV[9])
   end
 end
+` + luaWrongType + `
 local ht = redis.call('TYPE', KEYS[1])['ok']
 local et = redis.call('TYPE', KEYS[2])['ok']
 if (ht ~= 'hash' and ht ~= 'none') or (et ~= 'stream' and et ~= 'none') then
   return {'corrupt', ht .. '/' .. et}
 end
+local w = ARGV[9] ~= '' and wrongtype(KEYS[3], 'stream')
+if w then return w end
 local cur = redis.call('HGET', KEYS[1], 'status')
 if not cur then ack() return {'missing', ''} end
 local allowed = false
@@ -90,6 +121,8 @@ if not allowed then
   if ` + luaTerminalTest("cur") + ` then ack() end
   return {'refused', cur}
 end
+w = wrongtype(ARGV[11], 'stream')
+if w then return w end
 if ARGV[1] ~= '' then
   redis.call('HSET', KEYS[1], 'status', ARGV[1], 'updated_ts', ARGV[2])
 else
@@ -99,15 +132,15 @@ if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], 'result', ARGV[6]) end
 if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'error', ARGV[7]) end
 local id = redis.call('XADD', KEYS[2], '*', 'type', ARGV[3], 'ts', ARGV[2], 'step', ARGV[4], 'data', ARGV[5])
 ` + captureLua("ARGV[11]", "ARGV[10]", "id", "ARGV[3]", "ARGV[4]", "ARGV[2]", "redis.call('HGET', KEYS[1], 'task') or ''", "ARGV[5]") + `
-local ttl = tonumber(redis.call('HGET', KEYS[1], 'ttl_s'))
-if ttl and ttl > 0 then
+local ttl = redis.call('HGET', KEYS[1], 'ttl_s')
+if ttl and #ttl <= 10 and string.match(ttl, '^[1-9]%d*$') then
   redis.call('EXPIRE', KEYS[1], ttl)
   redis.call('EXPIRE', KEYS[2], ttl)
   local back = '` + idempotencyJobPrefix + `' .. ARGV[10]
-  local ik = redis.call('GET', back)
-  if ik then
+  local ik = redis.pcall('GET', back)
+  if type(ik) == 'string' then
     redis.call('EXPIRE', back, ttl)
-    if redis.call('GET', '` + idempotencyPrefix + `' .. ik) == ARGV[10] then
+    if redis.pcall('GET', '` + idempotencyPrefix + `' .. ik) == ARGV[10] then
       redis.call('EXPIRE', '` + idempotencyPrefix + `' .. ik, ttl)
       redis.call('EXPIRE', '` + idempotencyFingerprintPrefix + `' .. ik, ttl)
     end
@@ -117,6 +150,21 @@ if ARGV[8] ~= '' then redis.call('PUBLISH', ARGV[8], ARGV[10]) end
 ack()
 return {'ok', id}
 `)
+
+// luaWrongType defines wrongtype(key, type, ...): for each pair whose key
+// is not "" and exists with another type than the one given (as TYPE
+// names it), the reply {"wrongtype", key, its type}, else nil. Scripts
+// call it before their first write, since Redis does not roll a script
+// back: a WRONGTYPE raised halfway keeps every write made before it.
+const luaWrongType = `local function wrongtype(...)
+  local a = {...}
+  for i = 1, #a, 2 do
+    if a[i] ~= '' then
+      local t = redis.call('TYPE', a[i])['ok']
+      if t ~= a[i + 1] and t ~= 'none' then return {'wrongtype', a[i], t} end
+    end
+  end
+end`
 
 // captureLua renders the capture of one event: when the capture stream
 // (a Lua expression, "" meaning off) is set, the event just written to

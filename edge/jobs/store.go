@@ -117,7 +117,9 @@ func parseIdempotencyRecord(value, fingerprint string) (idempotencyRecord, bool)
 
 // Create writes the job hash (status queued, TTL), the initial event
 // type=queued step=gateway.enqueue data={} and the jobs:stream entry
-// job_id/task/payload in one atomic script.
+// job_id/task/payload in one atomic script. A key of another type where it
+// would write (jobs:stream, the capture stream, the idempotency record) is
+// a *WrongTypeError (ErrWrongType), and then nothing is written.
 //
 // An idempotency record lives as long as its job (both get the job's TTL),
 // so a record naming a job that is gone (deleted, or a record another
@@ -128,8 +130,8 @@ func (s *Store) Create(ctx context.Context, nj NewJob) (Created, error) {
 	if !ValidTask(nj.Task) {
 		return Created{}, fmt.Errorf("create job: unknown task %q", nj.Task)
 	}
-	if nj.TTL <= 0 {
-		return Created{}, fmt.Errorf("create job: ttl %d must be positive", nj.TTL)
+	if nj.TTL <= 0 || nj.TTL > MaxTTL {
+		return Created{}, fmt.Errorf("create job: ttl %d must be between 1 and %d", nj.TTL, MaxTTL)
 	}
 	id := uuid.NewString()
 	stale, staleJob := "", ""
@@ -147,6 +149,9 @@ func (s *Store) Create(ctx context.Context, nj NewJob) (Created, error) {
 		}
 		if len(res) >= 3 && res[0] == "created" {
 			return Created{ID: id, EventID: res[1], MessageID: res[2]}, nil
+		}
+		if len(res) == 3 && res[0] == "wrongtype" {
+			return Created{}, fmt.Errorf("create job: %w", &WrongTypeError{Key: res[1], Type: res[2]})
 		}
 		if len(res) != 3 || res[0] != "duplicate" {
 			return Created{}, fmt.Errorf("create job: unexpected script reply %q", res)
@@ -257,7 +262,8 @@ type Transition struct {
 	Error  json.RawMessage
 	// AckMessageID, when set, XACKs then XDELs that jobs:stream message in
 	// the same script (after the hash update and the event): on success,
-	// and also when the job is gone or already terminal.
+	// and also when the job is gone or already terminal. An id that is no
+	// stream id is refused before anything is written.
 	AckMessageID string
 	// Publish sends the job id on CancelChannel(id) in the same script.
 	Publish bool

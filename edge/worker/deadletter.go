@@ -33,6 +33,15 @@ func (p *Pool) deadLetter(ctx context.Context, e entry, reason string, failJob b
 	str := func(k string) string { s, _ := e.msg.Values[k].(string); return s }
 	id := str("job_id")
 	if failJob && id != "" {
+		// The job is failed by a script of its own, before deadScript: a
+		// jobs:dead it could not write would leave the job ended as error
+		// and its message pending for good, so it is looked at first
+		// (deadScript checks it again, atomically with its writes).
+		if t, err := p.rdb.Type(ctx, jobs.DeadStream).Result(); err == nil && t != "stream" && t != "none" {
+			p.log.Warn("dead-letter: job and message left as they are", "msg_id", e.msg.ID, "job_id", id,
+				"err", &jobs.WrongTypeError{Key: jobs.DeadStream, Type: t})
+			return
+		}
 		ev, _ := json.Marshal(map[string]any{
 			"code": CodeMaxDeliveries,
 			"message": daemon.CapMessage(fmt.Sprintf("queue message %s was delivered %d times; the limit is %d",
@@ -58,12 +67,17 @@ func (p *Pool) deadLetter(ctx context.Context, e entry, reason string, failJob b
 		"consumer", p.consumer, "ts", itoa(time.Now().UnixMilli()),
 	}
 	args := append([]any{p.consumer, e.msg.ID, p.s.DeadMaxLen}, values...)
-	ended, err := deadScript.Run(ctx, p.rdb, []string{jobs.QueueStream, jobs.DeadStream}, args...).Int()
+	reply, err := deadScript.Run(ctx, p.rdb, []string{jobs.QueueStream, jobs.DeadStream}, args...).Result()
 	if err != nil {
 		p.log.Warn("dead-letter: copy and ack", "msg_id", e.msg.ID, "err", err)
 		return
 	}
-	if ended == 0 {
+	if t, ok := reply.(string); ok {
+		p.log.Warn("dead-letter: message left pending", "msg_id", e.msg.ID, "job_id", id,
+			"err", &jobs.WrongTypeError{Key: jobs.DeadStream, Type: t})
+		return
+	}
+	if ended, _ := reply.(int64); ended == 0 {
 		p.log.Info("dead-letter skipped: the message is no longer pending under this consumer", "msg_id", e.msg.ID, "job_id", id, "reason", reason)
 		return
 	}
@@ -74,7 +88,10 @@ func (p *Pool) deadLetter(ctx context.Context, e entry, reason string, failJob b
 // deletes it, only while it is pending under the calling consumer: one
 // that lost it (another consumer claimed it) or meets it already ended
 // (a retry after a lost reply) adds no second copy and ends nothing of
-// another's. It returns 1 when it did, 0 when not.
+// another's. It returns 1 when it did, 0 when not, and the type of the
+// dead stream when that is no stream: it is checked before the XADD, which
+// is the first write, so the script never fails halfway (the
+// acknowledgement would otherwise be lost with the copy made).
 //
 // KEYS: queue stream, dead stream
 // ARGV: consumer, message id, dead stream MAXLEN (approximate; 0 keeps
@@ -83,6 +100,8 @@ var deadScript = redis.NewScript(`
 redis.replicate_commands()
 local p = redis.call('XPENDING', KEYS[1], '` + jobs.Group + `', ARGV[2], ARGV[2], 1)
 if not p[1] or p[1][2] ~= ARGV[1] then return 0 end
+local t = redis.call('TYPE', KEYS[2])['ok']
+if t ~= 'stream' and t ~= 'none' then return t end
 if tonumber(ARGV[3]) > 0 then
   redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', unpack(ARGV, 4))
 else

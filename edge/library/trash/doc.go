@@ -43,4 +43,23 @@
 // warning say why) than lose the recovery window to a clock nobody
 // checked. Where the clock is right without NTP (a battery-backed RTC kept
 // set by hand), Cleaner.TrustClock skips the check.
+//
+// A clock that counts as synchronized can also be stepped forward (a
+// date months ahead): every entry would look older by the step and the
+// next sweep would empty the trash. So beside the sweep's time the
+// record holds the boot id and CLOCK_BOOTTIME, a clock of the time
+// since boot that counts suspend and that no step moves. When the wall
+// clock has moved more than ten minutes further than the boot clock
+// since the latest sweep of the same boot (slewing moves both alike;
+// smaller steps are routine corrections that do not matter against a
+// retention of days), the difference is a step: before judging any
+// entry the sweep moves the start of every entry's age forward by it,
+// so ages count only time that passed, and logs the step once. If the
+// step corrected a clock that was behind, that only lengthens the
+// retention. A restart of the daemon within one boot keeps the check;
+// across a reboot the boot clocks cannot be compared, so a step between
+// the last sweep before a reboot and the first after it, or in a boot
+// whose first sweep came after the step, is not seen. A record written
+// by an earlier version (the time alone) gives nothing to compare with
+// at its first sweep.
 package trash

@@ -14,3 +14,10 @@ func MarkName(entry string) string { return markName(entry) }
 func ClockSynchronized(adjtimex func(*unix.Timex) (int, error), flag string) bool {
 	return clockSynchronized(adjtimex, flag)
 }
+
+// StepTolerance is the largest forward step of the clock that moves no
+// first sight.
+const StepTolerance = stepTolerance
+
+// ClockName is the cleaner's record of its latest sweep.
+const ClockName = clockName

@@ -63,3 +63,53 @@ func mountCases(t *testing.T) {
 		})
 	}
 }
+
+// TestSweepClockStepNeverCrossesMountPoint: moving first sights after a
+// forward step of the clock does not write markers through a mount point
+// inside the trash, and a mount point it cannot enter does not keep it
+// from moving the others.
+func TestSweepClockStepNeverCrossesMountPoint(t *testing.T) {
+	testsvc.InMountNamespace(t, mountStepCases)
+}
+
+func mountStepCases(t *testing.T) {
+	for _, at := range []string{"1/10/sub", "1/10", "1"} {
+		t.Run(at, func(t *testing.T) {
+			f := newFixture(t)
+			outFile := f.file(filepath.Join(f.outside, "10", "keep.bin"))
+			f.file("1/10/sub/a.bin")
+			other := f.file("2/20/b.bin")
+			f.age(filepath.Join(f.trash, "2/20"), time.Unix(0, 0))
+			target := filepath.Join(f.trash, at)
+			if err := syscall.Mount(f.outside, target, "", syscall.MS_BIND, ""); err != nil {
+				t.Fatalf("bind mount: %v", err)
+			}
+			t.Cleanup(func() { syscall.Unmount(target, syscall.MNT_DETACH) })
+			k := newTestClocks()
+			cl := k.cleaner(f, nil)
+			_, _ = cl.Sweep(context.Background())
+			mark := filepath.Join(f.trash, "2", trash.MarkName("20"))
+			seen := readNS(t, mark)
+			k.pass(time.Hour)
+			k.step(60 * 24 * time.Hour)
+			// A second sweep finds the step recorded, not to be taken out
+			// again.
+			for range 2 {
+				_, _ = cl.Sweep(context.Background())
+				k.pass(time.Hour)
+			}
+			if !exists(other) {
+				t.Fatal("entry beside the mount point emptied at the step")
+			}
+			if got := readNS(t, mark); got.Sub(seen) != 60*24*time.Hour {
+				t.Fatalf("first sight beside the mount point moved by %s", got.Sub(seen))
+			}
+			for _, p := range []string{filepath.Join(f.outside, trash.MarkName("10")), filepath.Join(f.outside, "10", trash.MarkName("keep.bin"))} {
+				if exists(p) {
+					t.Fatalf("marker written outside the trash: %s", p)
+				}
+			}
+			f.intact(outFile)
+		})
+	}
+}

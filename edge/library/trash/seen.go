@@ -2,7 +2,6 @@ package trash
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"strconv"
@@ -46,60 +45,44 @@ func (a ager) expired(dir *os.File, name string, st *unix.Stat_t) (bool, error) 
 	return from.Before(a.now.Add(-a.retention)), nil
 }
 
-// clockName is the cleaner's record, in the trash directory, of the
-// latest time a sweep ran at.
-const clockName = ".euterpe-clock"
-
-// ErrClockSetBack is returned by a sweep that removed and marked nothing
-// because the clock reads earlier than an earlier sweep's did. It wraps
-// ErrClockUnsynchronized.
-var ErrClockSetBack = fmt.Errorf("%w: it reads earlier than an earlier sweep's", ErrClockUnsynchronized)
-
-// passClock records now as the latest sweep's time in dir, the trash
-// directory, unless an earlier sweep ran at a later time: then the clock
-// was set back (a wrong date from an NTP server, a GPS week rollover, by
-// hand) while it counted as synchronized, one of its two readings is
-// wrong, and either way a sweep now could empty entries early, by a first
-// sight marked on the earlier reading or by markers it would rewrite as
-// lying in the future. Sweeps resume once the clock passes that time.
-func (c *Cleaner) passClock(dir *os.File, now time.Time) error {
-	unlock, err := Lock(c.Dir)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	if last, ok := readTime(dir, clockName); ok && now.Before(last) {
-		return fmt.Errorf("%w (%s, before %s; remove %s if that time is the wrong one)",
-			ErrClockSetBack, now.UTC().Format(time.RFC3339), last.UTC().Format(time.RFC3339), clockName)
-	}
-	return writeTime(dir, clockName, now)
-}
-
 // readMark reads the time entry name was first seen.
 func readMark(dir *os.File, name string) (time.Time, bool) { return readTime(dir, markName(name)) }
 
-// readTime reads a time the cleaner recorded in file name in dir, a
-// regular file opened without following a link.
+// readTime reads a time the cleaner recorded in file name in dir.
 func readTime(dir *os.File, name string) (time.Time, bool) {
+	s, ok := readSmall(dir, name, 32)
+	if !ok {
+		return time.Time{}, false
+	}
+	return parseTime(s)
+}
+
+func parseTime(s string) (time.Time, bool) {
+	ns, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || ns <= 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, ns), true
+}
+
+// readSmall reads the first limit bytes of file name in dir, a regular
+// file opened without following a link, with surrounding space trimmed.
+func readSmall(dir *os.File, name string, limit int64) (string, bool) {
 	fd, err := unix.Openat(int(dir.Fd()), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return time.Time{}, false
+		return "", false
 	}
 	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return time.Time{}, false
+		return "", false
 	}
-	buf, err := io.ReadAll(io.LimitReader(f, 32))
+	buf, err := io.ReadAll(io.LimitReader(f, limit))
 	if err != nil {
-		return time.Time{}, false
+		return "", false
 	}
-	ns, err := strconv.ParseInt(strings.TrimSpace(string(buf)), 10, 64)
-	if err != nil || ns <= 0 {
-		return time.Time{}, false
-	}
-	return time.Unix(0, ns), true
+	return strings.TrimSpace(string(buf)), true
 }
 
 // writeMark records now as the time entry name was first seen.
@@ -110,6 +93,13 @@ func writeMark(dir *os.File, name string, now time.Time) error {
 // writeTime records now in file name in dir, replacing whatever held the
 // name (never following a link, never writing through a hard link).
 func writeTime(dir *os.File, name string, now time.Time) error {
+	return writeSmall(dir, name, strconv.FormatInt(now.UnixNano(), 10)+"\n")
+}
+
+// writeSmall writes content to file name in dir, replacing whatever held
+// the name: the name is removed and made anew, so a symlink there is not
+// followed and a hard link to another file is not written through.
+func writeSmall(dir *os.File, name, content string) error {
 	if err := removeAt(dir, name); err != nil {
 		return err
 	}
@@ -118,12 +108,14 @@ func writeTime(dir *os.File, name string, now time.Time) error {
 		return err
 	}
 	f := os.NewFile(uintptr(fd), name)
-	_, err = f.WriteString(strconv.FormatInt(now.UnixNano(), 10) + "\n")
+	_, err = f.WriteString(content)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	// A marker lost to a power cut is written again at a later sweep,
-	// which only lengthens the retention; it is not synced.
+	// Not synced: a marker lost to a power cut is written again at a later
+	// sweep, which only lengthens the retention; a clock record lost to
+	// one costs the next sweep only the set-back check, as after the
+	// reboot that follows its boot clock gives nothing to compare with.
 	return err
 }
 

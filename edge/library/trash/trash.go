@@ -76,7 +76,13 @@ type Cleaner struct {
 	Retention time.Duration // 0 keeps everything
 	Interval  time.Duration // between sweeps; default 1h
 	Log       *slog.Logger
-	Now       func() time.Time
+	// Now reads the wall clock; nil is time.Now.
+	Now func() time.Time
+	// Boot reads the boot clock the wall clock's forward steps are told
+	// from time passing by. Nil reads the kernel's (KernelBootClock) when
+	// Now is nil too; a Now of the caller's own cannot be compared with
+	// the kernel's boot clock, and then no step is looked for.
+	Boot func() (BootClock, error)
 
 	// Synced reports whether the wall clock can be trusted; nil asks the
 	// kernel (KernelClockSynchronized).
@@ -165,7 +171,9 @@ func (c *Cleaner) synced() bool {
 // directory left empty, and returns how many entries it removed. It
 // removes nothing, and returns ErrClockUnsynchronized, while the clock is
 // not synchronized, or ErrClockSetBack (which wraps it) while the clock
-// reads earlier than the latest sweep's did.
+// reads earlier than the latest sweep's did. A forward step of the clock
+// since the latest sweep in the same boot is first taken out of every
+// entry's age (passClock).
 func (c *Cleaner) Sweep(ctx context.Context) (int, error) {
 	if c.Retention <= 0 {
 		return 0, nil
@@ -173,19 +181,16 @@ func (c *Cleaner) Sweep(ctx context.Context) (int, error) {
 	if !c.synced() {
 		return 0, ErrClockUnsynchronized
 	}
-	now := time.Now
-	if c.Now != nil {
-		now = c.Now
-	}
-	a := ager{now: now(), retention: c.Retention}
 	root, err := openDir(unix.AT_FDCWD, c.Dir, true)
 	if err != nil {
 		return 0, fmt.Errorf("trash directory %s: %w", c.Dir, err)
 	}
 	defer root.Close()
-	if err := c.passClock(root, a.now); err != nil {
+	now, err := c.passClock(root)
+	if err != nil {
 		return 0, err
 	}
+	a := ager{now: now, retention: c.Retention}
 	jobs, err := names(root)
 	if err != nil {
 		return 0, err

@@ -180,7 +180,7 @@ func (x *Executor) deleteOne(ctx context.Context, jobID, id int64, key store.Gro
 		// the lease is lost or the daemon stops: never act after that
 		return "", nil, f, "delete interrupted before the file was moved"
 	}
-	decision, trash, err := x.remove(ctx, jobID, f.ID, pn, kept, permanent)
+	decision, trash, err := x.remove(ctx, jobID, f.ID, pn, key, kept, permanent)
 	if err != nil {
 		return "", nil, f, "removal refused: " + err.Error()
 	}

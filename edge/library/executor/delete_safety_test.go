@@ -194,88 +194,102 @@ func TestDeleteAdversarialFilesystem(t *testing.T) {
 			deleted: true,
 		},
 	}
-	for _, noReplace := range []bool{true, false} {
-		for _, permanent := range []bool{false, true} {
-			for _, c := range cases {
-				name := c.name + "/trash"
-				if permanent {
-					name = c.name + "/permanent"
-				}
-				if !noReplace {
-					name += "/without RENAME_NOREPLACE"
-				}
-				t.Run(name, func(t *testing.T) {
+	for _, exdev := range []bool{false, true} {
+		for _, noReplace := range []bool{true, false} {
+			for _, permanent := range []bool{false, true} {
+				for _, c := range cases {
+					name := c.name + "/trash"
+					if permanent {
+						name = c.name + "/permanent"
+					}
 					if !noReplace {
-						executor.WithoutRenameNoReplace(t)
+						name += "/without RENAME_NOREPLACE"
 					}
-					e := newEnv(t, true)
-					kept, del, fk, fd := dupPair(t, e)
-					p := paths{root: e.root, kept: kept, del: del}
-					keptIno, delIno := inode(t, kept), inode(t, del)
-					if c.before != nil {
-						mustSwap(t, func() error { return c.before(p) })
+					if exdev {
+						name += "/trash on another filesystem"
 					}
-					hook := func(f func(paths) error) func(string) {
-						if f == nil {
-							return nil
+					t.Run(name, func(t *testing.T) {
+						if !noReplace {
+							executor.WithoutRenameNoReplace(t)
 						}
-						return func(path string) {
-							if path == del {
-								mustSwap(t, func() error { return f(p) })
+						e := newEnv(t, true)
+						if exdev {
+							// the staged move: renamed aside in its own directory, copied, unlinked
+							executor.SetRename(e.x, func(o, n string) error {
+								return &os.LinkError{Op: "rename", Old: o, New: n, Err: syscall.EXDEV}
+							})
+						}
+						kept, del, fk, fd := dupPair(t, e)
+						p := paths{root: e.root, kept: kept, del: del}
+						keptIno, delIno := inode(t, kept), inode(t, del)
+						if c.before != nil {
+							mustSwap(t, func() error { return c.before(p) })
+						}
+						hook := func(f func(paths) error) func(string) {
+							if f == nil {
+								return nil
+							}
+							return func(path string) {
+								if path == del {
+									mustSwap(t, func() error { return f(p) })
+								}
 							}
 						}
-					}
-					executor.SetDeleteHooks(e.x, hook(c.atCheck), hook(c.atMove))
-					j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
-						policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}, Permanent: permanent})
-					if err != nil {
-						t.Fatal(err)
-					}
-					got := e.runJob()
-					d := decisions(t, e, j.ID)[fd.ID]
-					if c.keptReplaced {
-						// The original kept inode may be at another name now; whatever
-						// the kept path names still reads the same bytes, and the
-						// file to delete is still there.
-						keptIntact(t, kept+c.keptMoved, 0, false)
-						if data, err := os.ReadFile(del); err != nil || string(data) != dupContent {
-							t.Fatalf("file to delete lost while no kept copy was verified: %q %v", data, err)
+						executor.SetDeleteHooks(e.x, hook(c.atCheck), hook(c.atMove))
+						j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
+							policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}, Permanent: permanent})
+						if err != nil {
+							t.Fatal(err)
 						}
-					} else {
-						keptIntact(t, kept, keptIno, true)
-					}
-					if !c.deleted {
-						if got.Status != store.StatusFailed || d.Decision != executor.DecisionRefused {
-							t.Fatalf("job %s, decision %+v: want refused", got.Status, d)
+						got := e.runJob()
+						d := decisions(t, e, j.ID)[fd.ID]
+						if c.keptReplaced {
+							// The original kept inode may be at another name now; whatever
+							// the kept path names still reads the same bytes, and the
+							// file to delete is still there.
+							keptIntact(t, kept+c.keptMoved, 0, false)
+							if data, err := os.ReadFile(del); err != nil || string(data) != dupContent {
+								t.Fatalf("file to delete lost while no kept copy was verified: %q %v", data, err)
+							}
+						} else {
+							keptIntact(t, kept, keptIno, true)
 						}
-						if !strings.Contains(d.Reason, c.reason) {
-							t.Fatalf("reason %q, want it to mention %q", d.Reason, c.reason)
+						if staged, _ := filepath.Glob(filepath.Join(filepath.Dir(del)+"*", ".euterpe-delete-*")); len(staged) != 0 {
+							t.Fatalf("staged files left: %v", staged)
 						}
-						if n := trashFiles(t, e); n != 0 {
-							t.Fatalf("%d files in the trash after a refused delete", n)
+						if !c.deleted {
+							if got.Status != store.StatusFailed || d.Decision != executor.DecisionRefused {
+								t.Fatalf("job %s, decision %+v: want refused", got.Status, d)
+							}
+							if !strings.Contains(d.Reason, c.reason) {
+								t.Fatalf("reason %q, want it to mention %q", d.Reason, c.reason)
+							}
+							if n := trashFiles(t, e); n != 0 {
+								t.Fatalf("%d files in the trash after a refused delete", n)
+							}
+							return
 						}
-						return
-					}
-					want := executor.DecisionTrashed
-					if permanent {
-						want = executor.DecisionRemoved
-					}
-					if got.Status != store.StatusCompleted || d.Decision != want {
-						t.Fatalf("job %s, decision %+v: want %s", got.Status, d, want)
-					}
-					if permanent {
-						if d.TrashPath != nil || trashFiles(t, e) != 0 {
-							t.Fatal("permanent delete left a trash copy")
+						want := executor.DecisionTrashed
+						if permanent {
+							want = executor.DecisionRemoved
 						}
-						return
-					}
-					if got := inode(t, *d.TrashPath); got != delIno {
-						t.Fatalf("trash holds inode %d, want the verified duplicate %d", got, delIno)
-					}
-					if data, _ := os.ReadFile(*d.TrashPath); string(data) != dupContent {
-						t.Fatalf("trash copy %q", data)
-					}
-				})
+						if got.Status != store.StatusCompleted || d.Decision != want {
+							t.Fatalf("job %s, decision %+v: want %s", got.Status, d, want)
+						}
+						if permanent {
+							if d.TrashPath != nil || trashFiles(t, e) != 0 {
+								t.Fatal("permanent delete left a trash copy")
+							}
+							return
+						}
+						if got := inode(t, *d.TrashPath); got != delIno && !exdev {
+							t.Fatalf("trash holds inode %d, want the verified duplicate %d", got, delIno)
+						}
+						if data, _ := os.ReadFile(*d.TrashPath); string(data) != dupContent {
+							t.Fatalf("trash copy %q", data)
+						}
+					})
+				}
 			}
 		}
 	}

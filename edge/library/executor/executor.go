@@ -83,6 +83,12 @@ type Executor struct {
 	// right before its last check (under the delete lock) and right before
 	// it is moved. Tests use them to change the filesystem at those moments.
 	afterVerify, beforeFinalCheck, beforeMove func(path string)
+	// stagedStep, when set, is called during a move to a trash on another
+	// filesystem with the staged path: "copied" once the copy is written,
+	// before it is checked and the staged name unlinked; "recovering" when
+	// a re-run is about to check a staged file and its copy. Tests use it
+	// to change the file or stop the job at those moments.
+	stagedStep func(step, path string)
 	// hashChunk, when set, is called after each chunk a hash job reads
 	// with the job's bytes done so far. Tests use it to observe progress.
 	hashChunk func(bytesDone int64)

@@ -18,6 +18,10 @@ func SetDeleteHooks(x *Executor, beforeFinalCheck, beforeMove func(path string))
 	x.beforeFinalCheck, x.beforeMove = beforeFinalCheck, beforeMove
 }
 
+// SetStagedStep installs a function a delete to a trash on another
+// filesystem calls at each step named in Executor.stagedStep.
+func SetStagedStep(x *Executor, fn func(step, path string)) { x.stagedStep = fn }
+
 // SetAfterVerify installs a function a delete calls once a file to delete
 // is verified, before it takes the delete lock.
 func SetAfterVerify(x *Executor, fn func(path string)) { x.afterVerify = fn }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vesta-cx/euterpe/edge/library/pathsafe"
+	"github.com/vesta-cx/euterpe/edge/library/store"
 	"github.com/vesta-cx/euterpe/edge/library/trash"
 )
 
@@ -36,10 +36,12 @@ func (x *Executor) lockDeletes(ctx context.Context) (func(), error) {
 // the deletion refused. A permanent delete unlinks only the moved, checked
 // file. A trash on another filesystem is filled by copying from the
 // descriptor that was hashed, after the original was moved aside within
-// its own directory and checked. Nothing is moved once ctx has ended
+// its own directory and checked; the original is unlinked only once the
+// copy hashes to group k and the file did not change while it was read
+// (copyToTrash). Nothing is moved once ctx has ended
 // (checked after the lock is taken, before the final checks); from the
 // final checks on, the act runs to its end.
-func (x *Executor) remove(ctx context.Context, jobID, fileID int64, t *pinned, kept []*pinned, permanent bool) (string, *string, error) {
+func (x *Executor) remove(ctx context.Context, jobID, fileID int64, t *pinned, k store.GroupKey, kept []*pinned, permanent bool) (string, *string, error) {
 	unlock, err := x.lockDeletes(ctx)
 	if err != nil {
 		return "", nil, err
@@ -124,8 +126,8 @@ func (x *Executor) remove(ctx context.Context, jobID, fileID int64, t *pinned, k
 	case inTrash:
 		return DecisionTrashed, &dst, nil
 	}
-	if err := copyInto(t.file, tdir, name); err != nil {
-		return "", nil, restore(fmt.Errorf("copy to trash on another filesystem: %w", err))
+	if err := x.copyToTrash(context.WithoutCancel(ctx), t, at, tdir, name, k); err != nil {
+		return "", nil, restore(err)
 	}
 	if err := unix.Unlinkat(int(at.dir.Fd()), at.name, 0); err != nil {
 		_ = unix.Unlinkat(int(tdir.Fd()), name, 0)
@@ -139,40 +141,6 @@ type place struct {
 	dir  *os.File
 	name string
 	path string // for messages
-}
-
-// copyInto copies src from its start into a new file name in dir and
-// syncs it; an existing file is never overwritten.
-func copyInto(src *os.File, dir *os.File, name string) error {
-	if _, err := src.Seek(0, 0); err != nil {
-		return err
-	}
-	fd, err := unix.Openat(int(dir.Fd()), name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o640)
-	if err != nil {
-		return err
-	}
-	out := os.NewFile(uintptr(fd), name)
-	if _, err := io.Copy(out, src); err != nil {
-		out.Close()
-		_ = unix.Unlinkat(int(dir.Fd()), name, 0)
-		return err
-	}
-	if err := out.Sync(); err != nil {
-		out.Close()
-		_ = unix.Unlinkat(int(dir.Fd()), name, 0)
-		return err
-	}
-	if err := out.Close(); err != nil {
-		_ = unix.Unlinkat(int(dir.Fd()), name, 0)
-		return err
-	}
-	// The original is unlinked next, on another filesystem: the copy's
-	// name must be on disk before that, or a power cut could keep neither.
-	if err := syncDir(dir); err != nil {
-		_ = unix.Unlinkat(int(dir.Fd()), name, 0)
-		return fmt.Errorf("sync the trash directory: %w", err)
-	}
-	return nil
 }
 
 // syncDir fsyncs the directory dir, which may be held by an O_PATH

@@ -92,6 +92,23 @@ func limitParam(c echo.Context) (int, error) {
 	return n, nil
 }
 
+// groupKeyParam parses the group_key path segment. echo hands it over as
+// sent when the path holds an escape it would not have written itself, so
+// a key whose ':' a client escaped (encodeURIComponent writes %3A) arrives
+// escaped: it is unescaped first.
+func groupKeyParam(c echo.Context) (store.GroupKey, error) {
+	raw := c.Param("group_key")
+	v, err := url.PathUnescape(raw)
+	if err != nil {
+		return store.GroupKey{}, daemon.Errorf(http.StatusBadRequest, "bad_group_key", "group_key is not a valid path segment: %s", capParam(raw))
+	}
+	k, err := store.ParseGroupKey(v)
+	if err != nil {
+		return k, mapErr(err)
+	}
+	return k, nil
+}
+
 func idParam(c echo.Context, name string) (int64, error) {
 	n, err := strconv.ParseInt(c.Param(name), 10, 64)
 	if err != nil || n <= 0 {
@@ -232,9 +249,9 @@ func (h *Handlers) listGroups(c echo.Context) error {
 }
 
 func (h *Handlers) groupFiles(c echo.Context) error {
-	k, err := store.ParseGroupKey(c.Param("group_key"))
+	k, err := groupKeyParam(c)
 	if err != nil {
-		return mapErr(err)
+		return err
 	}
 	limit, err := limitParam(c)
 	if err != nil {
@@ -271,9 +288,9 @@ func (h *Handlers) groupFiles(c echo.Context) error {
 }
 
 func (h *Handlers) deleteDuplicates(c echo.Context) error {
-	k, err := store.ParseGroupKey(c.Param("group_key"))
+	k, err := groupKeyParam(c)
 	if err != nil {
-		return mapErr(err)
+		return err
 	}
 	var req policy.DeleteRequest
 	if err := decodeBody(c, &req); err != nil {

@@ -260,18 +260,24 @@ type WalkedRoot struct {
 // MarkMissing flags every file of the walked roots that session did not
 // see, except those at or under a path the scan could not read. Roots that
 // could not be walked are not passed, so an unmounted disk never makes its
-// files look deleted. A session that is no longer running marks nothing
-// (ErrScanSessionClosed): a newer scan has started and owns the catalog.
+// files look deleted. Files of a root that is no longer configured (not
+// among the roots the session was started with) are flagged too, walked or
+// not: nothing would ever scan them again, and left live they would stay in
+// duplicate groups that every path check then refuses to act on. A session
+// that is no longer running marks nothing (ErrScanSessionClosed): a newer
+// scan has started and owns the catalog.
 func (s *Store) MarkMissing(ctx context.Context, sessionID int64, walked []WalkedRoot) (int64, error) {
-	if len(walked) == 0 {
-		return 0, nil
-	}
 	now := s.NowMS()
 	var n int64
 	err := s.TxOnPath(ctx, []WritePath{{"library_files", PathMarkMissing}}, func(tx *sql.Tx) error {
 		if err := requireRunningSession(ctx, tx, sessionID); err != nil {
 			return err
 		}
+		k, err := markMissingOutsideRoots(ctx, tx, sessionID, now)
+		if err != nil {
+			return err
+		}
+		n += k
 		var whole []any
 		for _, w := range walked {
 			if len(w.Unread) == 0 {
@@ -293,7 +299,7 @@ WHERE is_missing = 0 AND (last_seen_scan_id IS NULL OR last_seen_scan_id <> ?)
 		if err != nil {
 			return err
 		}
-		k, err := res.RowsAffected()
+		k, err = res.RowsAffected()
 		n += k
 		return err
 	})
@@ -301,6 +307,21 @@ WHERE is_missing = 0 AND (last_seen_scan_id IS NULL OR last_seen_scan_id <> ?)
 		return 0, err
 	}
 	return n, nil
+}
+
+// markMissingOutsideRoots marks missing the live files whose root is not one
+// of the roots session was started with. A session recorded without roots
+// marks nothing: an empty root list is more likely a mistake in the
+// settings than a wish to empty the catalog.
+func markMissingOutsideRoots(ctx context.Context, tx *sql.Tx, sessionID, now int64) (int64, error) {
+	res, err := tx.ExecContext(ctx, `WITH configured(root) AS (
+  SELECT value FROM json_each((SELECT roots FROM scan_sessions WHERE id = ?2)))
+UPDATE library_files SET is_missing = 1, updated_at = ?1
+WHERE is_missing = 0 AND EXISTS (SELECT 1 FROM configured) AND root NOT IN (SELECT root FROM configured)`, now, sessionID)
+	if err != nil {
+		return 0, fmt.Errorf("mark missing the files of roots no longer configured: %w", err)
+	}
+	return res.RowsAffected()
 }
 
 // markMissingExcept marks missing the files of w.Root that session did not

@@ -6,9 +6,11 @@ import (
 	"io/fs"
 	"log/slog"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"golang.org/x/sys/unix"
 )
 
 // Enqueuer asks for a full scan; it returns busy=true when one is already
@@ -23,6 +25,16 @@ type Watcher struct {
 	Log      *slog.Logger
 	// Skip lists directories never watched (the state directory).
 	Skip []string
+
+	// RootCheck is how often each root is looked at to find one that was
+	// deleted and created again, replaced, or unmounted and mounted again:
+	// its watch went with the old directory, and nothing else would ever
+	// watch the new one (default 5s; one lstat per root).
+	RootCheck time.Duration
+	// FallbackScan is how often a full scan is requested while some
+	// directories could not be watched (the inotify watch limit): their
+	// changes raise no event (default 10m).
+	FallbackScan time.Duration
 
 	// Requested counts scan requests made (for tests and metrics).
 	Requested func()
@@ -62,8 +74,11 @@ func (w *Watcher) run(ctx context.Context, src source) error {
 	if w.Debounce <= 0 {
 		w.Debounce = 2 * time.Second
 	}
-	for _, r := range w.Roots {
-		w.addTree(src, r)
+	if w.RootCheck <= 0 {
+		w.RootCheck = 5 * time.Second
+	}
+	if w.FallbackScan <= 0 {
+		w.FallbackScan = 10 * time.Minute
 	}
 	var timer *time.Timer
 	var fire <-chan time.Time
@@ -76,11 +91,53 @@ func (w *Watcher) run(ctx context.Context, src source) error {
 		}
 		fire = timer.C
 	}
+	rootCheck := time.NewTicker(w.RootCheck)
+	var fallback *time.Ticker
+	var fallbackC <-chan time.Time
 	defer func() {
 		if timer != nil {
 			timer.Stop()
 		}
+		rootCheck.Stop()
+		if fallback != nil {
+			fallback.Stop()
+		}
 	}()
+	// watched holds the identity of the directory each root's watch was
+	// put on; partial is set while some directory could not be watched.
+	watched := make(map[string]dirIdentity, len(w.Roots))
+	created := make(map[string]bool) // directories created since the last request
+	partial, warned := false, false
+	watchAll := func() {
+		var lim limitErrors
+		for _, r := range w.Roots {
+			if id, ok := identityOf(r); ok {
+				watched[r] = id
+			}
+			w.addTree(src, r, &lim)
+		}
+		wasPartial := partial
+		partial = lim.n > 0
+		switch {
+		case partial && !warned:
+			warned = true
+			w.Log.Warn("library watcher cannot watch every directory: changes in those raise no event and are found by a full scan at each interval",
+				"unwatched", lim.n, "first", lim.first, "err", lim.err, "interval", w.FallbackScan,
+				"hint", "raise the inotify watch limit: sysctl fs.inotify.max_user_watches=524288")
+		case !partial && wasPartial:
+			warned = false
+			w.Log.Info("library watcher watches every directory again")
+		}
+		if partial && fallback == nil {
+			fallback = time.NewTicker(w.FallbackScan)
+			fallbackC = fallback.C
+		}
+		if !partial && fallback != nil {
+			fallback.Stop()
+			fallback, fallbackC = nil, nil
+		}
+	}
+	watchAll()
 	for {
 		select {
 		case <-ctx.Done():
@@ -89,8 +146,26 @@ func (w *Watcher) run(ctx context.Context, src source) error {
 			if !ok {
 				return nil
 			}
+			if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+				// A root's own watch is gone with it; the root check puts
+				// one on whatever directory appears at its path, even on a
+				// new one that reuses the old inode number.
+				for _, r := range w.Roots {
+					if ev.Name == r {
+						delete(watched, r)
+					}
+				}
+			}
 			if ev.Has(fsnotify.Create) {
-				w.addTree(src, ev.Name) // new folders (and their contents) are watched too
+				// New folders (and their contents) are watched too.
+				var lim limitErrors
+				w.addTree(src, ev.Name, &lim)
+				if lim.n > 0 && !partial {
+					watchAll()
+				}
+				if _, isDir := identityOf(ev.Name); isDir {
+					created[ev.Name] = true
+				}
 			}
 			dirty = true
 			arm(w.Debounce)
@@ -101,18 +176,58 @@ func (w *Watcher) run(ctx context.Context, src source) error {
 			if errors.Is(err, fsnotify.ErrEventOverflow) {
 				w.Log.Warn("library watcher overflowed; requesting a full scan")
 				// re-add every directory: some creations were never seen
-				for _, r := range w.Roots {
-					w.addTree(src, r)
-				}
+				watchAll()
 				dirty = true
 				arm(0)
 				continue
 			}
 			w.Log.Warn("library watcher", "err", err)
+		case <-rootCheck.C:
+			// A root deleted and created again, moved away and replaced, or
+			// mounted again is another directory: the old watch went with
+			// the old one (an unmount removes it without any event).
+			for _, r := range w.Roots {
+				id, ok := identityOf(r)
+				if !ok {
+					delete(watched, r)
+					continue
+				}
+				if old, had := watched[r]; had && old == id {
+					continue
+				}
+				watched[r] = id
+				var lim limitErrors
+				w.addTree(src, r, &lim)
+				if lim.n > 0 && !partial {
+					watchAll()
+				}
+				dirty = true
+				arm(w.Debounce)
+			}
+		case <-fallbackC:
+			// Try again (the limit may have been raised), and scan for
+			// what the directories without a watch may hold.
+			watchAll()
+			dirty = true
+			arm(0)
 		case <-fire:
 			fire = nil
 			if !dirty {
 				continue
+			}
+			// A watched directory moved within the roots raises Create at
+			// its new name, and then fsnotify drops its watch on the
+			// move of the directory itself (IN_MOVE_SELF), even when the
+			// Create was handled first and watched the new name: the
+			// directory would raise no further event. By the quiet period
+			// that has been done, so the directories created since the
+			// last request are watched again now, before the scan that
+			// sees what was written in them meanwhile.
+			var lim limitErrors
+			w.rewatch(src, created, &lim)
+			clear(created)
+			if lim.n > 0 && !partial {
+				watchAll()
 			}
 			busy, err := w.Enqueue(ctx)
 			if err != nil || busy {
@@ -127,7 +242,45 @@ func (w *Watcher) run(ctx context.Context, src source) error {
 	}
 }
 
-func (w *Watcher) addTree(src source, root string) {
+// rewatch watches the trees of dirs again, each once: a directory inside
+// another of dirs is walked with it.
+func (w *Watcher) rewatch(src source, dirs map[string]bool, lim *limitErrors) {
+	for d := range dirs {
+		if !insideAny(dirs, d) {
+			w.addTree(src, d, lim)
+		}
+	}
+}
+
+// insideAny reports whether some proper ancestor of p is in dirs.
+func insideAny(dirs map[string]bool, p string) bool {
+	for {
+		parent := filepath.Dir(p)
+		if parent == p {
+			return false
+		}
+		if dirs[parent] {
+			return true
+		}
+		p = parent
+	}
+}
+
+// limitErrors counts the directories a pass could not watch because a
+// kernel limit was reached, and the first of them.
+type limitErrors struct {
+	n     int
+	first string
+	err   error
+}
+
+// isLimit reports an inotify limit: ENOSPC is the per-user watch limit
+// (fs.inotify.max_user_watches), ENOMEM the kernel's memory for watches.
+func isLimit(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.ENOMEM)
+}
+
+func (w *Watcher) addTree(src source, root string, lim *limitErrors) {
 	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || !d.IsDir() {
 			return nil
@@ -138,8 +291,40 @@ func (w *Watcher) addTree(src source, root string) {
 			}
 		}
 		if err := src.Add(p); err != nil {
+			if isLimit(err) {
+				if lim.n == 0 {
+					lim.first, lim.err = p, err
+				}
+				lim.n++
+				return nil
+			}
 			w.Log.Debug("watch", "path", p, "err", err)
 		}
 		return nil
 	})
+}
+
+// dirIdentity tells one directory from another at the same path: another
+// inode, another filesystem, or another mount of the same one (a disk
+// unmounted and mounted again keeps its device and inode numbers).
+type dirIdentity struct {
+	dev, ino, mnt uint64
+}
+
+// identityOf is the identity of the directory at p, false when p is not a
+// directory (gone, or a symlink, which is never watched).
+func identityOf(p string) (dirIdentity, bool) {
+	// The unique mount id (Linux 6.8) is never reused; the older one is
+	// given again to the next mount once freed, so an unmount and mount
+	// in quick succession may go unnoticed on older kernels.
+	var st unix.Statx_t
+	err := unix.Statx(unix.AT_FDCWD, p, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_TYPE|unix.STATX_INO|unix.STATX_MNT_ID_UNIQUE, &st)
+	if err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return dirIdentity{}, false
+	}
+	id := dirIdentity{dev: uint64(st.Dev_major)<<32 | uint64(st.Dev_minor), ino: st.Ino}
+	if st.Mask&(unix.STATX_MNT_ID_UNIQUE|unix.STATX_MNT_ID) != 0 {
+		id.mnt = st.Mnt_id
+	}
+	return id, true
 }

@@ -201,6 +201,13 @@ func (r *Receiver) batch(c echo.Context) error {
 		r.OnIngest()
 	}
 	r.Log.Debug("sync batch stored", "edge_id", edgeID, "accepted", res.Accepted, "duplicates", res.Duplicates, "gaps", res.Gaps)
+	if res.Pruned > 0 || res.PrunedGaps > 0 {
+		// Central cannot tell a resend of what it stored and pruned from
+		// entries it never stored (a quarantined batch resent late):
+		// either way they are not stored, and an operator should hear so.
+		r.Log.Info("sync batch entries older than retention not stored", "edge_id", edgeID,
+			"events", res.Pruned, "gaps", res.PrunedGaps)
+	}
 	return c.JSON(http.StatusOK, res)
 }
 

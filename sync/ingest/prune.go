@@ -38,9 +38,14 @@ func (s *Store) Prune(ctx context.Context, cutoff time.Time) (Pruned, error) {
 	var p Pruned
 	at := sqldb.Micros(cutoff)
 	now := sqldb.Micros(s.now())
+	// The deletes of marks and job summaries test their age again outside
+	// the subquery: on Postgres a row another transaction renews (a mark
+	// raised by another pod's prune, a summary touched by a batch) after
+	// the subquery read it is rechecked, once that transaction commits,
+	// against the outer condition only, and would be deleted renewed.
 	if _, err := s.pruneLoop(ctx, func(tx *sql.Tx) (int64, error) {
 		return execCount(ctx, tx, s.db.Rebind(`DELETE FROM edge_pruned_jobs WHERE (edge_id, job_id) IN
-			(SELECT edge_id, job_id FROM edge_pruned_jobs WHERE pruned_at < ? LIMIT ?)`), at, pruneBatch)
+			(SELECT edge_id, job_id FROM edge_pruned_jobs WHERE pruned_at < ? LIMIT ?) AND pruned_at < ?`), at, pruneBatch, at)
 	}); err != nil {
 		return p, err
 	}
@@ -59,7 +64,7 @@ func (s *Store) Prune(ctx context.Context, cutoff time.Time) (Pruned, error) {
 	}
 	if p.Jobs, err = s.pruneLoop(ctx, func(tx *sql.Tx) (int64, error) {
 		return execCount(ctx, tx, s.db.Rebind(`DELETE FROM edge_jobs WHERE (edge_id, job_id) IN
-			(SELECT edge_id, job_id FROM edge_jobs WHERE updated_at < ? LIMIT ?)`), at, pruneBatch)
+			(SELECT edge_id, job_id FROM edge_jobs WHERE updated_at < ? LIMIT ?) AND updated_at < ?`), at, pruneBatch, at)
 	}); err != nil {
 		return p, err
 	}
@@ -126,7 +131,11 @@ func (s *Store) pruneRemembering(ctx context.Context, tx *sql.Tx, sel, del strin
 	if err := s.raiseMarks(ctx, tx, marks, now); err != nil {
 		return 0, err
 	}
-	return execCount(ctx, tx, s.db.Rebind(del+"("+strings.TrimSuffix(strings.Repeat("?,", len(keys)), ",")+")"), keys...)
+	n, err := execCount(ctx, tx, s.db.Rebind(del+"("+strings.TrimSuffix(strings.Repeat("?,", len(keys)), ",")+")"), keys...)
+	if err == nil {
+		s.at("pruned")
+	}
+	return n, err
 }
 
 // raiseMarks upserts the marks, in key order (the lock order), keeping
@@ -194,6 +203,73 @@ func (s *Store) pruneMarks(ctx context.Context, tx *sql.Tx, b wire.Batch) (map[s
 		marks[job] = e
 	}
 	return marks, rows.Err()
+}
+
+// takeBackPruned deletes again what this transaction inserted and a prune
+// that committed meanwhile covers, and returns the marks read now and the
+// gaps that stay new. Under read committed the marks read before the
+// insert may predate a prune that then deleted those very entries: the
+// insert no longer conflicts with them (one that met the prune's
+// uncommitted delete waited for its commit, then inserted), so they would
+// be stored a second time. The prune writes its marks in the transaction
+// of its deletes, so a statement that starts after the insert sees them.
+// fresh loses the events taken back.
+func (s *Store) takeBackPruned(ctx context.Context, tx *sql.Tx, b wire.Batch, events []wire.Event, fresh map[string]bool,
+	gaps []wire.Gap) (map[string]entry, []wire.Gap, error) {
+	marks, err := s.pruneMarks(ctx, tx, b)
+	if err != nil || len(marks) == 0 {
+		return marks, gaps, err
+	}
+	var ids []any
+	for _, e := range events {
+		if fresh[e.EventID] && pruned(marks, e.JobID, e.EntryID) {
+			ids = append(ids, e.EventID)
+			delete(fresh, e.EventID)
+		}
+	}
+	var gapIDs []any
+	kept := make([]wire.Gap, 0, len(gaps))
+	for _, g := range gaps {
+		if pruned(marks, g.JobID, g.LastEntryID) {
+			gapIDs = append(gapIDs, g.GapID)
+		} else {
+			kept = append(kept, g)
+		}
+	}
+	for _, del := range []struct {
+		q   string
+		ids []any
+	}{{`DELETE FROM edge_events WHERE event_id IN `, ids}, {`DELETE FROM edge_gaps WHERE gap_id IN `, gapIDs}} {
+		if len(del.ids) == 0 {
+			continue
+		}
+		q := del.q + "(" + strings.TrimSuffix(strings.Repeat("?,", len(del.ids)), ",") + ")"
+		if _, err := tx.ExecContext(ctx, s.db.Rebind(q), del.ids...); err != nil {
+			return nil, nil, fmt.Errorf("ingest: take back pruned entries: %w", err)
+		}
+	}
+	return marks, kept, nil
+}
+
+// countPruned counts the distinct events and gaps of a batch at or before
+// their job's mark.
+func countPruned(marks map[string]entry, events []wire.Event, gaps []wire.Gap) (nEvents, nGaps int) {
+	if len(marks) == 0 {
+		return 0, 0
+	}
+	for _, e := range events {
+		if pruned(marks, e.JobID, e.EntryID) {
+			nEvents++
+		}
+	}
+	seen := map[string]bool{}
+	for _, g := range gaps {
+		if !seen[g.GapID] && pruned(marks, g.JobID, g.LastEntryID) {
+			nGaps++
+		}
+		seen[g.GapID] = true
+	}
+	return nEvents, nGaps
 }
 
 // pruned reports whether entry id of job is at or before the job's mark.

@@ -10,12 +10,11 @@ import (
 )
 
 // An edge resends what central already stored (a batch whose answer was
-// lost, a move repeated after a crash, an operator resending a
-// quarantined batch). Once retention has removed the rows, the event ids
-// are no longer there to dedupe against: the resend must still not store
-// them again, re-create the job or count them twice. It is answered as
-// duplicates, so the edge deletes its copy; later entries of the job and
-// other jobs are stored as usual.
+// lost, a move repeated after a crash). Once retention has removed the
+// rows, the event ids are no longer there to dedupe against: the resend
+// must still not store them again, re-create the job or count them twice.
+// It is answered as duplicates, so the edge deletes its copy, counted as
+// pruned too; later entries of the job and other jobs are stored as usual.
 func TestRetentionIsNotUndoneByAResend(t *testing.T) {
 	sqltestEach(t, func(t *testing.T, db *sqldb.DB) {
 		ctx := context.Background()
@@ -41,9 +40,9 @@ func TestRetentionIsNotUndoneByAResend(t *testing.T) {
 			b    wire.Batch
 			want wire.BatchResult
 		}{
-			{"the whole batch again", batch, wire.BatchResult{Duplicates: 3}},
-			{"the gap alone", wire.Batch{EdgeID: edge, SentAt: time.Now(), Dropped: []wire.Gap{gap}}, wire.BatchResult{}},
-			{"one event", wire.Batch{EdgeID: edge, SentAt: time.Now(), Events: batch.Events[1:2]}, wire.BatchResult{Duplicates: 1}},
+			{"the whole batch again", batch, wire.BatchResult{Duplicates: 3, Pruned: 3, PrunedGaps: 1}},
+			{"the gap alone", wire.Batch{EdgeID: edge, SentAt: time.Now(), Dropped: []wire.Gap{gap}}, wire.BatchResult{PrunedGaps: 1}},
+			{"one event", wire.Batch{EdgeID: edge, SentAt: time.Now(), Events: batch.Events[1:2]}, wire.BatchResult{Duplicates: 1, Pruned: 1}},
 		} {
 			res, err := st.Ingest(ctx, tc.b)
 			if err != nil || res != tc.want {

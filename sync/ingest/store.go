@@ -20,6 +20,12 @@ import (
 type Store struct {
 	db  *sqldb.DB
 	now func() time.Time
+	// hook, when set (tests only), is called inside Ingest's transaction
+	// at the named point ("marks": the retention marks are read; "stored":
+	// everything is written, before the commit) and inside a prune's
+	// ("pruned": rows deleted, before the commit), so a test can run the
+	// other exactly there.
+	hook func(point string)
 }
 
 // NewStore returns the store on db.
@@ -100,6 +106,7 @@ func (s *Store) Ingest(ctx context.Context, b wire.Batch) (wire.BatchResult, err
 		if err != nil {
 			return err
 		}
+		s.at("marks")
 		live, gaps := events, b.Dropped
 		if len(marks) > 0 {
 			live = slices.DeleteFunc(slices.Clone(events), func(e wire.Event) bool { return pruned(marks, e.JobID, e.EntryID) })
@@ -112,6 +119,13 @@ func (s *Store) Ingest(ctx context.Context, b wire.Batch) (wire.BatchResult, err
 		newGaps, err := s.insertGaps(ctx, tx, b.EdgeID, gaps, now)
 		if err != nil {
 			return err
+		}
+		// A prune may have committed since the marks were read (on
+		// SQLite it cannot: the writer is this transaction's).
+		if s.db.Engine == sqldb.Postgres && (len(fresh) > 0 || len(newGaps) > 0) {
+			if marks, newGaps, err = s.takeBackPruned(ctx, tx, b, live, fresh, newGaps); err != nil {
+				return err
+			}
 		}
 		deltas := summarize(events, fresh, newGaps)
 		if err := s.upsertJobs(ctx, tx, b.EdgeID, deltas, now); err != nil {
@@ -127,12 +141,23 @@ func (s *Store) Ingest(ctx context.Context, b wire.Batch) (wire.BatchResult, err
 		}
 		res = wire.BatchResult{Accepted: len(fresh), Duplicates: len(events) - len(fresh), Gaps: len(newGaps)}
 		res.Duplicates += len(b.Events) - len(events) // repeated inside the batch
+		// Entries at or before a mark are answered as duplicates (the
+		// edge deletes its copy) but told apart: central may never have
+		// stored them (a quarantined batch resent by hand).
+		res.Pruned, res.PrunedGaps = countPruned(marks, events, b.Dropped)
+		s.at("stored")
 		return nil
 	})
 	if err != nil {
 		return wire.BatchResult{}, err
 	}
 	return res, nil
+}
+
+func (s *Store) at(point string) {
+	if s.hook != nil {
+		s.hook(point)
+	}
 }
 
 // insertEvents inserts events (already sorted) in one statement and returns

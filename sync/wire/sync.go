@@ -95,6 +95,12 @@ type BatchResult struct {
 	Accepted   int `json:"accepted"`
 	Duplicates int `json:"duplicates"`
 	Gaps       int `json:"gaps"`
+	// Pruned counts the duplicates, and PrunedGaps the gaps, that are at
+	// or before the latest entry retention removed from their job: not
+	// stored, whether central once had them or never did (a batch the
+	// edge quarantined, resent by hand past retention). Absent when 0.
+	Pruned     int `json:"pruned,omitempty"`
+	PrunedGaps int `json:"pruned_gaps,omitempty"`
 }
 
 // Status is the edge's heartbeat: what central shows for an idle edge.

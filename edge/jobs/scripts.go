@@ -28,7 +28,9 @@ import (
 // halfway would keep what was written before it, say a job hash and event
 // with no queue entry, a job queued for ever. A taken idempotency key
 // whose fingerprint key holds another type is refused too, since its
-// request cannot be compared.
+// request cannot be compared. The job's own hash and events stream are
+// not looked at: they are named by an id just drawn at random, which no
+// key can hold yet, and each TYPE is a call every create pays for.
 var createScript = redis.NewScript(`
 redis.replicate_commands()
 ` + luaWrongType + `
@@ -45,7 +47,7 @@ if #KEYS >= 5 then
     return {'duplicate', prev, redis.call('GET', KEYS[5]) or ''}
   end
 end
-w = wrongtype(KEYS[1], 'hash', KEYS[2], 'stream', KEYS[3], 'stream', ARGV[8], 'stream')
+w = wrongtype(KEYS[3], 'stream', ARGV[8], 'stream')
 if w then return w end
 if #KEYS >= 5 then
   redis.call('SET', KEYS[4], ARGV[1], 'EX', ARGV[5])

@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/sync/wire"
 )
 
 // API is the operator API over the ingested data: the fleet, an edge's
@@ -134,7 +135,7 @@ func (a *API) jobs(c echo.Context) error {
 func (a *API) events(c echo.Context) error {
 	ctx := c.Request().Context()
 	after := c.QueryParam("after")
-	if after != "" && !entryIDPattern.MatchString(after) {
+	if after != "" && !wire.ValidEntryID(after) {
 		return badRequest("invalid_request", `after must be a stream entry id "<ms>-<seq>"`)
 	}
 	limit, err := intParam(c, "limit", 1000, 1, 5000)

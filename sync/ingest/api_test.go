@@ -102,6 +102,8 @@ func TestOperatorAPI(t *testing.T) {
 			"/v1/edges/" + edge + "/jobs?status=lost": "invalid_request",
 			"/v1/edges/" + edge + "/jobs?limit=0":     "invalid_request",
 			"/v1/edges/events?last_event_id=x":        "invalid_last_event_id",
+			// Past int64, the place of the entry could not be told.
+			"/v1/edges/" + edge + "/jobs/job-2/events?after=9223372036854775808-0": "invalid_request",
 		} {
 			if res := s.get(path, nil); res.status != 400 || res.code() != code {
 				t.Fatalf("%s: %d %s", path, res.status, res.body)

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
@@ -134,8 +133,6 @@ func scanJob(row interface{ Scan(...any) error }) (JobView, error) {
 	j.UpdatedAt = sqldb.FromMicros(upd)
 	return j, err
 }
-
-var entryIDPattern = regexp.MustCompile(`^[0-9]{1,20}-[0-9]{1,20}$`)
 
 // ErrBadCursor is returned for a cursor this API did not issue.
 var ErrBadCursor = errors.New("ingest: invalid cursor")

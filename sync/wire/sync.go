@@ -75,7 +75,7 @@ func (g Gap) validate(edgeID string) error {
 	switch {
 	case !tokenRe.MatchString(g.JobID):
 		return errors.New("job_id must be 1-128 characters of [A-Za-z0-9._:-]")
-	case !entryIDRe.MatchString(g.FirstEntryID) || !entryIDRe.MatchString(g.LastEntryID):
+	case !ValidEntryID(g.FirstEntryID) || !ValidEntryID(g.LastEntryID):
 		return errors.New(`first_entry_id and last_entry_id must be stream ids "<ms>-<seq>"`)
 	case g.GapID != GapID(edgeID, g.JobID, g.FirstEntryID):
 		return errors.New("gap_id must be edge_id:job_id:gap:first_entry_id")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -51,10 +52,31 @@ type Batch struct {
 // ErrInvalid is matched by every validation failure of Decode.
 var ErrInvalid = errors.New("invalid sync batch")
 
-var (
-	entryIDRe = regexp.MustCompile(`^[0-9]{1,20}-[0-9]{1,20}$`)
-	tokenRe   = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
-)
+var tokenRe = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+// ValidEntryID reports whether id is a stream entry id "<ms>-<seq>" as
+// Redis writes it: two decimal numbers without leading zeros, each at most
+// 2^63-1. Central orders and stores entries by those numbers as signed
+// 64-bit integers, so a larger part (which a Redis clock never reaches)
+// could not be told from its neighbours, and "01-0" would be a second
+// event at the place of "1-0".
+func ValidEntryID(id string) bool {
+	ms, seq, ok := strings.Cut(id, "-")
+	return ok && canonicalInt64(ms) && canonicalInt64(seq)
+}
+
+func canonicalInt64(s string) bool {
+	if s == "" || len(s) > 19 || (len(s) > 1 && s[0] == '0') {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	_, err := strconv.ParseInt(s, 10, 64)
+	return err == nil
+}
 
 // ErrEdgeID is matched when an edge id is not one central accepts.
 var ErrEdgeID = errors.New("edge_id must be 1-128 characters of [A-Za-z0-9._:-]")
@@ -160,8 +182,8 @@ func (e Event) validate(edgeID string) error {
 		return errors.New("edge_id differs from the batch's")
 	case !tokenRe.MatchString(e.JobID):
 		return errors.New("job_id must be 1-128 characters of [A-Za-z0-9._:-]")
-	case !entryIDRe.MatchString(e.EntryID):
-		return errors.New(`entry_id must be a stream id "<ms>-<seq>"`)
+	case !ValidEntryID(e.EntryID):
+		return errors.New(`entry_id must be a stream id "<ms>-<seq>" (decimal, no leading zeros, each part below 2^63)`)
 	case e.EventID != EventID(e.EdgeID, e.JobID, e.EntryID):
 		return errors.New("event_id must be edge_id:job_id:entry_id")
 	case !tokenRe.MatchString(e.Type):

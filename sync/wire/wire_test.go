@@ -36,14 +36,22 @@ func TestDecodeRejects(t *testing.T) {
 		return string(raw)
 	}
 	cases := map[string]string{
-		"not json":        `{`,
-		"unknown field":   strings.Replace(mutate(func(*Batch) {}), `"edge_id":"jetson-1",`, `"edge_id":"jetson-1","extra":1,`, 1),
-		"trailing data":   mutate(func(*Batch) {}) + `{}`,
-		"no events":       mutate(func(b *Batch) { b.Events = nil }),
-		"gap-free empty":  mutate(func(b *Batch) { b.Events = []Event{}; b.Dropped = nil }),
-		"bad edge id":     mutate(func(b *Batch) { b.EdgeID = "a b" }),
-		"foreign edge":    mutate(func(b *Batch) { b.Events[0].EdgeID = "other" }),
-		"bad entry id":    mutate(func(b *Batch) { b.Events[0].EntryID = "x"; b.Events[0].EventID = EventID("jetson-1", "job-1", "x") }),
+		"not json":         `{`,
+		"unknown field":    strings.Replace(mutate(func(*Batch) {}), `"edge_id":"jetson-1",`, `"edge_id":"jetson-1","extra":1,`, 1),
+		"trailing data":    mutate(func(*Batch) {}) + `{}`,
+		"no events":        mutate(func(b *Batch) { b.Events = nil }),
+		"gap-free empty":   mutate(func(b *Batch) { b.Events = []Event{}; b.Dropped = nil }),
+		"bad edge id":      mutate(func(b *Batch) { b.EdgeID = "a b" }),
+		"foreign edge":     mutate(func(b *Batch) { b.Events[0].EdgeID = "other" }),
+		"bad entry id":     mutate(func(b *Batch) { b.Events[0].EntryID = "x"; b.Events[0].EventID = EventID("jetson-1", "job-1", "x") }),
+		"leading zero":     mutate(func(b *Batch) { setEntry(&b.Events[0], "01700000000000-0") }),
+		"leading zero seq": mutate(func(b *Batch) { setEntry(&b.Events[0], "1700000000000-00") }),
+		"entry past int64": mutate(func(b *Batch) { setEntry(&b.Events[0], "9223372036854775808-0") }),
+		"seq past int64":   mutate(func(b *Batch) { setEntry(&b.Events[0], "1-18446744073709551615") }),
+		"gap entry past int64": mutate(func(b *Batch) {
+			b.Dropped = []Gap{{GapID: GapID("jetson-1", "job-1", "1-0"), JobID: "job-1", FirstEntryID: "1-0",
+				LastEntryID: "99999999999999999999-0", Type: "delta", Count: 1, FirstTS: 1, LastTS: 1}}
+		}),
 		"forged event id": mutate(func(b *Batch) { b.Events[0].EventID = "jetson-1:job-2:1-0" }),
 		"missing type":    mutate(func(b *Batch) { b.Events[0].Type = "" }),
 		"zero ts":         mutate(func(b *Batch) { b.Events[0].TS = 0 }),
@@ -125,5 +133,20 @@ func TestEncodeOutputDecodes(t *testing.T) {
 			require.NoError(t, json.Unmarshal(got.Events[1].Data, &have))
 			require.Equal(t, want, have, "the data arrives as sent")
 		})
+	}
+}
+
+func setEntry(e *Event, id string) {
+	e.EntryID = id
+	e.EventID = EventID(e.EdgeID, e.JobID, id)
+}
+
+func TestValidEntryID(t *testing.T) {
+	for id, want := range map[string]bool{
+		"0-0": true, "1-0": true, "1700000000001-12": true, "9223372036854775807-9223372036854775807": true,
+		"": false, "1": false, "-1": false, "1-": false, "01-0": false, "1-01": false, "00-0": false,
+		"9223372036854775808-0": false, "1-9223372036854775808": false, "+1-0": false, "1-0-0": false, " 1-0": false,
+	} {
+		require.Equal(t, want, ValidEntryID(id), id)
 	}
 }

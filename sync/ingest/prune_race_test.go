@@ -55,6 +55,43 @@ func waitBlocked(t *testing.T, db *sqldb.DB, prefix string) {
 	}
 }
 
+// storedLongAgo registers an edge on st and stores, as received 40 days
+// ago (past a 30-day retention), three events of job "job" and, when
+// withGap, a gap of it. It returns the edge id, the batch and the gap.
+func storedLongAgo(t *testing.T, st *Store, db *sqldb.DB, withGap bool) (string, wire.Batch, wire.Gap) {
+	t.Helper()
+	ctx := context.Background()
+	reg, err := NewRegistry(db, mustKeys(t)).Register(ctx, "e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	edge := reg.EdgeID
+	old := time.Now().Add(-40 * 24 * time.Hour)
+	gap := wire.Gap{GapID: wire.GapID(edge, "job", "1001-0"), JobID: "job", Type: "delta", Count: 3,
+		FirstEntryID: "1001-0", LastEntryID: "1001-2", FirstTS: 1001, LastTS: 1001}
+	batch := wire.Batch{EdgeID: edge, SentAt: old, Events: events(edge, "job", 1000, "queued", "running", "done")}
+	wantGaps := 0
+	if withGap {
+		batch.Dropped, wantGaps = []wire.Gap{gap}, 1
+	}
+	st.now = func() time.Time { return old }
+	if res, err := st.Ingest(ctx, batch); err != nil || res.Accepted != 3 || res.Gaps != wantGaps {
+		t.Fatalf("first delivery: %+v %v", res, err)
+	}
+	st.now = time.Now
+	return edge, batch, gap
+}
+
+// requireCounts checks each single-number query's answer.
+func requireCounts(t *testing.T, db *sqldb.DB, want map[string]int) {
+	t.Helper()
+	for q, n := range want {
+		if got := count(t, db, q); got != n {
+			t.Fatalf("%s: %d, want %d", q, got, n)
+		}
+	}
+}
+
 // A resend of entries that a prune removes while the resend's batch is
 // being stored: the batch read the job's retention mark before the prune
 // wrote it, and inserts after the prune deleted the rows. The entries
@@ -66,17 +103,7 @@ func TestPruneDuringAResendStoresNothingAgain(t *testing.T) {
 	sqltestEach(t, func(t *testing.T, db *sqldb.DB) {
 		ctx := context.Background()
 		st := NewStore(db)
-		reg, _ := NewRegistry(db, mustKeys(t)).Register(ctx, "e")
-		edge := reg.EdgeID
-		old := time.Now().Add(-40 * 24 * time.Hour)
-		gap := wire.Gap{GapID: wire.GapID(edge, "job", "1001-0"), JobID: "job", Type: "delta", Count: 3,
-			FirstEntryID: "1001-0", LastEntryID: "1001-2", FirstTS: 1001, LastTS: 1001}
-		batch := wire.Batch{EdgeID: edge, SentAt: old, Events: events(edge, "job", 1000, "queued", "running", "done"), Dropped: []wire.Gap{gap}}
-		st.now = func() time.Time { return old }
-		if res, err := st.Ingest(ctx, batch); err != nil || res.Accepted != 3 || res.Gaps != 1 {
-			t.Fatalf("first delivery: %+v %v", res, err)
-		}
-		st.now = time.Now
+		_, batch, _ := storedLongAgo(t, st, db, true)
 
 		var wait func(t *testing.T) Pruned
 		st.hook = func(point string) {
@@ -106,17 +133,13 @@ func TestPruneDuringAResendStoresNothingAgain(t *testing.T) {
 		if res != want {
 			t.Fatalf("resend: %+v, want %+v", res, want)
 		}
-		for q, want := range map[string]int{
+		requireCounts(t, db, map[string]int{
 			`SELECT COUNT(*) FROM edge_events`: 0,
 			`SELECT COUNT(*) FROM edge_gaps`:   0,
 			`SELECT COUNT(*) FROM edge_jobs`:   0,
 			`SELECT events_total FROM edges`:   3,
 			`SELECT dropped_total FROM edges`:  3,
-		} {
-			if n := count(t, db, q); n != want {
-				t.Fatalf("%s: %d, want %d", q, n, want)
-			}
-		}
+		})
 	})
 }
 
@@ -128,15 +151,7 @@ func TestResendDuringAPruneStoresNothingAgain(t *testing.T) {
 	sqltestEach(t, func(t *testing.T, db *sqldb.DB) {
 		ctx := context.Background()
 		st := NewStore(db)
-		reg, _ := NewRegistry(db, mustKeys(t)).Register(ctx, "e")
-		edge := reg.EdgeID
-		old := time.Now().Add(-40 * 24 * time.Hour)
-		batch := wire.Batch{EdgeID: edge, SentAt: old, Events: events(edge, "job", 1000, "queued", "running", "done")}
-		st.now = func() time.Time { return old }
-		if res, err := st.Ingest(ctx, batch); err != nil || res.Accepted != 3 {
-			t.Fatalf("first delivery: %+v %v", res, err)
-		}
-		st.now = time.Now
+		_, batch, _ := storedLongAgo(t, st, db, false)
 
 		type result struct {
 			res wire.BatchResult
@@ -166,15 +181,11 @@ func TestResendDuringAPruneStoresNothingAgain(t *testing.T) {
 		if want := (wire.BatchResult{Duplicates: 3, Pruned: 3}); r.err != nil || r.res != want {
 			t.Fatalf("resend: %+v %v, want %+v", r.res, r.err, want)
 		}
-		for q, want := range map[string]int{
+		requireCounts(t, db, map[string]int{
 			`SELECT COUNT(*) FROM edge_events`: 0,
 			`SELECT COUNT(*) FROM edge_jobs`:   0,
 			`SELECT events_total FROM edges`:   3,
-		} {
-			if n := count(t, db, q); n != want {
-				t.Fatalf("%s: %d, want %d", q, n, want)
-			}
-		}
+		})
 	})
 }
 

@@ -19,17 +19,7 @@ func TestRetentionIsNotUndoneByAResend(t *testing.T) {
 	sqltestEach(t, func(t *testing.T, db *sqldb.DB) {
 		ctx := context.Background()
 		st := NewStore(db)
-		reg, _ := NewRegistry(db, mustKeys(t)).Register(ctx, "e")
-		edge := reg.EdgeID
-		old := time.Now().Add(-40 * 24 * time.Hour)
-		gap := wire.Gap{GapID: wire.GapID(edge, "job", "1001-0"), JobID: "job", Type: "delta", Count: 3,
-			FirstEntryID: "1001-0", LastEntryID: "1001-2", FirstTS: 1001, LastTS: 1001}
-		batch := wire.Batch{EdgeID: edge, SentAt: old, Events: events(edge, "job", 1000, "queued", "running", "done"), Dropped: []wire.Gap{gap}}
-		st.now = func() time.Time { return old }
-		if res, err := st.Ingest(ctx, batch); err != nil || res.Accepted != 3 || res.Gaps != 1 {
-			t.Fatalf("first delivery: %+v %v", res, err)
-		}
-		st.now = time.Now
+		edge, batch, gap := storedLongAgo(t, st, db, true)
 		cutoff := time.Now().Add(-30 * 24 * time.Hour)
 		if p, err := st.Prune(ctx, cutoff); err != nil || p != (Pruned{Events: 3, Gaps: 1, Jobs: 1}) {
 			t.Fatalf("prune: %+v %v", p, err)
@@ -49,17 +39,13 @@ func TestRetentionIsNotUndoneByAResend(t *testing.T) {
 				t.Fatalf("%s: %+v %v, want %+v", tc.name, res, err, tc.want)
 			}
 		}
-		for q, want := range map[string]int{
+		requireCounts(t, db, map[string]int{
 			`SELECT COUNT(*) FROM edge_events`: 0,
 			`SELECT COUNT(*) FROM edge_gaps`:   0,
 			`SELECT COUNT(*) FROM edge_jobs`:   0,
 			`SELECT events_total FROM edges`:   3,
 			`SELECT dropped_total FROM edges`:  3,
-		} {
-			if n := count(t, db, q); n != want {
-				t.Fatalf("%s: %d, want %d", q, n, want)
-			}
-		}
+		})
 
 		// What retention never saw is stored: a later entry of the job,
 		// another job.

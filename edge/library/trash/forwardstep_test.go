@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
 	"github.com/vesta-cx/euterpe/edge/library/trash"
 )
 
@@ -38,7 +39,7 @@ func (k *testClocks) reboot(off time.Duration) {
 
 // cleaner returns a cleaner of f's trash reading k, logging into logs
 // when it is not nil.
-func (k *testClocks) cleaner(f *fixture, logs *lockedBuffer) *trash.Cleaner {
+func (k *testClocks) cleaner(f *fixture, logs *testsvc.LogBuffer) *trash.Cleaner {
 	cl := f.cleaner()
 	cl.Now = func() time.Time { return k.wall }
 	cl.Boot = func() (trash.BootClock, error) { return trash.BootClock{ID: k.boot, Elapsed: k.up}, nil }
@@ -89,7 +90,7 @@ func TestSweepClockSteppedForwardKeepsRetention(t *testing.T) {
 			f.age(filepath.Join(f.trash, "1/10"), time.Unix(0, 0))
 			b := f.file("1/11/b.bin")
 			k := newTestClocks()
-			var logs lockedBuffer
+			var logs testsvc.LogBuffer
 			cl := k.cleaner(f, &logs)
 			sweepOK(t, cl)
 			k.pass(10 * 24 * time.Hour)
@@ -154,7 +155,7 @@ func TestSweepShiftsEveryMarkByTheStep(t *testing.T) {
 			}
 			f.link("3", f.outside)
 			k := newTestClocks()
-			var logs lockedBuffer
+			var logs testsvc.LogBuffer
 			cl := k.cleaner(f, &logs)
 			sweepOK(t, cl)
 			seen := k.wall

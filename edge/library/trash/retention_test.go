@@ -1,20 +1,19 @@
 package trash_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
 	"github.com/vesta-cx/euterpe/edge/library/trash"
 )
 
@@ -138,7 +137,7 @@ func TestSweepRemovesNothingWhileUnsynchronized(t *testing.T) {
 // one warning, not one per sweep, and the resumption once.
 func TestRunWarnsOnceWhileUnsynchronized(t *testing.T) {
 	f := newFixture(t)
-	var logs lockedBuffer
+	var logs testsvc.LogBuffer
 	var synced atomic.Bool
 	var sweeps atomic.Int32
 	cl := &trash.Cleaner{Dir: f.trash, Retention: retention, Interval: 5 * time.Millisecond,
@@ -165,23 +164,6 @@ func TestRunWarnsOnceWhileUnsynchronized(t *testing.T) {
 	if got := strings.Count(out, "trash cleanup resumes"); got != 1 {
 		t.Fatalf("resumption logged %d times:\n%s", got, out)
 	}
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestSweepDropsMarksOfGoneEntries: markers whose entry is gone (removed

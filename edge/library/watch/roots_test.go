@@ -1,7 +1,6 @@
 package watch
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -13,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
 )
 
 // TestRootReplacedIsWatchedAgain: a root's inotify watch belongs to the
@@ -144,7 +145,7 @@ func TestWatchLimitReachedWarnsAndScans(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		os.MkdirAll(filepath.Join(root, fmt.Sprint("d", i)), 0o755)
 	}
-	var logs syncBuffer
+	var logs testsvc.LogBuffer
 	var calls atomic.Int32
 	src := &limitedSource{fakeSource: newFakeSource(), limit: 2}
 	w := &Watcher{
@@ -178,21 +179,4 @@ func TestWatchLimitReachedWarnsAndScans(t *testing.T) {
 			t.Fatalf("d%d never watched", i)
 		}
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

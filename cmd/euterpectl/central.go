@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 )
 
 // centralClient calls euterpe-central's operator API (the fleet, the
@@ -39,8 +40,15 @@ func centralFlags(name string, env Env) (*flag.FlagSet, func() (*centralClient, 
 		if t == "" {
 			t = env.Getenv("EUTERPE_OPERATOR_TOKEN")
 		}
+		// A token read from a file keeps its line end; central's sign-in
+		// form trims it too.
+		t = strings.TrimSpace(t)
 		if t == "" {
 			return nil, errors.New("an operator token is required: EUTERPE_OPERATOR_TOKEN or --token (euterpe-central operator create --name N)")
+		}
+		if strings.IndexFunc(t, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+			// Not printed: it may be a real token with a stray byte.
+			return nil, errors.New("the operator token holds a space or control character: check EUTERPE_OPERATOR_TOKEN or --token")
 		}
 		base, err := serverURL(*server)
 		if err != nil {

@@ -23,9 +23,12 @@ func init() {
 	register(&Command{Path: "edges list", Summary: "list the edges registered with central", Run: edgesList})
 	register(&Command{Path: "edges get", Usage: "EDGE_ID", Summary: "print an edge: last seen, version, status, stale", Run: edgesGet})
 	register(&Command{Path: "edges jobs", Usage: "EDGE_ID [--status S] [--limit N]", Summary: "list an edge's jobs, most recent first", Run: edgesJobs})
-	register(&Command{Path: "edges events", Usage: "EDGE_ID JOB_ID [--follow]", Summary: "print a job's events and gaps (--follow: until it ends)", Run: edgesEvents})
+	register(&Command{Path: "edges events", Usage: "EDGE_ID JOB_ID [--follow] [--interval D]", Summary: "print a job's events and gaps (--follow: until it ends)", Run: edgesEvents})
 	register(&Command{Path: "edges tail", Usage: "[--edge EDGE_ID] [--last-event-id SEQ] [--count N]", Summary: "follow every edge's events live", Run: edgesTail})
 }
+
+// minPollInterval is the shortest --interval edges events takes.
+const minPollInterval = 10 * time.Millisecond
 
 // entryIDRe is a stream entry id "<ms>-<seq>", the only after= central
 // takes.
@@ -80,6 +83,10 @@ func edgesJobs(ctx context.Context, env Env, args []string) int {
 	if !ok {
 		return code
 	}
+	if *limit < 0 {
+		fmt.Fprintln(env.Stderr, "euterpectl: --limit must be a number of jobs, or 0 for all")
+		return 2
+	}
 	c, code := openCentral(env, client)
 	if c == nil {
 		return code
@@ -117,9 +124,14 @@ func edgesEvents(ctx context.Context, env Env, args []string) int {
 	fs, client := centralFlags("edges events", env)
 	follow := fs.Bool("follow", false, "keep printing new events until the job ends on the edge")
 	interval := fs.Duration("interval", 2*time.Second, "how often --follow asks for new events")
-	pos, code, ok := positional(fs, env, args, 2, "edges events EDGE_ID JOB_ID [--follow]")
+	pos, code, ok := positional(fs, env, args, 2, "edges events EDGE_ID JOB_ID [--follow] [--interval D]")
 	if !ok {
 		return code
+	}
+	if *interval < minPollInterval {
+		// Below it --follow would ask central again as fast as it answers.
+		fmt.Fprintf(env.Stderr, "euterpectl: --interval must be at least %s\n", minPollInterval)
+		return 2
 	}
 	c, code := openCentral(env, client)
 	if c == nil {
@@ -206,6 +218,10 @@ func edgesTail(ctx context.Context, env Env, args []string) int {
 	count := fs.Int("count", 0, "exit after this many events (0: run until interrupted)")
 	if _, code, ok := positional(fs, env, args, 0, "edges tail [--edge EDGE_ID] [--last-event-id SEQ] [--count N]"); !ok {
 		return code
+	}
+	if *count < 0 {
+		fmt.Fprintln(env.Stderr, "euterpectl: --count must be a number of events, or 0 to run until interrupted")
+		return 2
 	}
 	c, code := openCentral(env, client)
 	if c == nil {

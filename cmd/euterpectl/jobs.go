@@ -370,7 +370,14 @@ func (c *edgeClient) stream(ctx context.Context, env Env, id, after string) (end
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return "", "", permanentError{apiErr(resp)}
+		err := apiErr(resp)
+		// An edge busy or briefly away (its Redis, a restart behind a
+		// proxy) is waited out like a dropped connection: the job goes
+		// on meanwhile. Any other refusal would be the same next time.
+		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
+			return "", "", err
+		}
+		return "", "", permanentError{err}
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)

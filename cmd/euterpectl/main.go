@@ -158,13 +158,28 @@ func serverURL(raw string) (string, error) {
 		// shown: both may hold a password in the user info.
 		shown := "value"
 		if err == nil {
-			shown = clip(u.Redacted(), 200)
-		} else if !strings.Contains(raw, "@") {
+			shown = clip(shownURL(u), 200)
+		} else if !strings.ContainsAny(raw, "@?#") {
 			shown = clip(raw, 200)
 		}
 		return "", fmt.Errorf("--server %s: want http://HOST[:PORT][/PREFIX] or https://…", shown)
 	}
 	return strings.TrimRight(raw, "/"), nil
+}
+
+// shownURL is u as errors and usage text name it: without a password,
+// nor a query or fragment, where a proxy's access token would be.
+func shownURL(u *url.URL) string {
+	v := *u
+	v.RawQuery, v.ForceQuery, v.Fragment, v.RawFragment = "", false, "", ""
+	s := v.Redacted()
+	if u.RawQuery != "" || u.ForceQuery {
+		s += "?…"
+	}
+	if u.Fragment != "" {
+		s += "#…"
+	}
+	return s
 }
 
 // recordingWriter keeps the first error of its writes: output that did
@@ -191,11 +206,15 @@ func (r *recordingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// hideDefaultPassword keeps a password in the default of flag name (a
-// server URL from the environment) out of the usage text that -h and
-// every flag error print.
+// hideDefaultPassword keeps a password, query or fragment in the default
+// of flag name (a server URL from the environment) out of the usage text
+// that -h and every flag error print.
 func hideDefaultPassword(fs *flag.FlagSet, name string) {
 	if f := fs.Lookup(name); f != nil {
-		f.DefValue = daemon.RedactURL(f.DefValue)
+		if u, err := url.Parse(f.DefValue); err == nil {
+			f.DefValue = shownURL(u)
+		} else if f.DefValue = daemon.RedactURL(f.DefValue); strings.ContainsAny(f.DefValue, "?#") {
+			f.DefValue = "(unreadable URL)"
+		}
 	}
 }

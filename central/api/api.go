@@ -211,6 +211,12 @@ func jobIDParam(c echo.Context) (string, error) {
 	return u.String(), nil
 }
 
+// notFound is the answer for a job id the caller cannot see: unknown, or
+// another requester's.
+func notFound(id string) error {
+	return daemon.Errorf(http.StatusNotFound, "not_found", "no job %s", id)
+}
+
 func (a *API) status(c echo.Context) error {
 	req, _ := Requester(c)
 	id, err := jobIDParam(c)
@@ -221,10 +227,10 @@ func (a *API) status(c echo.Context) error {
 	defer cancel()
 	v, err := a.cfg.Inbox.Get(ctx, id)
 	switch {
-	case errors.Is(err, inbox.ErrNotFound):
-		return daemon.Errorf(http.StatusNotFound, "not_found", "no job %s", id)
-	case v != nil && v.RequesterID != req.ID:
-		return daemon.Errorf(http.StatusForbidden, "forbidden", "job %s belongs to another requester", id)
+	// Another requester's job answers as an unknown one, word for word: a
+	// 403 would tell any API key which job ids exist.
+	case errors.Is(err, inbox.ErrNotFound), v != nil && v.RequesterID != req.ID:
+		return notFound(id)
 	case errors.Is(err, inbox.ErrPruned):
 		return daemon.Errorf(http.StatusGone, "gone", "job %s was pruned by retention", id)
 	case err != nil:

@@ -200,13 +200,20 @@ func TestEnqueueStatusAuthAndIdempotency(t *testing.T) {
 			"no auth":            {"POST", "/transcode", "", "k-2", 401},
 			"unknown key":        {"POST", "/transcode", "eut_nope", "k-2", 401},
 			"status no auth":     {"GET", "/transcode/status?job_id=" + job, "", "", 401},
-			"status other":       {"GET", "/transcode/status?job_id=" + job, other, "", 403},
+			"status other":       {"GET", "/transcode/status?job_id=" + job, other, "", 404},
 			"status unknown":     {"GET", "/transcode/status?job_id=6f1c2b1e-0000-4000-8000-000000000000", key, "", 404},
 			"status missing id":  {"GET", "/transcode/status", key, "", 400},
 		} {
 			if r := e.do(tc.method, tc.path, tc.key, tc.idem, body); r.Code != tc.want {
 				t.Errorf("%s: %d %s", name, r.Code, r.Raw)
 			}
+		}
+		// Another requester's job reads exactly as a job that does not
+		// exist: the answer must not tell that the id is taken.
+		const unknown = "6f1c2b1e-0000-4000-8000-000000000000"
+		notFound := e.do("GET", "/transcode/status?job_id="+unknown, other, "", "")
+		if r := e.do("GET", "/transcode/status?job_id="+job, other, "", ""); r.Raw != strings.ReplaceAll(notFound.Raw, unknown, job) {
+			t.Fatalf("another requester's job: %d %s, want the unknown job's answer %s", r.Code, r.Raw, notFound.Raw)
 		}
 		s := e.do("GET", "/transcode/status?job_id="+job, key, "", "")
 		if s.Code != 200 || s.Body["status"] != "queued" || s.Body["attempt_count"] != 0.0 || s.Body["max_attempts"] != 5.0 ||
@@ -226,7 +233,7 @@ func TestEnqueueStatusAuthAndIdempotency(t *testing.T) {
 		if s.Code != 200 || s.Body["status"] != "succeeded" || len(outs) != 1 || s.Body["worker_id"] != "w1" || s.Body["claim_version"] != 1.0 {
 			t.Fatalf("status after success: %s", s.Raw)
 		}
-		// Retention prunes it: 410 for its owner, still 403 for others.
+		// Retention prunes it: 410 for its owner, still 404 for others.
 		e.clock.Add(time.Hour)
 		if n, err := e.inbox.Prune(context.Background(), e.clock.Now()); err != nil || n != 2 {
 			t.Fatalf("prune: %d %v", n, err)
@@ -234,7 +241,7 @@ func TestEnqueueStatusAuthAndIdempotency(t *testing.T) {
 		if r := e.do("GET", "/transcode/status?job_id="+job, key, "", ""); r.Code != 410 {
 			t.Fatalf("pruned: %d %s", r.Code, r.Raw)
 		}
-		if r := e.do("GET", "/transcode/status?job_id="+job, other, "", ""); r.Code != 403 {
+		if r := e.do("GET", "/transcode/status?job_id="+job, other, "", ""); r.Code != 404 {
 			t.Fatalf("pruned, other requester: %d", r.Code)
 		}
 		// Keys expire: after the TTL the same key creates a new job.
@@ -320,6 +327,12 @@ func TestInvalidBodiesWriteNothing(t *testing.T) {
 			{"latin-1 metadata", strings.Replace(mut(func(m map[string]any) { m["metadata"] = map[string]any{"t": "cafe"} }), "cafe", "caf\xe9", 1), "body"},
 			{"NUL in metadata", strings.Replace(mut(func(m map[string]any) { m["metadata"] = map[string]any{"t": "a-b"} }), "a-b", `a\u0000b`, 1), "body"},
 			{"NUL in a key", strings.Replace(mut(func(m map[string]any) { m["output"].(map[string]any)["prefix"] = "a-b" }), "a-b", `a\u0000b`, 1), "body"},
+			// A lone surrogate escape: jsonb refuses it, and Go decodes it
+			// to U+FFFD, so \ud800 and \ud801 would share one hash.
+			{"lone surrogate in metadata", strings.Replace(mut(func(m map[string]any) { m["metadata"] = map[string]any{"t": "a-b"} }), "a-b", `a\ud800b`, 1), "body"},
+			{"lone surrogate in a metadata key", strings.Replace(mut(func(m map[string]any) { m["metadata"] = map[string]any{"a-b": 1} }), "a-b", `\udfff`, 1), "body"},
+			{"high surrogate then not low", strings.Replace(mut(func(m map[string]any) { m["metadata"] = map[string]any{"t": "a-b"} }), "a-b", `\ud83c\u0041`, 1), "body"},
+			{"lone surrogate in the prefix", strings.Replace(mut(func(m map[string]any) { m["output"].(map[string]any)["prefix"] = "a-b" }), "a-b", `a\uDC00`, 1), "body"},
 		}
 		for i, tc := range cases {
 			r := e.do("POST", "/transcode", key, fmt.Sprintf("bad-%d", i), tc.body)
@@ -337,6 +350,32 @@ func TestInvalidBodiesWriteNothing(t *testing.T) {
 		}
 		if n := count(t, db, `SELECT COUNT(*) FROM inbox_jobs`) + count(t, db, `SELECT COUNT(*) FROM idempotency_keys`); n != 0 {
 			t.Fatalf("invalid requests wrote %d rows", n)
+		}
+	})
+}
+
+// TestSurrogateEscapesThatPair: the lone-surrogate refusal leaves well-formed
+// text alone — a surrogate pair (an emoji) and an escaped backslash followed
+// by the letters "ud800" are accepted on both engines, stored and read back
+// as sent.
+func TestSurrogateEscapesThatPair(t *testing.T) {
+	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
+		e := start(t, db)
+		key := e.requester()
+		for i, tc := range []struct{ escaped, want string }{
+			{`\ud83c\udfb5`, "\U0001F3B5"},
+			{`\\ud800`, `\ud800`},
+			{`\\\ud83c\udfb5`, "\\\U0001F3B5"},
+		} {
+			body := strings.Replace(js(withMetadata(validBody(), map[string]any{"t": "MARK"})), "MARK", tc.escaped, 1)
+			r := e.do("POST", "/transcode", key, fmt.Sprintf("pair-%d", i), body)
+			if r.Code != 202 {
+				t.Fatalf("%s: %d %s", tc.escaped, r.Code, r.Raw)
+			}
+			s := e.do("GET", "/transcode/status?job_id="+r.Body["job_id"].(string), key, "", "")
+			if got, _ := s.Body["metadata"].(map[string]any)["t"].(string); got != tc.want {
+				t.Fatalf("%s: metadata read back as %q, want %q", tc.escaped, got, tc.want)
+			}
 		}
 	})
 }
@@ -578,6 +617,54 @@ func TestUnusableOutputLocationRefused(t *testing.T) {
 			m[tc.side].(map[string]any)[tc.field] = tc.value
 			if r := e.do("POST", "/transcode", key, fmt.Sprintf("loc-ok-%d", i), js(m)); r.Code != 202 {
 				t.Errorf("%s.%s %q: %d %s", tc.side, tc.field, tc.value, r.Code, r.Raw)
+			}
+		}
+	})
+}
+
+// TestAmbiguousNamesRefused: a body whose meaning depends on the JSON
+// parser reading it is refused, nothing stored. encoding/json lets the last
+// of two equal names win (merging two objects under one field) and matches
+// field names without regard to case, while other parsers keep the first
+// or refuse; Postgres jsonb keeps one copy of a repeated metadata name and
+// SQLite both, so status and webhooks would differ by engine. Names that
+// merely recur in different objects, and metadata names in any case, are
+// accepted.
+func TestAmbiguousNamesRefused(t *testing.T) {
+	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
+		e := start(t, db)
+		key := e.requester()
+		body := js(validBody())
+		meta := func(m string) string {
+			return strings.Replace(js(withMetadata(validBody(), map[string]any{"t": "MARK"})), `{"t":"MARK"}`, m, 1)
+		}
+		refused := []struct{ name, body, field string }{
+			{"repeated top-level name", strings.Replace(body, `"renditions":`, `"renditions":[{"name":"x","codec":"mp3"}],"renditions":`, 1), "body"},
+			{"repeated credential", strings.Replace(body, `"secret_access_key":"`+secret+`"`, `"secret_access_key":"`+secret+`","secret_access_key":"`+secret+`"`, 1), "body"},
+			{"repeated object merged", strings.Replace(body, `"output":`, `"output":{"bucket":"elsewhere"},"output":`, 1), "body"},
+			{"repeated metadata name", meta(`{"t":1,"t":2}`), "body"},
+			{"repeated nested metadata name", meta(`{"a":{"x":1,"x":1}}`), "body"},
+			{"field in capitals", strings.Replace(body, `"renditions":`, `"RENDITIONS":`, 1), "RENDITIONS"},
+			{"field with a folding letter", strings.Replace(body, `"source":`, `"ſource":`, 1), "ſource"},
+			{"nested field in capitals", strings.Replace(body, `"prefix":`, `"Prefix":`, 1), "Prefix"},
+		}
+		for i, tc := range refused {
+			r := e.do("POST", "/transcode", key, fmt.Sprintf("amb-%d", i), tc.body)
+			errBody, _ := r.Body["error"].(map[string]any)
+			msg, _ := errBody["message"].(string)
+			if r.Code != 400 || !strings.HasPrefix(msg, tc.field+" ") {
+				t.Errorf("%s: %d %s, want 400 naming %s", tc.name, r.Code, r.Raw, tc.field)
+			}
+			if strings.Contains(r.Raw, secret) {
+				t.Errorf("%s: error leaks the secret", tc.name)
+			}
+		}
+		if n := count(t, db, `SELECT COUNT(*) FROM inbox_jobs`) + count(t, db, `SELECT COUNT(*) FROM idempotency_keys`); n != 0 {
+			t.Fatalf("refused requests wrote %d rows", n)
+		}
+		for i, m := range []string{`{"a":{"x":1},"b":{"x":1}}`, `{"Track":1,"track":2}`, `{"l":[{"x":1},{"x":2}]}`} {
+			if r := e.do("POST", "/transcode", key, fmt.Sprintf("amb-ok-%d", i), meta(m)); r.Code != 202 {
+				t.Errorf("metadata %s: %d %s", m, r.Code, r.Raw)
 			}
 		}
 	})

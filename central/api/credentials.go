@@ -106,10 +106,9 @@ func (a *API) updateCredentials(c echo.Context) error {
 	defer cancel()
 	v, err := a.cfg.Inbox.UpdateCredentials(ctx, id, req.ID, st)
 	switch {
-	case errors.Is(err, inbox.ErrNotFound):
-		return daemon.Errorf(http.StatusNotFound, "not_found", "no job %s", id)
-	case errors.Is(err, inbox.ErrForbidden):
-		return daemon.Errorf(http.StatusForbidden, "forbidden", "job %s belongs to another requester", id)
+	case errors.Is(err, inbox.ErrNotFound), errors.Is(err, inbox.ErrForbidden):
+		// Another requester's job is as unknown as a missing one (status).
+		return notFound(id)
 	case errors.Is(err, inbox.ErrFinished):
 		return daemon.Errorf(http.StatusConflict, "job_finished", "job %s has finished; its credentials can no longer change", id)
 	case errors.Is(err, inbox.ErrSourceMismatch):

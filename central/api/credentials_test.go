@@ -29,7 +29,7 @@ import (
 
 // TestUpdateCredentials covers PUT /transcode/credentials on both engines:
 // the owner's update seals the new set and advances credential_version;
-// another requester gets 403, an unknown job 404, a finished job 409, a
+// another requester's job is a 404 like an unknown job, a finished job 409, a
 // bad body 400, no API key 401; secrets never appear in a response or log.
 func TestUpdateCredentials(t *testing.T) {
 	sqltest.Each(t, []sqldb.Migrations{schema.Migrations()}, func(t *testing.T, db *sqldb.DB) {
@@ -97,7 +97,8 @@ func TestUpdateCredentials(t *testing.T) {
 			{"owner", owner.APIKey, id, good, 200, ""},
 			{"owner again", owner.APIKey, id, good, 200, ""},
 			{"signed url for a bucket source", owner.APIKey, id, `{"source":{"url":"https://s3.example/in/k?X-Amz-Signature=` + planted + `"},"output":{"credentials":{"access_key_id":"a","secret_access_key":"` + planted + `"}}}`, 400, "invalid_request"},
-			{"other requester", other.APIKey, id, good, 403, "forbidden"},
+			{"other requester", other.APIKey, id, good, 404, "not_found"},
+			{"other requester, finished job", other.APIKey, finished, good, 404, "not_found"},
 			{"unknown job", owner.APIKey, uuid.NewString(), good, 404, "not_found"},
 			{"not a uuid", owner.APIKey, "nope", good, 404, "not_found"},
 			{"finished job", owner.APIKey, finished, good, 409, "job_finished"},

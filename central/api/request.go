@@ -60,8 +60,9 @@ const (
 	maxString     = 1024
 )
 
-// decode parses body strictly: unknown fields, trailing data and wrong
-// types are errors naming the field.
+// decode parses body strictly: unknown fields, trailing data, wrong types
+// and names a parser could read two ways (unambiguousNames) are errors
+// naming the field.
 func decode(body []byte) (*TranscodeRequest, error) {
 	if err := storableText(body); err != nil {
 		return nil, err
@@ -89,6 +90,9 @@ func decode(body []byte) (*TranscodeRequest, error) {
 	if len(bytes.TrimLeft(body[dec.InputOffset():], " \t\r\n")) > 0 {
 		return nil, &FieldError{Field: "body", Reason: "has data after the JSON object"}
 	}
+	if err := unambiguousNames(body); err != nil {
+		return nil, err
+	}
 	return &r, nil
 }
 
@@ -97,9 +101,16 @@ func decode(body []byte) (*TranscodeRequest, error) {
 // text and jsonb refuse both — the insert would fail with a 500 after the
 // request had passed every check. (Decoding would also fold invalid bytes
 // into U+FFFD, so two different requests could share one idempotency hash.)
+//
+// A \uXXXX escape of a lone UTF-16 surrogate is the same case spelt in
+// ASCII: Go decodes it to U+FFFD, jsonb refuses it (metadata is stored as
+// sent), and SQLite would keep it.
 func storableText(body []byte) error {
 	if !utf8.Valid(body) {
 		return &FieldError{Field: "body", Reason: "is not valid UTF-8"}
+	}
+	if loneSurrogate(body) {
+		return &FieldError{Field: "body", Reason: "must not contain a lone UTF-16 surrogate escape (\\uD800-\\uDFFF without its pair)"}
 	}
 	if !bytes.Contains(body, []byte(`\u0000`)) {
 		return nil
@@ -109,6 +120,54 @@ func storableText(body []byte) error {
 		return &FieldError{Field: "body", Reason: "must not contain NUL characters (\\u0000)"}
 	}
 	return nil
+}
+
+// loneSurrogate reports a \uXXXX escape in body naming a surrogate that is
+// not a high one directly followed by a low one. A backslash can only
+// start an escape (anywhere else the body is not JSON and decode refuses
+// it), so every escape is found by skipping the one after each backslash.
+func loneSurrogate(body []byte) bool {
+	for i := 0; i < len(body); i++ {
+		if body[i] != '\\' {
+			continue
+		}
+		r, ok := escapedRune(body[i:])
+		switch {
+		case !ok:
+			i++ // \" \\ \n …: skip the escaped byte
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return true
+		case r >= 0xD800 && r <= 0xDBFF:
+			if lo, ok := escapedRune(body[i+6:]); !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return true
+			}
+			i += 11
+		default:
+			i += 5
+		}
+	}
+	return false
+}
+
+// escapedRune reads a \uXXXX escape at the start of b.
+func escapedRune(b []byte) (rune, bool) {
+	if len(b) < 6 || b[0] != '\\' || b[1] != 'u' {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[2:6] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }
 
 func hasNUL(v any) bool {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -29,37 +30,50 @@ var (
 )
 
 // hashableURL is raw as the idempotency hash sees it: userinfo and fragment
-// removed, signature parameters dropped, the rest sorted by name.
+// removed, signature parameters dropped, the rest sorted. The query is
+// split by hand rather than by url.ParseQuery, which silently skips a pair
+// holding a ';' or a bad %-escape: such a pair still names the object, and
+// dropping it would let another object replay this one's job.
 func hashableURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return ""
 	}
-	q := u.Query()
-	v2 := false
-	for k := range q {
-		if strings.EqualFold(k, "signature") {
-			v2 = true
+	type param struct{ name, pair string }
+	var params []param
+	v2, sas := false, false
+	for _, pair := range strings.Split(u.RawQuery, "&") {
+		if pair == "" {
+			continue
 		}
+		name, value, _ := strings.Cut(pair, "=")
+		n, errN := url.QueryUnescape(name)
+		v, errV := url.QueryUnescape(value)
+		if errN == nil && errV == nil {
+			// Well-formed: in one spelling, so a retry that escapes
+			// differently is still the same request.
+			name, pair = n, url.QueryEscape(n)+"="+url.QueryEscape(v)
+		}
+		v2 = v2 || strings.EqualFold(name, "signature")
+		sas = sas || name == "sig"
+		params = append(params, param{name, pair})
 	}
-	_, sas := q["sig"]
-	for k := range q {
-		lk := strings.ToLower(k)
+	// By name, and stably: the values of a repeated name keep their order,
+	// which a server reading only the first one depends on.
+	slices.SortStableFunc(params, func(a, b param) int { return strings.Compare(a.name, b.name) })
+	kept := make([]string, 0, len(params))
+	for _, p := range params {
+		lk := strings.ToLower(p.name)
 		drop := false
-		for _, p := range signedPrefixes {
-			drop = drop || strings.HasPrefix(lk, p)
+		for _, pre := range signedPrefixes {
+			drop = drop || strings.HasPrefix(lk, pre)
 		}
-		for _, p := range v2Params {
-			drop = drop || (v2 && lk == p)
-		}
-		for _, p := range sasParams {
-			drop = drop || (sas && k == p)
-		}
-		if drop {
-			delete(q, k)
+		drop = drop || v2 && slices.Contains(v2Params, lk) || sas && slices.Contains(sasParams, p.name)
+		if !drop {
+			kept = append(kept, p.pair)
 		}
 	}
 	u.User, u.Fragment, u.RawFragment, u.ForceQuery = nil, "", "", false
-	u.RawQuery = q.Encode() // sorted by name: parameter order does not matter
+	u.RawQuery = strings.Join(kept, "&")
 	return u.String()
 }

@@ -30,6 +30,11 @@ func TestSignedSourceURLIdempotency(t *testing.T) {
 			{"v2 / cloudfront renewed", "https://cdn.example.com/a.wav?Expires=1&Signature=aa&Key-Pair-Id=K1", "https://cdn.example.com/a.wav?Expires=2&Signature=bb&Key-Pair-Id=K2", true},
 			{"v2 other object", "https://cdn.example.com/a.wav?track=1&Expires=1&Signature=aa", "https://cdn.example.com/a.wav?track=2&Expires=2&Signature=bb", false},
 			{"no signature: expires is data", "https://files.example.com/a.wav?expires=1", "https://files.example.com/a.wav?expires=2", false},
+			// Pairs url.ParseQuery refuses (a ';', a bad escape) still name
+			// the object: they must not drop out of the hash.
+			{"semicolon in a parameter", "https://files.example.com/get?file=a;1&sig=1", "https://files.example.com/get?file=b;2&sig=2", false},
+			{"bad escape in a parameter", "https://files.example.com/get?file=%zz1&sig=1", "https://files.example.com/get?file=%zz2&sig=2", false},
+			{"bad escape, renewed", "https://files.example.com/get?file=%zz1&sig=1", "https://files.example.com/get?sig=2&file=%zz1", true},
 		}
 		for i, tc := range cases {
 			idem := "signed-" + string(rune('a'+i))

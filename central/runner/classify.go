@@ -51,6 +51,7 @@ var rules = []rule{
 	{errCredentials, inbox.Retryable, "credentials_unavailable"},
 	{transcode.ErrInvalidMedia, inbox.Permanent, "invalid_media"},
 	{transcode.ErrFailed, inbox.Permanent, "transcode_failed"},
+	{transcode.ErrLocalIO, inbox.Retryable, "local_io"}, // ffmpeg's output disk full
 	{fs.ErrPermission, inbox.Retryable, "local_io"},
 }
 

@@ -136,6 +136,8 @@ func FetchDeadline(t time.Time) FetchOption {
 // The declared size (Content-Length of the GET, or the object's size from a
 // HEAD) is checked against limit before any of the body is read; the stream
 // is cut at limit+1 bytes whatever was declared. limit <= 0 means no limit.
+// A storage failure is an *Error; a failure to write to w is w's own error
+// (wrapped), which no storage retry rule describes.
 func (c *Client) Fetch(ctx context.Context, src Source, creds Credentials, w io.Writer, limit int64, opts ...FetchOption) (int64, error) {
 	var o fetchOptions
 	for _, opt := range opts {
@@ -216,14 +218,20 @@ func (c *Client) fetchObject(ctx context.Context, src Source, creds Credentials,
 	return copyLimited(ctx, "fetch", target, w, obj, limit)
 }
 
-// copyLimited copies r to w, failing once more than limit bytes arrive.
+// copyLimited copies r to w, failing once more than limit bytes arrive. A
+// failure to write to w (the runner's disk full) is w's error, wrapped, not
+// an *Error: the storage is not at fault and its retry table does not apply.
 func copyLimited(ctx context.Context, op, target string, w io.Writer, r io.Reader, limit int64) (int64, error) {
 	src := r
 	if limit > 0 {
 		src = io.LimitReader(r, limit+1)
 	}
-	n, err := io.CopyBuffer(w, src, make([]byte, 256<<10))
+	sink := &sinkWriter{w: w}
+	n, err := io.CopyBuffer(sink, src, make([]byte, 256<<10))
 	if err != nil {
+		if sink.err != nil {
+			return n, fmt.Errorf("%s %s: %w", op, target, sink.err)
+		}
 		if ctx.Err() != nil {
 			return n, newError(ctx, op, target, 0, "", ctx.Err())
 		}
@@ -236,6 +244,21 @@ func copyLimited(ctx context.Context, op, target string, w io.Writer, r io.Reade
 		return n, newError(ctx, op, target, 0, "", tooLarge(n, limit))
 	}
 	return n, nil
+}
+
+// sinkWriter remembers the error its writer returned, so that a failed
+// copy can tell a local write failure from a failed read of the body.
+type sinkWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (s *sinkWriter) Write(p []byte) (int, error) {
+	n, err := s.w.Write(p)
+	if err != nil {
+		s.err = err
+	}
+	return n, err
 }
 
 func tooLarge(size, limit int64) error {

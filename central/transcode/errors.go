@@ -14,6 +14,10 @@ var (
 	ErrInvalidMedia = errors.New("invalid media")
 	// ErrFailed: ffmpeg exited non-zero on a source ffprobe accepted.
 	ErrFailed = errors.New("ffmpeg failed")
+	// ErrLocalIO: the program failed writing to the runner's own disk
+	// (full, or over quota). The machine, not the media, is at fault: a
+	// retry, perhaps elsewhere, can succeed.
+	ErrLocalIO = errors.New("local disk error")
 )
 
 // MissingError reports a program that could not be found.
@@ -35,7 +39,7 @@ type RunError struct {
 	Program  string
 	ExitCode int
 	Stderr   string
-	kind     error // ErrInvalidMedia or ErrFailed
+	kind     error // ErrInvalidMedia, ErrFailed or ErrLocalIO
 }
 
 func (e *RunError) Error() string {
@@ -58,6 +62,8 @@ func Code(err error) string {
 		return "invalid_media"
 	case errors.Is(err, ErrFailed):
 		return "transcode_failed"
+	case errors.Is(err, ErrLocalIO):
+		return "local_io"
 	}
 	return ""
 }

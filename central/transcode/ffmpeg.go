@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -59,10 +60,18 @@ func (t Tools) Probe(ctx context.Context, path string) (Info, error) {
 	args = append(args, "-show_entries", "format=duration:stream=codec_type,codec_name",
 		"-of", "json", "--", path)
 	cmd := exec.CommandContext(ctx, bin, args...)
-	dieWithParent(cmd)
+	cmd.WaitDelay = 2 * time.Second
+	contain(cmd)
 	stderr := &tail{max: 2048}
 	cmd.Stderr = stderr
-	out, err := cmd.Output()
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	err = cmd.Start()
+	if err == nil {
+		reap(cmd)
+		err = cmd.Wait()
+	}
+	out := stdout.Bytes()
 	if ctx.Err() != nil {
 		return Info{}, ctx.Err()
 	}
@@ -119,7 +128,7 @@ func (t Tools) Transcode(ctx context.Context, r Rendition, in, out string, total
 	}
 	cmd := exec.CommandContext(ctx, bin, r.Args(in, out)...)
 	cmd.WaitDelay = 2 * time.Second
-	dieWithParent(cmd)
+	contain(cmd)
 	stderr := &tail{max: 2048}
 	cmd.Stderr = stderr
 	stdout, err := cmd.StdoutPipe()
@@ -130,6 +139,7 @@ func (t Tools) Transcode(ctx context.Context, r Rendition, in, out string, total
 		return 0, fmt.Errorf("start ffmpeg: %w", err)
 	}
 	done := readProgress(stdout, total, progress)
+	reap(cmd)
 	err = cmd.Wait()
 	if ctx.Err() != nil {
 		return 0, ctx.Err()
@@ -184,7 +194,18 @@ func runErr(program string, err error, stderr string, kind error) error {
 	if !errors.As(err, &ee) {
 		return fmt.Errorf("run %s: %w", program, err)
 	}
+	if diskFull(stderr) {
+		kind = ErrLocalIO
+	}
 	return &RunError{Program: program, ExitCode: ee.ExitCode(), Stderr: stderr, kind: kind}
+}
+
+// diskFull reports whether the program's messages say it could not write
+// for want of space. ffmpeg prints strerror's text (it sets no locale, so
+// the C library's English) and exits 1, as it does for bad media.
+func diskFull(stderr string) bool {
+	s := strings.ToLower(stderr)
+	return strings.Contains(s, syscall.ENOSPC.Error()) || strings.Contains(s, syscall.EDQUOT.Error())
 }
 
 // tail is an io.Writer keeping only the last max bytes written, so a chatty

@@ -4,6 +4,8 @@ package transcode
 
 import "os/exec"
 
-// dieWithParent has no portable equivalent outside Linux; there the
-// context kill on a lost lease or shutdown is what stops ffmpeg.
-func dieWithParent(*exec.Cmd) {}
+// contain has no portable equivalent outside Linux; there the context
+// kill on a lost lease or shutdown stops the program itself.
+func contain(*exec.Cmd) {}
+
+func reap(*exec.Cmd) {}

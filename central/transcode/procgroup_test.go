@@ -1,0 +1,124 @@
+package transcode_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vesta-cx/euterpe/central/transcode"
+	"github.com/vesta-cx/euterpe/central/transcode/transcodetest"
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
+)
+
+// wrapper writes a program that runs cmd as its own child (no exec), the
+// way a site wrapper around ffmpeg (nice, ionice, a library path) does, and
+// records the child's pid in pidFile.
+func wrapper(t *testing.T, cmd string) (program, pidFile string) {
+	t.Helper()
+	dir := t.TempDir()
+	program, pidFile = filepath.Join(dir, "wrapped"), filepath.Join(dir, "pid")
+	script := "#!/bin/sh\n" + cmd + " &\necho $! > " + pidFile + ".tmp\nmv " + pidFile + ".tmp " + pidFile + "\nwait\n"
+	if err := os.WriteFile(program, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return program, pidFile
+}
+
+// running reports whether pid is a live process (a zombie is not).
+func running(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+func readPid(t *testing.T, pidFile string) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(pidFile)
+		if err == nil {
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil {
+				t.Fatalf("pid file: %v", err)
+			}
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the wrapped program never started its child")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestCancelKillsWrappedProgram: cancelling a transcode or a probe stops
+// every process the configured program started, not only the program
+// itself, and returns at once. A wrapper script that runs the real ffmpeg
+// as its child is a common site setup; killing only the wrapper left the
+// encoder running for a job the runner had given up (and Probe waiting on
+// its open stdout).
+func TestCancelKillsWrappedProgram(t *testing.T) {
+	ffmpeg := testsvc.Program(t, "ffmpeg")
+	dir := t.TempDir()
+	src := filepath.Join(dir, "long.wav")
+	transcodetest.WAV(t, src, 600, 48000, 2)
+	cases := []struct {
+		name string
+		cmd  string
+		run  func(ctx context.Context, program string) error
+	}{
+		{"ffmpeg", `"` + ffmpeg + `" "$@"`, func(ctx context.Context, program string) error {
+			r := transcode.Rendition{Name: "slow", Codec: "flac", SampleRate: 192000}
+			_, err := transcode.Tools{FFmpeg: program}.Transcode(ctx, r, src, filepath.Join(dir, "slow.flac"), 0, nil)
+			return err
+		}},
+		{"ffprobe", "sleep 300", func(ctx context.Context, program string) error {
+			_, err := transcode.Tools{FFprobe: program}.Probe(ctx, src)
+			return err
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			program, pidFile := wrapper(t, tc.cmd)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			res := make(chan error, 1)
+			go func() { res <- tc.run(ctx, program) }()
+			child := readPid(t, pidFile)
+			t.Cleanup(func() {
+				if p, err := os.FindProcess(child); err == nil {
+					_ = p.Kill()
+				}
+			})
+			time.Sleep(200 * time.Millisecond) // let it get going
+			start := time.Now()
+			cancel()
+			select {
+			case err := <-res:
+				if !errors.Is(err, context.Canceled) {
+					t.Fatalf("got %v, want context.Canceled", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("not returned 10 s after cancel")
+			}
+			if d := time.Since(start); d > time.Second {
+				t.Errorf("returned %v after cancel", d)
+			}
+			deadline := time.Now().Add(time.Second)
+			for running(child) {
+				if time.Now().After(deadline) {
+					t.Fatalf("child %d of the wrapped %s still running after cancel", child, tc.name)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}
+}

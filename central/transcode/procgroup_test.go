@@ -122,3 +122,59 @@ func TestCancelKillsWrappedProgram(t *testing.T) {
 		})
 	}
 }
+
+// TestProgramsGetNoSecrets: ffmpeg and ffprobe parse media a requester
+// supplied, so they are started without the runner's secrets (the keyring,
+// the database URL, tokens, cloud credentials); the rest of the
+// environment, which a site wrapper may rely on, is kept.
+func TestProgramsGetNoSecrets(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "short.wav")
+	transcodetest.WAV(t, src, 1, 48000, 2)
+	t.Setenv("EUTERPE_KEYRING", "k1:planted-keyring-secret")
+	t.Setenv("PGPASSWORD", "planted-db-password")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "planted-cloud-secret")
+	t.Setenv("EUTERPE_SITE_NOTE", "planted-euterpe-setting")
+	t.Setenv("FFREPORT_KEPT", "kept-for-the-wrapper")
+	cases := []struct {
+		name string
+		run  func(program string) error
+	}{
+		{"ffmpeg", func(program string) error {
+			r := transcode.Rendition{Name: "voice", Codec: "flac", SampleRate: 48000}
+			_, err := transcode.Tools{FFmpeg: program}.Transcode(context.Background(), r, src, filepath.Join(dir, "out.flac"), 0, nil)
+			return err
+		}},
+		{"ffprobe", func(program string) error {
+			_, err := transcode.Tools{FFprobe: program}.Probe(context.Background(), src)
+			return err
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			real := testsvc.Program(t, tc.name)
+			envFile := filepath.Join(t.TempDir(), "env")
+			program := filepath.Join(t.TempDir(), "wrapped")
+			script := "#!/bin/sh\nenv > " + envFile + "\nexec \"" + real + "\" \"$@\"\n"
+			if err := os.WriteFile(program, []byte(script), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.run(program); err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(envFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := string(b)
+			for _, s := range []string{"planted-keyring-secret", "planted-db-password", "planted-cloud-secret", "planted-euterpe-setting"} {
+				if strings.Contains(env, s) {
+					t.Errorf("%s reached the program's environment", s)
+				}
+			}
+			if !strings.Contains(env, "FFREPORT_KEPT=kept-for-the-wrapper") || !strings.Contains(env, "PATH=") {
+				t.Errorf("the rest of the environment was not kept:\n%s", env)
+			}
+		})
+	}
+}

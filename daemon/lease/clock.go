@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
 )
 
 // ClockResync is how often a Queue measures the database clock again. The
@@ -35,9 +37,11 @@ type dbClock struct {
 // still agree on when a lease ends: a pod whose clock runs ahead cannot
 // reclaim a live job early, and one whose clock runs behind does not keep
 // an expired one. The error of the estimate is half a round trip to the
-// database. If the database cannot be read, the last offset (none at
-// first) is kept and the measurement is retried clockRetry later; the
-// statement that follows fails the same way anyway.
+// database. If the database cannot be read, the last offset is kept and
+// the measurement is retried clockRetry later. Before any measurement
+// succeeded there is no offset, and Time is this process's clock alone:
+// the lease statements (claim, reclaim, heartbeat) then measure on their
+// own transaction instead (timeOn).
 //
 // A measurement takes a connection of its own, and Time is mostly called
 // inside transactions, each holding one: when they hold the whole pool, a
@@ -73,6 +77,35 @@ func (q *Queue) Time() time.Time {
 	return local.Add(c.offset)
 }
 
+// timeOn is Time for the lease statements that follow in tx. Until the
+// database clock has been measured once, Time is only this process's
+// clock, which says nothing about the leases other pods wrote: a pod whose
+// clock runs ahead would reclaim them live, one running behind would write
+// leases that are already over. The first measurement can fail while the
+// database answers (it waits a bounded time for a connection of its own,
+// and the pool may be busy that long), so here it is taken on tx's
+// connection instead, and its failure fails the statement. fresh reports
+// that the clock was measured here.
+func (q *Queue) timeOn(ctx context.Context, tx sqldb.Execer) (now time.Time, fresh bool, err error) {
+	c := &q.clock
+	c.mu.Lock()
+	synced := c.synced
+	c.mu.Unlock()
+	if synced {
+		return q.Time(), false, nil
+	}
+	offset, _, err := q.measureOn(ctx, tx)
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	c.mu.Lock()
+	if !c.synced {
+		c.offset, c.synced, c.syncedAt, c.retryAt = offset, true, time.Now(), time.Time{}
+	}
+	c.mu.Unlock()
+	return q.Time(), true, nil
+}
+
 // resync measures the database clock again for Time, in the background.
 func (q *Queue) resync() {
 	offset, _, err := q.measure()
@@ -90,10 +123,15 @@ func (q *Queue) resync() {
 // measure reads the database clock and returns its offset from this
 // process's clock, and this process's clock when the answer came.
 func (q *Queue) measure() (time.Duration, time.Time, error) {
-	before := q.local()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	db, err := q.DB.Clock(ctx)
-	cancel()
+	defer cancel()
+	return q.measureOn(ctx, q.DB.DB)
+}
+
+// measureOn is measure through ex.
+func (q *Queue) measureOn(ctx context.Context, ex sqldb.Execer) (time.Duration, time.Time, error) {
+	before := q.local()
+	db, err := q.DB.ClockOn(ctx, ex)
 	after := q.local()
 	if err != nil {
 		return 0, after, err

@@ -306,12 +306,22 @@ func (q *Queue) Claim(ctx context.Context, worker string, n int, ttl time.Durati
 
 // ClaimTx is Claim inside a transaction the caller owns (which must be a
 // sqldb.DB.Tx transaction), for callers that write more in the same commit.
+// now is Time's; while the database clock has never been measured it is
+// measured on tx and that reading is used instead (the claims' At says
+// which).
 func (q *Queue) ClaimTx(ctx context.Context, tx *sql.Tx, worker string, n int, ttl time.Duration, now time.Time) ([]Claim, error) {
 	if err := q.build(); err != nil {
 		return nil, err
 	}
 	if n < 1 {
 		return nil, nil
+	}
+	// now comes from Time; an unmeasured clock is measured on tx (timeOn)
+	// and its reading replaces now.
+	if t, fresh, err := q.timeOn(ctx, tx); err != nil {
+		return nil, err
+	} else if fresh {
+		now = t
 	}
 	if _, err := q.reclaim(ctx, tx, now, n); err != nil {
 		return nil, err
@@ -383,8 +393,11 @@ func (q *Queue) Reclaim(ctx context.Context, n int) (int, error) {
 	q.Time() // the first measurement of the database clock, before the transaction holds a connection
 	var count int
 	err := q.DB.Tx(ctx, func(tx *sql.Tx) error {
-		var err error
-		count, err = q.reclaim(ctx, tx, q.Time(), n)
+		now, _, err := q.timeOn(ctx, tx)
+		if err != nil {
+			return err
+		}
+		count, err = q.reclaim(ctx, tx, now, n)
 		return err
 	})
 	if err != nil {
@@ -439,9 +452,14 @@ func (q *Queue) Heartbeat(ctx context.Context, c *Claim, ttl time.Duration) erro
 		return err
 	}
 	sent := time.Now()
-	now := q.Time()
-	exp := now.Add(ttl)
+	q.Time() // the first measurement of the database clock, before the transaction holds a connection
+	var exp time.Time
 	err := q.DB.Tx(ctx, func(tx *sql.Tx) error {
+		now, _, err := q.timeOn(ctx, tx)
+		if err != nil {
+			return err
+		}
+		exp = now.Add(ttl)
 		res, err := q.DB.ExecTx(ctx, tx, q.heartbeatSQL, sqldb.Micros(exp), sqldb.Micros(now), c.ID, c.Version)
 		if err != nil {
 			return err

@@ -203,7 +203,9 @@ func (db *DB) Rebind(query string) string {
 // the transaction begins IMMEDIATE on the one writer connection (a context
 // ending stops fn's statements, never the writer's transaction from outside,
 // and once fn has returned nil the transaction commits: see writerTx); on
-// Postgres a serialization failure or deadlock is retried a few times. fn
+// Postgres too a transaction whose fn returned nil commits whatever ctx
+// does meanwhile (pgTx), and a serialization failure or deadlock is retried
+// a few times. fn
 // may run more than once, so it must not have effects outside the
 // transaction.
 func (db *DB) Tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
@@ -233,6 +235,28 @@ func (db *DB) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if db.Engine != Postgres {
 		return InTx(ctx, db.DB, fn)
 	}
+	return db.pgTx(ctx, fn)
+}
+
+// commitWait bounds a Postgres COMMIT, which no longer heeds the caller's
+// context: a server that stopped answering must not hold the caller for
+// good.
+const commitWait = 15 * time.Second
+
+// pgTx runs fn in a Postgres transaction that follows ctx until fn returns
+// nil, and commits regardless of ctx from then on. database/sql runs COMMIT
+// on the context the transaction began on, and a context that ends while
+// COMMIT is on its way makes pgx give up on the connection and ask the
+// server to cancel it; a cancel that comes too late (the commit past the
+// point where it can be stopped, or the request lost) stops nothing, and
+// the caller was told the transaction failed when it committed: a claim
+// whose rows then sit leased to nobody, a finish reported lost. Once fn has
+// returned nil the transaction commits, as on SQLite (writerTx); a context
+// that ended before that rolls it back.
+func (db *DB) pgTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
 	// The transaction runs on a connection of its own so that CopyFrom
 	// can reach that connection while the transaction is open.
 	conn, err := db.DB.Conn(ctx)
@@ -240,10 +264,29 @@ func (db *DB) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer conn.Close()
-	return InTx(ctx, conn, func(tx *sql.Tx) error {
+	txCtx, end := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer end(nil)
+	follow := context.AfterFunc(ctx, func() { end(context.Cause(ctx)) })
+	defer follow()
+	var commit *time.Timer
+	defer func() {
+		if commit != nil {
+			commit.Stop()
+		}
+	}()
+	return InTx(txCtx, conn, func(tx *sql.Tx) error {
 		db.txConns.Store(tx, conn)
 		defer db.txConns.Delete(tx)
-		return fn(tx)
+		if err := fn(tx); err != nil {
+			return err
+		}
+		if !follow() {
+			// ctx ended before fn returned: the transaction is being
+			// rolled back already.
+			return fmt.Errorf("commit: %w", ctx.Err())
+		}
+		commit = time.AfterFunc(commitWait, func() { end(context.DeadlineExceeded) })
+		return nil
 	})
 }
 

@@ -28,9 +28,8 @@ import (
 // has already ended begins nothing. One that ends while BEGIN waits for
 // another process's write lock waits out that lock (SQLite's busy wait does
 // not heed interrupts anyway) and then fails in fn. One that ends after fn
-// returned nil no longer stops the COMMIT: the transaction commits, where
-// on Postgres database/sql would roll it back and return the context's
-// error.
+// returned nil no longer stops the COMMIT: the transaction commits, as
+// pgTx does on Postgres.
 func (db *DB) writerTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("begin: %w", err)

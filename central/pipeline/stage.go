@@ -42,10 +42,18 @@ type Runner interface {
 type Pipeline []Stage
 
 // Run runs the stages; an error that is not a *JobError is reported as
-// code STAGE_UNAVAILABLE naming the stage.
+// code STAGE_UNAVAILABLE naming the stage. Once ctx ends no further stage
+// starts, and Run returns ctx's error.
 func (p Pipeline) Run(ctx context.Context, m JobMessage) (string, error) {
 	var v any
 	for _, st := range p {
+		// A lease fenced during the previous stage ends the chain here,
+		// even when that stage ignored its context and returned: the
+		// message may be another worker's by now, and a later stage
+		// (storage) would write over that run's result.
+		if err := ctx.Err(); err != nil {
+			return "", err
+		}
 		out, err := st.Run(ctx, m, v)
 		if err != nil {
 			var je *JobError

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -133,10 +134,17 @@ func (w *Worker) execute(ctx context.Context, j *Job) (string, error) {
 	if err := j.Msg.Validate(); err != nil {
 		return "", err
 	}
+	t, ok := w.Types.Get(j.Msg.JobType)
+	if !ok {
+		// The pod that accepted the job knew its type (a submit refuses
+		// one it does not): this pod's configuration is behind or
+		// different, not the message wrong. Retried, the message may
+		// reach a pod that runs it.
+		return "", Fail(CodeStageUnavailable, fmt.Sprintf("job type %q is not registered on worker %s", j.Msg.JobType, w.Cfg.ID))
+	}
 	if err := w.Types.Check(j.Msg); err != nil {
 		return "", err
 	}
-	t, _ := w.Types.Get(j.Msg.JobType)
 	return t.Runner.Run(ctx, j.Msg)
 }
 

@@ -53,10 +53,15 @@ type Dir struct {
 
 // Put writes through an os.Root at d.Path: the object goes to a temporary
 // file in its directory, is synced, and renamed over the key, so a reader
-// sees the old bytes or the new, never a part.
-func (d Dir) Put(_ context.Context, key string, body []byte, _ string) (string, bool, error) {
+// sees the old bytes or the new, never a part. A ctx that ended (a worker
+// fenced at its lease deadline) writes nothing, up to the rename: the key
+// may hold a newer run's object by then.
+func (d Dir) Put(ctx context.Context, key string, body []byte, _ string) (string, bool, error) {
 	if err := CheckKey(key); err != nil {
 		return "", false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return "", false, fmt.Errorf("objstore: write %s: %w", key, err)
 	}
 	if err := os.MkdirAll(d.Path, 0o750); err != nil {
 		return "", false, err
@@ -88,6 +93,9 @@ func (d Dir) Put(_ context.Context, key string, body []byte, _ string) (string, 
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil {
+		err = ctx.Err() // the sync may have outlasted the lease
 	}
 	if err == nil {
 		err = root.Rename(tmp, key)

@@ -1,0 +1,40 @@
+package pipeline
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
+)
+
+// Pods need not know the same job types (a rolling deploy adds one, or
+// EUTERPE_PIPELINE_TYPES differs): a job its submitting pod accepted, claimed
+// by a pod that does not know its type, is not the message's fault. It goes
+// back to the queue (a retryable failure) for a pod that knows the type,
+// instead of failing for good as an invalid message.
+func TestUnknownTypeOnThisPodIsRetried(t *testing.T) {
+	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
+		ctx := context.Background()
+		newPod := newFixture(t, db, nil)
+		newPod.register(t, "newtype", stage("storage", "s3://bucket/new", nil, nil))
+		oldPod := newFixture(t, db, nil) // knows only noop
+
+		c := newPod.submit(t, "newtype", "AAPL", "2026-01-02")
+		jobs, err := oldPod.store.Claim(ctx, "old", 1, 30*time.Second)
+		if err != nil || len(jobs) != 1 {
+			t.Fatalf("claim: %d %v", len(jobs), err)
+		}
+		NewWorker(oldPod.store, oldPod.types, WorkerConfig{ID: "old", Visibility: 30 * time.Second, Concurrency: 1}).RunJob(ctx, jobs[0])
+		r := newPod.get(t, c.JobID)
+		if r.Status != StatusQueued || r.LastError == nil || r.LastError.ErrorCode != CodeStageUnavailable || r.LastError.Attempt != 1 {
+			t.Fatalf("after the old pod: %s %+v; want queued again after %s", r.Status, r.LastError, CodeStageUnavailable)
+		}
+		newPod.runUntil(t, 30*time.Second, "the new pod to run the job", func() bool {
+			return newPod.get(t, c.JobID).Status == StatusSucceeded
+		})
+		if r := newPod.get(t, c.JobID); r.ResultRef != "s3://bucket/new" || r.Attempts != 2 {
+			t.Fatalf("%+v", r)
+		}
+	})
+}

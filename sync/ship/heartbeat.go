@@ -35,8 +35,12 @@ func (s *Shipper) Status(ctx context.Context) wire.Status {
 	now := s.signNow()
 	st.EdgeID = s.cfg.EdgeID
 	st.SentAt = now.UTC()
-	st.StartedAt = s.started.Add(time.Duration(s.offset.Load())).UTC()
-	st.UptimeS = int64(s.cfg.Now().Sub(s.started) / time.Second)
+	// Uptime is read on the process's monotonic clock and the start time
+	// derived from the signing clock: the edge's own clock at start may
+	// have been hours off, and NTP setting it right since moves neither.
+	up := time.Since(s.started)
+	st.StartedAt = now.Add(-up).UTC()
+	st.UptimeS = int64(up / time.Second)
 	sp, _ := s.spool.Stats(ctx)
 	st.Spool = wire.SpoolStatus{Events: sp.Events, Bytes: sp.Bytes, OldestTS: sp.OldestTS,
 		Dropped: s.spool.Dropped(), Quarantined: sp.Quarantined}

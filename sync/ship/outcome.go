@@ -109,8 +109,13 @@ func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	var d time.Duration
-	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
-		d = time.Duration(n) * time.Second
+	if n, err := strconv.ParseUint(v, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		// Compared before multiplying: a huge number would overflow the
+		// Duration into no wait at all.
+		d = maxRetryAfter
+		if n < uint64(maxRetryAfter/time.Second) {
+			d = time.Duration(n) * time.Second
+		}
 	} else if t, err := http.ParseTime(v); err == nil {
 		if ct, err := http.ParseTime(h.Get("Date")); err == nil {
 			now = ct

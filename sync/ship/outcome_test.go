@@ -3,7 +3,9 @@ package ship
 import (
 	"encoding/json"
 	"errors"
+	"net/http"
 	"testing"
+	"time"
 
 	"github.com/vesta-cx/euterpe/sync/wire"
 )
@@ -32,5 +34,28 @@ func TestBatchResultWithPrunedCounts(t *testing.T) {
 				t.Fatalf("%s: %v", tc.resp, err)
 			}
 		})
+	}
+}
+
+// Retry-After is honoured up to an hour, whatever number a proxy in front
+// of central puts in it: seconds past the range of a Duration (or of an
+// integer) are the cap, not an overflow into no wait at all.
+func TestRetryAfterIsCappedNotOverflowed(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		want  time.Duration
+	}{
+		{"120", 2 * time.Minute},
+		{"3600", time.Hour},
+		{"86400", time.Hour},
+		{"9223372037", time.Hour},            // just past a Duration's seconds
+		{"18446744073", time.Hour},           // wraps to zero
+		{"99999999999999999", time.Hour},     // wraps
+		{"999999999999999999999", time.Hour}, // past an integer
+	} {
+		d, ok := retryAfter(http.Header{"Retry-After": {tc.value}}, time.Now())
+		if !ok || d != tc.want {
+			t.Errorf("Retry-After %s: got %v (%v), want %v", tc.value, d, ok, tc.want)
+		}
 	}
 }

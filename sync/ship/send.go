@@ -134,12 +134,12 @@ func (s *Shipper) act(ctx context.Context, st *sendState, r *Result, sub spool.P
 	}
 	switch r.Action {
 	case actAccepted:
-		st.failures = 0
 		if err := s.spool.Ack(ctx, sub); err != nil {
 			// Central has them; they will be resent and deduped.
-			r.Err, r.Wait = err, s.backoff.Delay(1)
+			s.unrecorded(st, r, err)
 			return
 		}
+		st.failures = 0
 		s.shipped.Add(int64(r.Events))
 		s.gapsSent.Add(int64(r.Gaps))
 		if st.limit > 0 { // splitting: grow back towards full batches
@@ -147,23 +147,24 @@ func (s *Shipper) act(ctx context.Context, st *sendState, r *Result, sub spool.P
 				st.limit = 0
 			}
 		}
-		s.clear("network", "auth", "retry", "quarantine")
+		s.clear("network", "auth", "retry", "quarantine", "record")
 	case actQuarantine:
-		st.failures = 0
 		if items := r.Events + r.Gaps; items > 1 {
 			// One bad item refuses the whole batch: resend it in halves
 			// at once, down to that item alone, rather than set the good
 			// ones aside with it.
+			st.failures = 0
 			st.limit = items / 2
 			r.Action = actSplit
 			return
 		}
-		st.limit = 0
 		q := spool.Quarantined{Status: r.Status, Code: r.Code, Message: daemon.CapMessage(string(resp)), Body: body}
 		if err := s.spool.Quarantine(ctx, sub, q); err != nil {
-			r.Err, r.Wait = err, s.backoff.Delay(1)
+			s.unrecorded(st, r, err)
 			return
 		}
+		st.failures, st.limit = 0, 0
+		s.clear("record")
 		s.quarantined.Add(1)
 		// Once until a batch goes through: a central refusing every item
 		// (one older than the edge, say) sets each aside alone.
@@ -216,6 +217,19 @@ func (s *Shipper) act(ctx context.Context, st *sendState, r *Result, sub spool.P
 		err := r.Err
 		s.once("network", func() { s.log.Warn("sync: cannot reach central; backing off", "err", err) })
 	}
+}
+
+// unrecorded handles an answer the spool could not record: the batch
+// stays and goes out again, and central answers it the same way. A spool
+// that keeps failing (a dying SD card, a full disk) backs off like any
+// other failure, so the same batch is not resent at once, over and over.
+func (s *Shipper) unrecorded(st *sendState, r *Result, err error) {
+	st.failures++
+	r.Err, r.Wait = err, s.backoff.Delay(st.failures)
+	s.once("record", func() {
+		s.log.Warn("sync: cannot record central's answer in the spool; the batch will be sent again",
+			"spool", s.spool.Path(), "err", err)
+	})
 }
 
 // quarantineInvalid sets aside rows and gaps central would refuse

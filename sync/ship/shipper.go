@@ -109,7 +109,7 @@ type Shipper struct {
 	shipped     atomic.Int64 // events central accepted since start
 	quarantined atomic.Int64 // batches quarantined since start
 	gapsSent    atomic.Int64
-	started     time.Time
+	started     time.Time   // process clock, for the uptime
 	yielding    atomic.Bool // the edge was busy at the last check
 
 	// moveMu serialises moves; unmoved is a move whose XDEL failed: its
@@ -154,10 +154,14 @@ func New(log *slog.Logger, rdb redis.UniversalClient, sp *spool.Spool, cfg Confi
 	case len(cfg.Secret) == 0:
 		return nil, fmt.Errorf("%w: no secret", ErrConfig)
 	}
+	if aside := sp.SetAside(); aside != "" {
+		log.Error("sync: the spool file was corrupt; it is set aside and an empty spool took its place: the events in it are not shipped",
+			"spool", sp.Path(), "set_aside", aside)
+	}
 	return &Shipper{
 		cfg: cfg, log: log, rdb: rdb, spool: sp,
 		backoff: lease.Backoff{Base: cfg.BackoffBase, Cap: cfg.BackoffMax, Rand: cfg.Rand},
-		started: cfg.Now(), wake: make(chan struct{}, 1), logged: map[string]bool{},
+		started: time.Now(), wake: make(chan struct{}, 1), logged: map[string]bool{},
 	}, nil
 }
 

@@ -123,6 +123,7 @@ type Spool struct {
 	settleAll bool
 	dropped   atomic.Int64 // delta events dropped since Open
 	pruned    atomic.Int64 // quarantined batches pruned since Open
+	aside     string       // where Open moved a corrupt file
 }
 
 // Open opens (creating) the spool at path with a budget of maxBytes.
@@ -133,6 +134,22 @@ func Open(ctx context.Context, path string, maxBytes int64) (*Spool, error) {
 	if maxBytes <= 0 {
 		return nil, fmt.Errorf("spool %s: budget %d must be positive", path, maxBytes)
 	}
+	s, err := open(ctx, path, maxBytes)
+	if err == nil || !corrupt(err) {
+		return s, err
+	}
+	aside, aerr := setAside(path, time.Now())
+	if aerr != nil {
+		return nil, fmt.Errorf("%w; %w", err, aerr)
+	}
+	if s, err = open(ctx, path, maxBytes); err != nil {
+		return nil, err
+	}
+	s.aside = aside
+	return s, nil
+}
+
+func open(ctx context.Context, path string, maxBytes int64) (*Spool, error) {
 	db, err := sql.Open("sqlite", sqldb.SQLiteDSN(path, "synchronous(FULL)", "cache_size(-256)"))
 	if err != nil {
 		return nil, fmt.Errorf("spool %s: %w", path, err)
@@ -581,3 +598,6 @@ func (s *Spool) QuarantineList(ctx context.Context) ([]QuarantinedBatch, error) 
 	}
 	return out, rs.Err()
 }
+
+// SetAside is where Open moved a corrupt spool file; "" when it did not.
+func (s *Spool) SetAside() string { return s.aside }

@@ -51,18 +51,19 @@ func (h *HTTP) Run(ctx context.Context, req Request, _ Delta) (json.RawMessage, 
 	if len(body) > maxBody {
 		return nil, Errorf(CodeInvalidResult, resp.StatusCode, "http backend: result larger than %d bytes", maxBody)
 	}
-	return jsonResult(body, resp.StatusCode, "http backend")
+	return jsonResult(body, resp.StatusCode, "http backend", credentials(hr)...)
 }
 
 // jsonResult checks that a backend answered with one JSON value; an empty
-// answer is the empty object.
-func jsonResult(b []byte, status int, what string) (json.RawMessage, error) {
+// answer is the empty object. The start of an answer that is not JSON is
+// quoted in the error, with secrets (what the request carried) redacted.
+func jsonResult(b []byte, status int, what string, secrets ...string) (json.RawMessage, error) {
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 {
 		return json.RawMessage(`{}`), nil
 	}
 	if !json.Valid(b) {
-		return nil, Errorf(CodeInvalidResult, status, "%s: result is not JSON: %s", what, describe(b))
+		return nil, Errorf(CodeInvalidResult, status, "%s: result is not JSON: %s", what, describe(b, secrets...))
 	}
 	// JSON lets invalid UTF-8 through inside strings (a program printing
 	// Latin-1); clients of GET and SSE are promised JSON, which is UTF-8,

@@ -80,3 +80,43 @@ func TestLLMStreamErrorRedactsURLCredentials(t *testing.T) {
 		t.Fatalf("message %q", e.Message)
 	}
 }
+
+// A backend that answers 2xx with something other than JSON has the start
+// of its answer quoted in the job's error; when that answer quotes the
+// credentials of the request back, they are redacted like in an error
+// status's message.
+func TestHTTPInvalidResultRedactsURLCredentials(t *testing.T) {
+	const user, pass = "euterpe", "hunter2-url-pass"
+	basic := base64.StdEncoding.EncodeToString([]byte(user + ":" + pass))
+	tests := []struct {
+		name  string
+		quote func(r *http.Request) string
+	}{
+		{"both forms", func(r *http.Request) string {
+			_, p, _ := r.BasicAuth()
+			return "pw " + p + " " + r.Header.Get("Authorization")
+		}},
+		{"password across the cut", func(r *http.Request) string {
+			_, p, _ := r.BasicAuth()
+			return strings.Repeat("x", 75) + p + strings.Repeat("y", 100)
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Write([]byte(tc.quote(r)))
+			}))
+			defer srv.Close()
+			u := strings.Replace(srv.URL, "http://", "http://"+user+":"+pass+"@", 1)
+			h := &HTTP{URL: u + "/rag", Timeout: 5 * time.Second, Client: srv.Client()}
+			_, err := h.Run(context.Background(), Request{JobID: "j", Task: "rag", Payload: json.RawMessage(`{}`)}, nil)
+			var e *Error
+			if !errors.As(err, &e) || e.Code != CodeInvalidResult {
+				t.Fatalf("err = %v", err)
+			}
+			if strings.Contains(e.Message, pass[:5]) || strings.Contains(e.Message, basic[:5]) || !strings.Contains(e.Message, "[REDA") {
+				t.Fatalf("message %q", e.Message)
+			}
+		})
+	}
+}

@@ -333,12 +333,28 @@ func errorMessage(raw []byte) string {
 	return strings.TrimSpace(string(v.Error))
 }
 
-// describe is used in messages about a result that is not JSON.
-func describe(b []byte) string {
-	if len(b) > 80 {
-		return fmt.Sprintf("%q...", b[:80])
+// describe quotes the start of a result that is not JSON for a message,
+// secrets redacted. They are redacted before the cut, in a prefix long
+// enough to hold any secret that starts within the part shown: cut first,
+// a secret straddling the cut would leave its start in the message.
+func describe(b []byte, secrets ...string) string {
+	const shown = 80
+	n := shown
+	for _, s := range secrets {
+		n = max(n, shown+len(s))
 	}
-	return fmt.Sprintf("%q", b)
+	cut := len(b) > n
+	if cut {
+		b = b[:n]
+	}
+	s := redactSecret(string(b), secrets...)
+	if len(s) > shown {
+		s, cut = s[:shown], true
+	}
+	if cut {
+		return fmt.Sprintf("%q...", s)
+	}
+	return fmt.Sprintf("%q", s)
 }
 
 // redactSecret replaces each secret in msg. A server or proxy refusing a

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vesta-cx/euterpe/edge/jobs"
 )
 
 // metrics are the pool's series on the daemon's registry: jobs finished
@@ -44,6 +45,21 @@ func (p *Pool) observe(o outcome, status string) {
 	if p.metrics == nil {
 		return
 	}
-	p.metrics.finished.WithLabelValues(o.j.task, status).Inc()
-	p.metrics.run.WithLabelValues(o.j.task).Observe(o.ran.Seconds())
+	task := taskLabel(o.j.task)
+	p.metrics.finished.WithLabelValues(task, status).Inc()
+	p.metrics.run.WithLabelValues(task).Observe(o.ran.Seconds())
+}
+
+// otherTask labels every task that is not one of the contract's.
+const otherTask = "unknown"
+
+// taskLabel is the task label of a job. A queue message's task is whatever
+// its writer put there: taken as it is, one that is not UTF-8 would make
+// the Prometheus client panic, and each new name would add series without
+// bound.
+func taskLabel(task string) string {
+	if jobs.ValidTask(task) {
+		return task
+	}
+	return otherTask
 }

@@ -19,19 +19,33 @@ const ClockResync = time.Minute
 // the clock's lock, for a database that is not answering.
 const clockRetry = 5 * time.Second
 
-// dbClock keeps the offset from this process's clock to the database's.
+// epoch is the origin of the default Elapsed clock. time.Since(epoch)
+// reads Go's monotonic clock, which a step of the wall clock does not move.
+var epoch = time.Now()
+
+// dbClock keeps the last measurement of the database clock.
 type dbClock struct {
 	mu        sync.Mutex
-	offset    time.Duration
+	offset    time.Duration // from Now to the database clock, for a queue that counts on Now
+	base      time.Time     // the database clock at the last measurement...
+	mark      time.Duration // ...and the Elapsed clock at the same moment
+	at        time.Time     // ...and this process's wall clock
 	synced    bool
 	syncedAt  time.Time // wall time with its monotonic reading, of the last measurement
 	retryAt   time.Time // no measurement before this, after one failed
 	measuring bool      // a resync runs in the background
 }
 
-// Time is the current time by the database's clock: this process's clock
-// (Queue.Now, or time.Now) corrected by the offset to the database clock,
-// measured on first use and every ClockResync (once only with a fake Now). Every lease time the queue
+// Time is the current time by the database's clock: the database clock
+// read at the last measurement plus the time elapsed since on a clock that
+// is never stepped (Queue.Elapsed, or Go's monotonic clock). Counted on
+// the wall clock instead, a step of it (NTP, a resumed VM, `date -s`)
+// moved lease time until the next measurement: stepped forward by more
+// than a lease's remaining time, a pod reclaimed live leases; stepped
+// back, it wrote leases that were already over. A queue given only a
+// fake Now (tests of skewed pods) keeps counting on it: Now corrected by
+// its offset to the database clock. The database clock is measured on
+// first use and every ClockResync (once only with a fake clock). Every lease time the queue
 // writes (lease_expires_at, heartbeat_at, the ready time a claim compares)
 // and every expiry it judges come from it, so pods whose clocks disagree
 // still agree on when a lease ends: a pod whose clock runs ahead cannot
@@ -55,26 +69,101 @@ func (q *Queue) Time() time.Time {
 	c := &q.clock
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	q.checkClocks(local)
 	if time.Now().Before(c.retryAt) || c.measuring {
-		return local.Add(c.offset)
+		return q.timeAt(local)
 	}
 	switch {
 	case !c.synced:
-		offset, after, err := q.measure()
+		r, err := q.measure()
 		if err != nil {
 			c.retryAt = time.Now().Add(clockRetry)
 			break
 		}
-		c.offset, c.synced, c.syncedAt = offset, true, time.Now()
-		local = after
-	// A fake Now (tests) is measured once: re-measuring would undo the time
-	// the test moved it forward.
-	case q.Now == nil && time.Since(c.syncedAt) >= ClockResync:
+		c.set(r)
+		local = r.after
+	// A fake clock (tests) is measured once: re-measuring would undo the
+	// time the test moved it forward.
+	case q.Now == nil && q.Elapsed == nil && time.Since(c.syncedAt) >= ClockResync:
 		c.measuring = true
 		// Not owned by a caller: it ends by itself within measure's 5 s.
 		go q.resync()
 	}
-	return local.Add(c.offset)
+	return q.timeAt(local)
+}
+
+// timeAt is Time from the last measurement, local being this process's
+// clock now; the caller holds q.clock.mu. Before any measurement it is
+// local alone. A measurement dropped because the clocks disagree
+// (checkClocks) still counts on the elapsed clock until the next lands:
+// that clock never jumps.
+func (q *Queue) timeAt(local time.Time) time.Time {
+	c := &q.clock
+	if c.base.IsZero() || q.countsOnNow() {
+		return local.Add(c.offset)
+	}
+	return c.base.Add(q.elapsed() - c.mark)
+}
+
+// countsOnNow reports whether lease time runs on Now between measurements:
+// only Now is injected, so a test moving it moves lease time.
+func (q *Queue) countsOnNow() bool { return q.Now != nil && q.Elapsed == nil }
+
+// elapsed is the clock that is never stepped: Queue.Elapsed, or Go's
+// monotonic clock.
+func (q *Queue) elapsed() time.Duration {
+	if q.Elapsed != nil {
+		return q.Elapsed()
+	}
+	return time.Since(epoch)
+}
+
+// reading is one measurement of the database clock.
+type reading struct {
+	offset time.Duration // from this process's clock to the database's
+	after  time.Time     // this process's clock when the answer came
+	base   time.Time     // the database clock then
+	mark   time.Duration // the Elapsed clock then
+}
+
+// checkClocks drops the last measurement when the wall clock and the
+// elapsed clock disagree about the time since it was taken: the wall
+// clock was stepped, or the machine slept (the monotonic clock stands
+// still while it does), and only the database can say which one counted
+// right. It is measured again in the background, as a resync is; until
+// that lands, the lease statements measure on their own transaction
+// (timeOn). The caller holds q.clock.mu.
+func (q *Queue) checkClocks(local time.Time) {
+	c := &q.clock
+	if !c.synced || q.countsOnNow() || !c.disagree(local, q.elapsed()) {
+		return
+	}
+	c.synced = false
+	if !c.measuring {
+		c.measuring = true
+		// Not owned by a caller: it ends by itself within measure's 5 s.
+		go q.resync()
+	}
+}
+
+// clockDisagreement is how far the wall clock and the monotonic clock may
+// disagree about the time since the last measurement before Time measures
+// again: more than an NTP client's slewing (500 ppm) adds in a ClockResync,
+// less than a lease's worth of error.
+const clockDisagreement = time.Second
+
+// disagree reports whether the wall clock (local) and the elapsed clock
+// counted time since the last measurement differently by more than
+// clockDisagreement; the caller holds c.mu.
+func (c *dbClock) disagree(local time.Time, elapsed time.Duration) bool {
+	d := local.Round(0).Sub(c.at.Round(0)) - (elapsed - c.mark)
+	return d > clockDisagreement || d < -clockDisagreement
+}
+
+// set makes r the last measurement; the caller holds c.mu.
+func (c *dbClock) set(r reading) {
+	c.offset, c.base, c.mark, c.at = r.offset, r.base, r.mark, r.after
+	c.synced, c.syncedAt, c.retryAt = true, time.Now(), time.Time{}
 }
 
 // timeOn is Time for the lease statements that follow in tx. Until the
@@ -88,19 +177,21 @@ func (q *Queue) Time() time.Time {
 // that the clock was measured here.
 func (q *Queue) timeOn(ctx context.Context, tx sqldb.Execer) (now time.Time, fresh bool, err error) {
 	c := &q.clock
+	local := q.local()
 	c.mu.Lock()
+	q.checkClocks(local)
 	synced := c.synced
 	c.mu.Unlock()
 	if synced {
 		return q.Time(), false, nil
 	}
-	offset, _, err := q.measureOn(ctx, tx)
+	r, err := q.measureOn(ctx, tx)
 	if err != nil {
 		return time.Time{}, false, err
 	}
 	c.mu.Lock()
 	if !c.synced {
-		c.offset, c.synced, c.syncedAt, c.retryAt = offset, true, time.Now(), time.Time{}
+		c.set(r)
 	}
 	c.mu.Unlock()
 	return q.Time(), true, nil
@@ -108,7 +199,7 @@ func (q *Queue) timeOn(ctx context.Context, tx sqldb.Execer) (now time.Time, fre
 
 // resync measures the database clock again for Time, in the background.
 func (q *Queue) resync() {
-	offset, _, err := q.measure()
+	r, err := q.measure()
 	c := &q.clock
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -117,26 +208,31 @@ func (q *Queue) resync() {
 		c.retryAt = time.Now().Add(clockRetry)
 		return
 	}
-	c.offset, c.syncedAt = offset, time.Now()
+	c.set(r)
 }
 
-// measure reads the database clock and returns its offset from this
-// process's clock, and this process's clock when the answer came.
-func (q *Queue) measure() (time.Duration, time.Time, error) {
+// measure reads the database clock. Its estimate of the database clock at
+// the answer is off by at most half the round trip.
+func (q *Queue) measure() (reading, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return q.measureOn(ctx, q.DB.DB)
 }
 
 // measureOn is measure through ex.
-func (q *Queue) measureOn(ctx context.Context, ex sqldb.Execer) (time.Duration, time.Time, error) {
-	before := q.local()
+func (q *Queue) measureOn(ctx context.Context, ex sqldb.Execer) (reading, error) {
+	before, sent := q.local(), q.elapsed()
 	db, err := q.DB.ClockOn(ctx, ex)
-	after := q.local()
+	after, came := q.local(), q.elapsed()
 	if err != nil {
-		return 0, after, err
+		return reading{after: after}, err
 	}
-	return db.Sub(before.Add(after.Sub(before) / 2)), after, nil
+	return reading{
+		offset: db.Sub(before.Add(after.Sub(before) / 2)),
+		after:  after,
+		base:   db.Add((came - sent) / 2),
+		mark:   came,
+	}, nil
 }
 
 // local is this process's clock: Queue.Now, or time.Now.

@@ -95,9 +95,15 @@ type Queue struct {
 	Spec    Spec
 	Machine Transitions
 	// Now is this process's clock; nil means time.Now. Lease times are the
-	// database's (Time): Now only carries them between measurements of the
-	// offset, so a fake Now that tests move forward moves lease time with it.
+	// database's (Time). With Now set and Elapsed nil, Now carries them
+	// between measurements of the offset, so a fake Now that tests move
+	// forward moves lease time with it.
 	Now func() time.Time
+	// Elapsed is a clock that is never stepped: the time since any fixed
+	// origin; nil means Go's monotonic clock. Unless only Now is set, lease
+	// time between measurements of the database clock is counted on it, so
+	// a step of the wall clock (NTP, `date -s`) moves no lease.
+	Elapsed func() time.Duration
 	// OnClaim runs inside the claim transaction with the rows just claimed
 	// (Status = Spec.Claimed, the transition from Spec.Ready). The inbox
 	// records its outbox events here.

@@ -375,20 +375,7 @@ func TestFollowStopsWhenOutputCannotBeWritten(t *testing.T) {
 	ctx := context.Background()
 	op, err := d.Operators.Create(ctx, "ctl")
 	require.NoError(t, err)
-	reg, err := ingest.NewRegistry(d.DB, d.Keys).Register(ctx, "jetson-full-disk")
-	require.NoError(t, err)
-	evs := []wire.Event{wire.NewEvent(reg.EdgeID, "job-1", "1700000000000-0", "progress", "s", 1700000000000, json.RawMessage(`{}`))}
-	b := wire.Batch{EdgeID: reg.EdgeID, SentAt: time.Now(), Events: evs}
-	raw, err := wire.Encode(b)
-	require.NoError(t, err)
-	body := wire.Compress(raw)
-	req, _ := http.NewRequest(http.MethodPost, url+wire.BatchPath, bytes.NewReader(body))
-	req.Header.Set("Content-Encoding", "gzip")
-	require.NoError(t, wire.Sign(req, time.Now(), b, body, []byte(reg.SyncSecret)))
-	res, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	res.Body.Close()
-	require.Equal(t, 200, res.StatusCode)
+	reg := postEvents(t, url, ingest.NewRegistry(d.DB, d.Keys), "jetson-full-disk", 1)
 
 	env := map[string]string{"EUTERPE_OPERATOR_TOKEN": op.Token}
 	for _, args := range [][]string{

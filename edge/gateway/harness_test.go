@@ -169,6 +169,25 @@ func (c *sseClient) next() (frame, error) {
 	}
 }
 
+// rest reads frames, in a goroutine of its own, until the stream ends or
+// breaks, and then sends them. It needs no t, which may be gone by then:
+// a caller that stops waiting closes c.resp.Body, which ends it.
+func (c *sseClient) rest() <-chan []frame {
+	out := make(chan []frame, 1)
+	go func() {
+		var fs []frame
+		for {
+			f, err := c.next()
+			if err != nil {
+				out <- fs
+				return
+			}
+			fs = append(fs, f)
+		}
+	}()
+	return out
+}
+
 // all reads frames until the stream ends.
 func (c *sseClient) all(t testing.TB) []frame {
 	t.Helper()

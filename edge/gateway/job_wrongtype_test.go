@@ -65,18 +65,7 @@ func testJobKeyOfWrongTypeAnswersStatusUnknown(t *testing.T) {
 		}
 		require.NoError(t, s.RDB.Del(ctx, jobs.JobKey(id)).Err())
 		require.NoError(t, s.RDB.Set(ctx, jobs.JobKey(id), "not a hash", time.Minute).Err())
-		ended := make(chan []frame, 1)
-		go func() {
-			var fs []frame
-			for {
-				f, err := cl.next()
-				if err != nil {
-					ended <- fs
-					return
-				}
-				fs = append(fs, f)
-			}
-		}()
+		ended := cl.rest()
 		select {
 		case fs := <-ended:
 			require.Len(t, fs, 1, "%v", fs)

@@ -63,18 +63,7 @@ func testSSEResumeOfFinishedJobEnds(t *testing.T) {
 				hello, err := cl.next()
 				require.NoError(t, err)
 				require.Equal(t, "hello", hello.Event)
-				done := make(chan []frame, 1)
-				go func() { // not cl.all: t may be gone when this returns
-					var rest []frame
-					for {
-						f, err := cl.next()
-						if err != nil {
-							done <- rest
-							return
-						}
-						rest = append(rest, f)
-					}
-				}()
+				done := cl.rest() // not cl.all: t may be gone when it ends
 				select {
 				case rest := <-done:
 					assert.Equal(t, c.want, ids(rest))

@@ -60,18 +60,7 @@ func testSSEEventsKeyOfWrongTypeFailsOnlyItsStream(t *testing.T) {
 				require.NoError(t, err)
 			}
 
-			ended := make(chan []frame, 1)
-			go func() {
-				var fs []frame
-				for {
-					f, err := bc.next()
-					if err != nil {
-						ended <- fs
-						return
-					}
-					fs = append(fs, f)
-				}
-			}()
+			ended := bc.rest()
 			select {
 			case fs := <-ended:
 				require.Len(t, fs, 1, "%v", fs)

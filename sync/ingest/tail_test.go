@@ -322,38 +322,7 @@ func TestTailResumeFromPrunedRowSkipsNothing(t *testing.T) {
 		if _, err := db.Exec(`DELETE FROM edge_events WHERE job_id = 'gone'`); err != nil {
 			t.Fatal(err)
 		}
-		slow := events(edge, "slow", 1000, "queued")
-		fast := events(edge, "fast", 2000, "queued")
-		var start TailCursor
-		if db.Engine == sqldb.Postgres {
-			tx, err := db.BeginTx(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tx.Rollback()
-			if _, err := st.insertEvents(ctx, tx, slow, time.Now()); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := st.Ingest(ctx, wire.Batch{EdgeID: edge, SentAt: time.Now(), Events: fast}); err != nil {
-				t.Fatal(err)
-			}
-			if start, err = st.TailStart(ctx, gone); err != nil {
-				t.Fatal(err)
-			}
-			if err := tx.Commit(); err != nil {
-				t.Fatal(err)
-			}
-		} else {
-			for _, b := range [][]wire.Event{slow, fast} {
-				if _, err := st.Ingest(ctx, wire.Batch{EdgeID: edge, SentAt: time.Now(), Events: b}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			var err error
-			if start, err = st.TailStart(ctx, gone); err != nil {
-				t.Fatal(err)
-			}
-		}
+		start := slowBehindFast(t, st, db, edge, func() int64 { return gone })
 		// Another transaction open on the cluster holds the horizon back
 		// for a while; what the tail owes arrives once it has ended.
 		got := map[string]int{}
@@ -386,46 +355,14 @@ func TestTailResumeFromRowAboveHorizonSkipsNothing(t *testing.T) {
 		st := NewStore(db)
 		reg, _ := NewRegistry(db, mustKeys(t)).Register(ctx, "e")
 		edge := reg.EdgeID
-		slow := events(edge, "slow", 1000, "queued")
-		fast := events(edge, "fast", 2000, "queued")
-		var start TailCursor
 		var fastSeq int64
-		if db.Engine == sqldb.Postgres {
-			tx, err := db.BeginTx(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tx.Rollback()
-			if _, err := st.insertEvents(ctx, tx, slow, time.Now()); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := st.Ingest(ctx, wire.Batch{EdgeID: edge, SentAt: time.Now(), Events: fast}); err != nil {
-				t.Fatal(err)
-			}
-			// What a client reading the job's events through the API gets.
+		// What a client reading the job's events through the API gets.
+		start := slowBehindFast(t, st, db, edge, func() int64 {
 			if err := db.QueryRow(`SELECT seq FROM edge_events WHERE job_id = 'fast'`).Scan(&fastSeq); err != nil {
 				t.Fatal(err)
 			}
-			if start, err = st.TailStart(ctx, fastSeq); err != nil {
-				t.Fatal(err)
-			}
-			if err := tx.Commit(); err != nil {
-				t.Fatal(err)
-			}
-		} else {
-			for _, b := range [][]wire.Event{slow, fast} {
-				if _, err := st.Ingest(ctx, wire.Batch{EdgeID: edge, SentAt: time.Now(), Events: b}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := db.QueryRow(`SELECT seq FROM edge_events WHERE job_id = 'fast'`).Scan(&fastSeq); err != nil {
-				t.Fatal(err)
-			}
-			var err error
-			if start, err = st.TailStart(ctx, fastSeq); err != nil {
-				t.Fatal(err)
-			}
-		}
+			return fastSeq
+		})
 		var page []EventView
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 			var err error
@@ -451,4 +388,47 @@ func TestTailResumeFromRowAboveHorizonSkipsNothing(t *testing.T) {
 			t.Fatalf("resume after %d (above the horizon): %v", fastSeq, got)
 		}
 	})
+}
+
+// slowBehindFast stores an event of job "slow" and then one of job "fast"
+// in another batch, and returns the tail's cursor to resume after the seq
+// resumeAt gives. On Postgres the slow batch's transaction (the smaller
+// xid) stays open until the cursor is taken, so the fast one commits
+// ahead of it.
+func slowBehindFast(t *testing.T, st *Store, db *sqldb.DB, edge string, resumeAt func() int64) TailCursor {
+	t.Helper()
+	ctx := context.Background()
+	slow := events(edge, "slow", 1000, "queued")
+	fast := events(edge, "fast", 2000, "queued")
+	ingest := func(b []wire.Event) {
+		if _, err := st.Ingest(ctx, wire.Batch{EdgeID: edge, SentAt: time.Now(), Events: b}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if db.Engine != sqldb.Postgres {
+		ingest(slow)
+		ingest(fast)
+		start, err := st.TailStart(ctx, resumeAt())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return start
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := st.insertEvents(ctx, tx, slow, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	ingest(fast)
+	start, err := st.TailStart(ctx, resumeAt())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return start
 }

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/vesta-cx/euterpe/daemon/procgroup"
 )
 
 // Tools locates ffmpeg and ffprobe. The zero value looks both up on PATH at
@@ -63,14 +65,14 @@ func (t Tools) Probe(ctx context.Context, path string) (Info, error) {
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.WaitDelay = 2 * time.Second
 	cmd.Env = childEnv(os.Environ())
-	contain(cmd)
+	procgroup.Contain(cmd)
 	stderr := &tail{max: 2048}
 	cmd.Stderr = stderr
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
 	err = cmd.Start()
 	if err == nil {
-		reap(cmd)
+		procgroup.Reap(cmd)
 		err = cmd.Wait()
 	}
 	out := stdout.Bytes()
@@ -131,7 +133,7 @@ func (t Tools) Transcode(ctx context.Context, r Rendition, in, out string, total
 	cmd := exec.CommandContext(ctx, bin, r.Args(in, out)...)
 	cmd.WaitDelay = 2 * time.Second
 	cmd.Env = childEnv(os.Environ())
-	contain(cmd)
+	procgroup.Contain(cmd)
 	stderr := &tail{max: 2048}
 	cmd.Stderr = stderr
 	stdout, err := cmd.StdoutPipe()
@@ -142,7 +144,7 @@ func (t Tools) Transcode(ctx context.Context, r Rendition, in, out string, total
 		return 0, fmt.Errorf("start ffmpeg: %w", err)
 	}
 	done := readProgress(stdout, total, progress)
-	reap(cmd)
+	procgroup.Reap(cmd)
 	err = cmd.Wait()
 	if ctx.Err() != nil {
 		return 0, ctx.Err()

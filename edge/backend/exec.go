@@ -10,12 +10,14 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/vesta-cx/euterpe/daemon/procgroup"
 )
 
 // Exec runs a program per job: payload JSON on stdin, result JSON on stdout.
 // The program runs in a process group of its own; on timeout or
-// cancellation the whole group is killed (kill(-pgid, SIGKILL)), so nothing
-// it started outlives the job. It gets a minimal environment (PATH, HOME,
+// cancellation, and when it exits, the whole group is killed, so nothing it
+// started outlives the job; the kernel kills it should the daemon die. It gets a minimal environment (PATH, HOME,
 // LANG, TMPDIR, EUTERPE_JOB_ID, EUTERPE_TASK), never the daemon's, which
 // holds secrets.
 type Exec struct {
@@ -45,12 +47,11 @@ func (e *Exec) Run(ctx context.Context, req Request, _ Delta) (json.RawMessage, 
 	stderr := limitedBuffer{max: maxStderr}
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.Env = childEnv(req)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return killGroup(cmd) }
 	cmd.WaitDelay = waitDelay
-	err := cmd.Run()
-	// Whatever happened, nothing of the group may outlive the job.
-	_ = killGroup(cmd)
+	// Whatever happens, nothing of the group outlives the job, nor the
+	// program the edge daemon should it die.
+	procgroup.Contain(cmd)
+	err := procgroup.Run(cmd)
 	if ctx.Err() != nil {
 		return nil, ctxErr(ctx, "exec backend")
 	}
@@ -81,17 +82,6 @@ func (e *Exec) Run(ctx context.Context, req Request, _ Delta) (json.RawMessage, 
 		return nil, Errorf(CodeInvalidResult, 0, "exec backend: result larger than %d bytes", maxBody)
 	}
 	return jsonResult(stdout.Bytes(), 0, "exec backend")
-}
-
-func killGroup(cmd *exec.Cmd) error {
-	if cmd.Process == nil {
-		return nil
-	}
-	err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	if errors.Is(err, syscall.ESRCH) {
-		return nil
-	}
-	return err
 }
 
 func childEnv(req Request) []string {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vesta-cx/euterpe/daemon/procgroup"
 	"github.com/vesta-cx/euterpe/edge/library/store"
 )
 
@@ -93,11 +94,11 @@ func (x *Executor) probeDimensions(parent context.Context, src *os.File) (int64,
 	args := append([]string{"-v", "error"}, ffmpegInputArgs...)
 	args = append(args, "-select_streams", "v:0", "-show_entries", "stream=width,height", "-of", "csv=p=0:s=x", "/dev/fd/3")
 	cmd := exec.CommandContext(ctx, path, args...)
-	killGroupOnCancel(cmd)
+	contain(cmd)
 	cmd.ExtraFiles = []*os.File{src}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
+	err = procgroup.Run(cmd)
 	if _, serr := src.Seek(0, 0); serr != nil && err == nil {
 		err = serr
 	}

@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/image/draw"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/daemon/lease"
+	"github.com/vesta-cx/euterpe/daemon/procgroup"
 	"github.com/vesta-cx/euterpe/edge/library/pathsafe"
 	"github.com/vesta-cx/euterpe/edge/library/store"
 )
@@ -310,11 +310,11 @@ func (x *Executor) renderFFmpeg(ctx context.Context, src *os.File, out string, t
 		}
 		args = append(args, "-i", "/dev/fd/3", "-frames:v", "1", "-vf", scale, "-c:v", codec, "-f", "image2", out)
 		cmd := exec.CommandContext(rctx, path, args...)
-		killGroupOnCancel(cmd)
+		contain(cmd)
 		cmd.ExtraFiles = []*os.File{src}
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
-		if err := cmd.Run(); err != nil {
+		if err := procgroup.Run(cmd); err != nil {
 			return fmt.Errorf("%w: %s", err, stderr.String())
 		}
 		if st, err := os.Stat(out); err != nil || st.Size() == 0 {
@@ -348,22 +348,12 @@ func (x *Executor) thumbTimeout() time.Duration {
 	return DefaultThumbTimeout
 }
 
-// killGroupOnCancel runs cmd in a process group of its own and kills the
-// whole group when its context ends. Killing only the process would leave
-// whatever it started (a wrapper script's ffmpeg, a helper) running with
-// the output pipes open, and Wait would wait for them; WaitDelay stops
-// that wait should anything still hold them.
-func killGroupOnCancel(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error {
-		if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
-			if errors.Is(err, syscall.ESRCH) {
-				return os.ErrProcessDone
-			}
-			return fmt.Errorf("kill process group %d: %w", cmd.Process.Pid, err)
-		}
-		return nil
-	}
+// contain runs cmd in a process group of its own that is killed whole on
+// timeout and when cmd exits (procgroup): a wrapper's ffmpeg must outlive
+// neither the render nor the daemon, holding the output pipe open.
+// WaitDelay stops the wait should anything outside the group still hold it.
+func contain(cmd *exec.Cmd) {
+	procgroup.Contain(cmd)
 	cmd.WaitDelay = 5 * time.Second
 }
 

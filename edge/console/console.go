@@ -1,7 +1,6 @@
 package console
 
 import (
-	"bytes"
 	"context"
 	"embed"
 	"encoding/json"
@@ -11,6 +10,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/google/uuid"
@@ -131,7 +131,7 @@ type jobsData struct {
 func (c *Console) jobsPage(ec echo.Context) error {
 	status := ec.QueryParam("status")
 	if status != "" && !contains(statuses, status) {
-		return c.render(ec, http.StatusBadRequest, "notfound", "Unknown status", "/ui/", "no job status "+status)
+		return c.render(ec, http.StatusBadRequest, "notfound", "Unknown status", "/ui/", "no job status "+daemon.CapMessage(status))
 	}
 	list, err := LatestJobs(ec.Request().Context(), c.d.Jobs.Redis(), status, 100)
 	if err != nil {
@@ -149,12 +149,12 @@ type jobData struct {
 func (c *Console) jobPage(ec echo.Context) error {
 	id := ec.Param("id")
 	if _, err := uuid.Parse(id); err != nil || len(id) != 36 {
-		return c.render(ec, http.StatusNotFound, "notfound", "Job not found", "/ui/", "no job "+id)
+		return c.render(ec, http.StatusNotFound, "notfound", "Job not found", "/ui/", "no job "+daemon.CapMessage(id))
 	}
 	j, err := c.d.Jobs.Get(ec.Request().Context(), id)
 	if errors.Is(err, jobs.ErrNotFound) {
 		return c.render(ec, http.StatusNotFound, "notfound", "Job not found", "/ui/",
-			"no job "+ec.Param("id")+" (unknown, or expired after its TTL)")
+			"no job "+id+" (unknown, or expired after its TTL)")
 	}
 	if errors.Is(err, jobs.ErrUnknownStatus) {
 		return c.render(ec, http.StatusConflict, "notfound", "Job unreadable", "/ui/",
@@ -163,7 +163,10 @@ func (c *Console) jobPage(ec echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.render(ec, http.StatusOK, "job", "Job "+j.ID, "/ui/", jobData{Job: j, Terminal: jobs.IsTerminal(j.Status)})
+	// The hash's fields are whatever the worker side wrote.
+	shown := *j
+	shown.ID, shown.Task, shown.Status = daemon.CapMessage(j.ID), daemon.CapMessage(j.Task), daemon.CapMessage(j.Status)
+	return c.render(ec, http.StatusOK, "job", "Job "+shown.ID, "/ui/", jobData{Job: &shown, Terminal: jobs.IsTerminal(j.Status)})
 }
 
 type readiness struct {
@@ -255,19 +258,11 @@ func (c *Console) funcs() template.FuncMap {
 			}
 			return humanDuration(time.Duration(to-from) * time.Millisecond)
 		},
-		"ms":    func(d int64) string { return humanDuration(time.Duration(d) * time.Millisecond) },
-		"utc":   func(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05Z") },
-		"bytes": humanBytes,
-		"pretty": func(raw json.RawMessage) string {
-			if len(raw) == 0 {
-				return ""
-			}
-			var b bytes.Buffer
-			if json.Indent(&b, raw, "", "  ") != nil {
-				return string(raw)
-			}
-			return b.String()
-		},
+		"ms":     func(d int64) string { return humanDuration(time.Duration(d) * time.Millisecond) },
+		"utc":    func(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05Z") },
+		"bytes":  humanBytes,
+		"pretty": pretty,
+		"clip":   func(s string) string { return clip(s, len(s)) },
 		"deref": func(p *string) string {
 			if p == nil {
 				return ""
@@ -282,8 +277,10 @@ func (c *Console) funcs() template.FuncMap {
 		},
 		"errorJSON": errorJSON,
 		"pct":       func(f float64) string { return fmt.Sprintf("%.0f%%", f*100) },
-		"jobURL":    func(id string) string { return "/ui/jobs/" + id },
-		"terminal":  jobs.IsTerminal,
+		// The id is one path segment whatever it holds: job ids in
+		// dead letters and queue entries are written by any worker.
+		"jobURL":   func(id string) string { return "/ui/jobs/" + url.PathEscape(id) },
+		"terminal": jobs.IsTerminal,
 	}
 }
 
@@ -294,10 +291,14 @@ func errorText(err error) string { return daemon.CapMessage(daemon.RedactURL(err
 // errorJSON renders a job's error field indented, every string in it
 // capped with daemon.CapMessage: the field is whatever the worker side
 // stored (a worker of another implementation caps nothing), and cutting
-// the strings rather than the document keeps it JSON.
+// the strings rather than the document keeps it JSON. A document still
+// longer than PageText (many strings) is clipped like a payload.
 func errorJSON(raw json.RawMessage) string {
 	if len(raw) == 0 {
 		return ""
+	}
+	if len(raw) > 4*PageText {
+		return clip(string(raw), len(raw))
 	}
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
@@ -307,7 +308,7 @@ func errorJSON(raw json.RawMessage) string {
 	if err != nil {
 		return daemon.CapMessage(string(raw))
 	}
-	return string(b)
+	return clip(string(b), len(raw))
 }
 
 func capStrings(v any) any {

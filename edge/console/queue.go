@@ -85,7 +85,9 @@ func LatestJobs(ctx context.Context, rdb redis.UniversalClient, status string, l
 			// reused for another type: no job there any more.
 			continue
 		}
-		r := JobRow{ID: str(v[0]), Task: str(v[1]), Status: str(v[2]), CreatedMS: num(v[3]), UpdatedMS: num(v[4])}
+		// The fields are whatever the worker side wrote; CapMessage keeps
+		// one from filling the page.
+		r := JobRow{ID: capped(v[0]), Task: capped(v[1]), Status: capped(v[2]), CreatedMS: num(v[3]), UpdatedMS: num(v[4])}
 		out.Counts[r.Status]++
 		out.Total++
 		if status == "" || r.Status == status {
@@ -109,6 +111,8 @@ func str(v any) string {
 	s, _ := v.(string)
 	return s
 }
+
+func capped(v any) string { return daemon.CapMessage(str(v)) }
 
 func num(v any) int64 {
 	n, _ := strconv.ParseInt(str(v), 10, 64)
@@ -180,10 +184,11 @@ func ReadQueue(ctx context.Context, store *jobs.Store, deadN int64) (Queue, erro
 			return q, fmt.Errorf("dead letters: %w", err)
 		}
 		for _, m := range msgs {
-			g := func(k string) string { return str(m.Values[k]) }
+			g := func(k string) string { return capped(m.Values[k]) }
+			// The payload is clipped where the page shows it (PageText).
 			q.Dead = append(q.Dead, DeadLetter{
-				EntryID: m.ID, JobID: g("job_id"), Task: g("task"), Reason: daemon.CapMessage(g("reason")), Deliveries: g("deliveries"),
-				Consumer: g("consumer"), TS: num(m.Values["ts"]), Payload: g("payload"),
+				EntryID: m.ID, JobID: g("job_id"), Task: g("task"), Reason: g("reason"), Deliveries: g("deliveries"),
+				Consumer: g("consumer"), TS: num(m.Values["ts"]), Payload: str(m.Values["payload"]),
 			})
 		}
 	}
@@ -196,7 +201,7 @@ func ReadQueue(ctx context.Context, store *jobs.Store, deadN int64) (Queue, erro
 	}
 	q.GroupExists = true
 	for _, c := range cons {
-		w := Worker{Name: c.Name, Pending: c.Pending, IdleMS: c.Idle.Milliseconds()}
+		w := Worker{Name: daemon.CapMessage(c.Name), Pending: c.Pending, IdleMS: c.Idle.Milliseconds()}
 		q.Pending += c.Pending
 		if c.Pending > 0 {
 			held, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
@@ -208,7 +213,7 @@ func ReadQueue(ctx context.Context, store *jobs.Store, deadN int64) (Queue, erro
 			for _, h := range held {
 				hj := HeldJob{MsgID: h.ID, Deliveries: h.RetryCount, IdleMS: h.Idle.Milliseconds()}
 				if m, err := rdb.XRangeN(ctx, jobs.QueueStream, h.ID, h.ID, 1).Result(); err == nil && len(m) == 1 {
-					hj.JobID, hj.Task = str(m[0].Values["job_id"]), str(m[0].Values["task"])
+					hj.JobID, hj.Task = capped(m[0].Values["job_id"]), capped(m[0].Values["task"])
 				}
 				w.Jobs = append(w.Jobs, hj)
 			}

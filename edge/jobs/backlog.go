@@ -125,6 +125,14 @@ func (s *Store) byCounters(ctx context.Context) (n int64, ok bool, err error) {
 // subtracting them.
 const behindSlack = 64
 
+// aheadFirst is how far max may exceed the pending count for undelivered
+// to fetch the entries after the group's position straight away: the
+// count from behind costs at least the pending entries, and with kept
+// acknowledged entries pending+behindSlack, while fetching ahead costs at
+// most max. It covers the sync shipper's check (limit 1, every 200 ms),
+// which asks only whether anything waits.
+const aheadFirst = 2
+
 // undelivered counts the entries after lastDelivered without fetching
 // them: every entry comes back with its payload (up to the body limit), and
 // the undelivered ones are the whole backlog. The workers delete each entry
@@ -133,7 +141,8 @@ const behindSlack = 64
 // and subtracted from XLEN, in one MULTI so both see the same stream.
 // Workers that acknowledge without deleting (another implementation of the
 // contract) leave more there; the entries after lastDelivered are then
-// fetched instead, up to max, which is all the limit needs.
+// fetched instead, up to max, which is all the limit needs. When max is
+// hardly above the pending count (see aheadFirst) those are fetched first.
 func (s *Store) undelivered(ctx context.Context, lastDelivered string, pending, max int64) (int64, error) {
 	if max < 1 {
 		max = 1
@@ -148,6 +157,13 @@ func (s *Store) undelivered(ctx context.Context, lastDelivered string, pending, 
 			return 0, fmt.Errorf("backlog: %w", err)
 		}
 		return n, nil
+	}
+	if max <= pending+aheadFirst {
+		msgs, err := s.rdb.XRangeN(ctx, QueueStream, id.Next().String(), "+", max).Result()
+		if err != nil {
+			return 0, fmt.Errorf("backlog: %w", err)
+		}
+		return int64(len(msgs)), nil
 	}
 	behindMax := pending + behindSlack
 	var length *redis.IntCmd

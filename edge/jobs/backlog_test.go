@@ -171,3 +171,49 @@ func TestBacklogLagUnknownUsesCounters(t *testing.T) {
 		assert.EqualValues(t, pending+queued-1, n)
 	})
 }
+
+// The sync shipper asks whether the workers are busy with limit 1 every
+// 200 ms. Where workers of another implementation keep what they
+// acknowledge, the entries before the group's position are no guide, and
+// answering costs at most the two entries after it, not the 64 before:
+// each carries a payload of up to 200 KB.
+func TestBacklogYieldCheckWithAcknowledgedEntriesKept(t *testing.T) {
+	testsvc.EachRedis(t, func(t *testing.T) {
+		tests := []struct {
+			name                 string
+			acked, held, waiting int
+			want                 int64 // Backlog(ctx, 1)
+		}{
+			{"idle", 200, 0, 0, 0},
+			{"one running", 200, 1, 0, 1},
+			{"one waiting", 200, 0, 1, 1},
+			{"busy", 200, 1, 50, 2},
+			{"two running", 200, 2, 50, 2},
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				st, rdb := newStore(t)
+				st.ForceRange()
+				ctx := context.Background()
+				require.NoError(t, st.EnsureGroup(ctx))
+				for range tc.acked + tc.held + tc.waiting {
+					create(t, st)
+				}
+				msgs := readGroup(t, rdb, int64(tc.acked+tc.held))
+				for _, m := range msgs[:tc.acked] {
+					require.NoError(t, rdb.XAck(ctx, jobs.QueueStream, jobs.Group, m.ID).Err())
+				}
+				f := &fetchedEntries{}
+				rdb.AddHook(f)
+				n, err := st.Backlog(ctx, 1)
+				require.NoError(t, err)
+				if tc.want > 1 {
+					assert.Greater(t, n, int64(1))
+				} else {
+					assert.Equal(t, tc.want, n)
+				}
+				assert.LessOrEqual(t, f.n.Load(), int64(2), "entries fetched")
+			})
+		}
+	})
+}

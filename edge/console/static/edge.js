@@ -5,12 +5,29 @@
   var E = window.euterpe;
   var $ = function (sel, root) { return (root || document).querySelector(sel); };
 
+  // cut returns at most n UTF-16 units of s without splitting a
+  // surrogate pair (half of one would show as U+FFFD).
+  function cut(s, n) {
+    if (s.length <= n) return s;
+    var c = s.charCodeAt(n - 1);
+    return s.slice(0, c >= 0xD800 && c <= 0xDBFF ? n - 1 : n);
+  }
+
+  // A result, error or event's data shows its first PAGE_TEXT characters,
+  // as the server clips what it renders (console.PageText): the API
+  // returns them whole, and a worker may store megabytes.
+  var PAGE_TEXT = 4096;
+  function clip(s) {
+    if (typeof s !== "string" || s.length <= PAGE_TEXT) return s;
+    return cut(s, PAGE_TEXT) + "\n… truncated (" + s.length + " characters in all)";
+  }
+
   // Error text comes from the worker side, which may cap nothing: every
   // string in it is cut to 512 characters, as the server caps the error
   // it renders into the page.
   var MAX_MESSAGE = 512;
   function capStrings(v) {
-    if (typeof v === "string") return v.length > MAX_MESSAGE ? v.slice(0, MAX_MESSAGE) : v;
+    if (typeof v === "string") return cut(v, MAX_MESSAGE);
     if (Array.isArray(v)) return v.map(capStrings);
     if (v && typeof v === "object") {
       var out = {};
@@ -59,7 +76,7 @@
           E.el("td", { className: "mono" }, ev.id),
           E.el("td", null, E.el("span", { className: "badge s-" + ev.type }, ev.type)),
           E.el("td", { className: "hide-sm mono" }, d.step || ""),
-          E.el("td", null, E.el("pre", null, E.pretty(ev.type === "error" ? capStrings(d.data) : d.data))));
+          E.el("td", null, E.el("pre", null, clip(E.pretty(ev.type === "error" ? capStrings(d.data) : d.data)))));
         tbody.appendChild(row);
         if (ev.type === "delta" && d.data && typeof d.data.text === "string") {
           deltas += d.data.text; E.text(text, deltas);
@@ -72,8 +89,8 @@
           // The result or error is in the job; show it without a reload.
           E.api("GET", "/v1/jobs/" + encodeURIComponent(id)).then(function (res) {
             if (res.status !== 200 || !res.body) return;
-            E.text($("#result"), E.pretty(res.body.result));
-            E.text($("#error"), E.pretty(capStrings(res.body.error)));
+            E.text($("#result"), clip(E.pretty(res.body.result)));
+            E.text($("#error"), clip(E.pretty(capStrings(res.body.error))));
           });
         }
       },

@@ -112,34 +112,35 @@ func init() {
 }
 
 func buildSync(ctx context.Context, d Deps, s *syncSettings) (Component, error) {
-	if err := os.MkdirAll(d.StateDir, 0o750); err != nil {
-		return nil, fmt.Errorf("state directory: %w", err)
-	}
-	sp, err := spool.Open(ctx, filepath.Join(d.StateDir, spool.File), int64(s.SpoolMaxMB)<<20)
-	if err != nil {
-		return nil, err
+	path := filepath.Join(d.StateDir, spool.File)
+	// The shipper opens the spool when it runs, retrying while it cannot
+	// (a full disk, a read-only state directory): the gateway and the
+	// workers do not need it, and their events wait in Redis meanwhile.
+	open := func(ctx context.Context) (*spool.Spool, error) {
+		if err := os.MkdirAll(d.StateDir, 0o750); err != nil {
+			return nil, fmt.Errorf("state directory: %w", err)
+		}
+		return spool.Open(ctx, path, int64(s.SpoolMaxMB)<<20)
 	}
 	log := d.Log.With("component", "sync")
-	sh, err := ship.New(log, d.Redis, sp, ship.Config{
+	sh, err := ship.NewOpening(log, d.Redis, open, ship.Config{
 		URL: s.URL, EdgeID: s.EdgeID, Secret: s.secret, BackoffMax: s.BackoffMax, Heartbeat: s.Heartbeat,
 		YieldPace: yieldPace(s.YieldPace), YieldCeiling: int64(s.YieldCeiling),
 		Status: func(ctx context.Context) wire.Status { return edgeStatus(ctx, d.Redis, d.Jobs, d.Parts) },
 	})
 	if err != nil {
-		_ = sp.Close()
 		return nil, err
 	}
 	for _, c := range sh.Collectors() {
 		if err := d.Metrics.Register(c); err != nil {
-			_ = sp.Close()
 			return nil, fmt.Errorf("sync metrics: %w", err)
 		}
 	}
 	// From here on every event the gateway and the workers write is
 	// captured: the store is shared and nothing runs yet.
 	d.Jobs.Capture = jobs.CaptureStream
-	log.Info("sync to central on", "url", s.URL, "edge_id", s.EdgeID, "spool", sp.Path(), "spool_max_mb", s.SpoolMaxMB)
-	return &syncComponent{sh: sh, sp: sp}, nil
+	log.Info("sync to central on", "url", s.URL, "edge_id", s.EdgeID, "spool", path, "spool_max_mb", s.SpoolMaxMB)
+	return &syncComponent{sh: sh}, nil
 }
 
 // yieldPace maps the setting's 0 (never yield) to the shipper's negative.
@@ -150,25 +151,16 @@ func yieldPace(d time.Duration) time.Duration {
 	return d
 }
 
-// syncComponent runs the shipper; it adds no route and no /ready check:
-// the edge serves while central is unreachable.
+// syncComponent runs the shipper, which opens the spool and closes it
+// when it stops; it adds no route and no /ready check: the edge serves
+// while central is unreachable or the spool cannot be opened.
 type syncComponent struct {
 	sh *ship.Shipper
-	sp *spool.Spool
 }
 
 func (c *syncComponent) Mount(*echo.Echo) {}
 
-// Close releases the spool of a component that never ran.
-func (c *syncComponent) Close() error { return c.sp.Close() }
-
-func (c *syncComponent) Run(ctx context.Context) error {
-	err := c.sh.Run(ctx)
-	if cerr := c.sp.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
+func (c *syncComponent) Run(ctx context.Context) error { return c.sh.Run(ctx) }
 
 // idleComponent stands in for a plugin that is off.
 type idleComponent struct{}

@@ -13,10 +13,14 @@
 // central's batch result (every event sent accounted for) deletes the
 // batch; 400 invalid_batch and 413 too_large split it (central stores a
 // batch whole or not at all) down to the refused item, which alone is
-// quarantined; 429/503 wait for Retry-After; a 401 clock_skew corrects the
-// signing clock from central's Date header; other 401/403 are logged once
-// and retried slowly; everything else (network errors, 5xx, a 2xx or
-// 400/413 that is not central's answer) backs off exponentially with full
-// jitter. Nothing the shipper meets stops the daemon: the edge serves
-// while central is away.
+// quarantined; a 413 that is not central's (a proxy's body limit) splits
+// it too, cuts later batches below the size refused, and backs off, never
+// quarantining, when one item alone is refused; 429/503 wait for
+// Retry-After; a 401 clock_skew corrects the signing clock from central's
+// Date header; other 401/403 are logged once and retried slowly;
+// everything else (network errors, 5xx, a 2xx or 400 that is not
+// central's answer) backs off exponentially with full jitter, a timed-out
+// batch halved for the next attempt. Nothing the shipper meets stops the
+// daemon: the edge serves while central is away, and NewOpening's spool
+// that cannot be opened is retried while the jobs run.
 package ship

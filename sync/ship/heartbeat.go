@@ -41,9 +41,11 @@ func (s *Shipper) Status(ctx context.Context) wire.Status {
 	up := time.Since(s.started)
 	st.StartedAt = now.Add(-up).UTC()
 	st.UptimeS = int64(up / time.Second)
-	sp, _ := s.spool.Stats(ctx)
-	st.Spool = wire.SpoolStatus{Events: sp.Events, Bytes: sp.Bytes, OldestTS: sp.OldestTS,
-		Dropped: s.spool.Dropped(), Quarantined: sp.Quarantined}
+	if sp := s.Spool(); sp != nil { // not open yet: reported as 0
+		ss, _ := sp.Stats(ctx)
+		st.Spool = wire.SpoolStatus{Events: ss.Events, Bytes: ss.Bytes, OldestTS: ss.OldestTS,
+			Dropped: sp.Dropped(), Quarantined: ss.Quarantined}
+	}
 	return st
 }
 

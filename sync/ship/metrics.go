@@ -5,23 +5,45 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vesta-cx/euterpe/sync/spool"
 )
 
 // Collectors are the shipper's series for /metrics. The spool gauges are
-// read at scrape time; the counters count since the daemon started.
+// read at scrape time; the counters count since the daemon started. While
+// the spool is not open every spool series is 0 and
+// euterpe_sync_spool_open says why.
 func (s *Shipper) Collectors() []prometheus.Collector {
 	stat := func(f func(events, bytes, oldest int64) float64) func() float64 {
 		return func() float64 {
+			sp := s.Spool()
+			if sp == nil {
+				return 0
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			st, err := s.spool.Stats(ctx)
+			st, err := sp.Stats(ctx)
 			if err != nil {
 				return 0
 			}
 			return f(st.Events, st.Bytes, st.OldestTS)
 		}
 	}
+	count := func(f func(*spool.Spool) int64) func() float64 {
+		return func() float64 {
+			if sp := s.Spool(); sp != nil {
+				return float64(f(sp))
+			}
+			return 0
+		}
+	}
 	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "euterpe_sync_spool_open", Help: "1 once the sync spool is open; 0 while it cannot be opened (captured events wait in Redis)."},
+			func() float64 {
+				if s.Spool() == nil {
+					return 0
+				}
+				return 1
+			}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "euterpe_sync_spool_events", Help: "Events in the sync spool, not yet accepted by central."},
 			stat(func(e, _, _ int64) float64 { return float64(e) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "euterpe_sync_spool_bytes", Help: "Size of the spooled events as the spool budget counts it."},
@@ -36,10 +58,10 @@ func (s *Shipper) Collectors() []prometheus.Collector {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "euterpe_sync_shipped_events_total", Help: "Events central accepted."},
 			func() float64 { return float64(s.Shipped()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "euterpe_sync_dropped_events_total", Help: "Delta events dropped from the full spool (reported to central as gaps)."},
-			func() float64 { return float64(s.spool.Dropped()) }),
+			count((*spool.Spool).Dropped)),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "euterpe_sync_quarantined_batches_total", Help: "Batches (or single events) set aside because central refused them or they cannot be sent."},
 			func() float64 { return float64(s.Quarantined()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "euterpe_sync_quarantine_pruned_total", Help: "Quarantined batches removed, oldest first, to keep the quarantine within the spool's budget."},
-			func() float64 { return float64(s.spool.QuarantinePruned()) }),
+			count((*spool.Spool).QuarantinePruned)),
 	}
 }

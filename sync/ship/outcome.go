@@ -22,10 +22,11 @@ const (
 	actAuth                     // log once, keep spooling, retry slowly
 	actBackoff                  // exponential backoff with full jitter
 	actSplit                    // a refused batch of several items: resend it in halves
+	actShrink                   // a body limit in front of central: send smaller bodies
 )
 
 func (a action) String() string {
-	return [...]string{"accepted", "quarantined", "retry_after", "clock_skew", "refused", "backoff", "split"}[a]
+	return [...]string{"accepted", "quarantined", "retry_after", "clock_skew", "refused", "backoff", "split", "shrink"}[a]
 }
 
 // outcomes maps central's answers to actions; the first row matching the
@@ -34,6 +35,8 @@ func (a action) String() string {
 // Quarantine is for good, so it takes central's own code: a 400 or 413
 // from a proxy in front of central (its body limit, plain HTTP sent to an
 // HTTPS port) says nothing about the batch and would set aside every one.
+// A 413 without central's code is such a proxy's body limit: smaller
+// bodies pass it, and central deduplicates by event, so the batch is split.
 var outcomes = []struct {
 	status int
 	code   string
@@ -41,6 +44,7 @@ var outcomes = []struct {
 }{
 	{http.StatusBadRequest, wire.CodeInvalidBatch, actQuarantine},
 	{http.StatusRequestEntityTooLarge, wire.CodeTooLarge, actQuarantine},
+	{http.StatusRequestEntityTooLarge, "", actShrink},
 	{http.StatusTooManyRequests, "", actRetryAfter},
 	{http.StatusServiceUnavailable, "", actRetryAfter},
 	{http.StatusUnauthorized, "clock_skew", actClockSkew},

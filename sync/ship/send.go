@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"time"
 	"unicode/utf8"
@@ -25,6 +26,7 @@ type Result struct {
 	Code   string // central's error code, if any
 	Events int    // events in the batch sent
 	Gaps   int
+	Bytes  int           // the compressed body sent
 	Wait   time.Duration // how long the sender waits before the next attempt
 	Err    error         // transport or spool error
 }
@@ -55,7 +57,34 @@ type sendState struct {
 	// batch: central stores or refuses a batch whole, so a refused batch
 	// is halved until the item central refuses goes out alone.
 	limit int
+	// bodyLimit, when positive, is the smallest compressed body something
+	// in front of central (a reverse proxy's body limit) refused with a
+	// 413 of its own, learnt at limitAt: batches are cut below it before
+	// they are sent rather than refused one after the other. It is
+	// forgotten after bodyLimitTTL, so a limit raised since is used.
+	bodyLimit int
+	limitAt   time.Time
 }
+
+// bodyLimitTTL is how long a proxy's body limit learnt from its 413 is
+// kept: one refused request an hour finds out whether it was raised.
+const bodyLimitTTL = time.Hour
+
+// ErrBodyLimit is matched when something in front of central refuses a
+// body of one event alone with a 413 of its own: no split gets it through.
+var ErrBodyLimit = errors.New("sync: something in front of central (a reverse proxy's body limit) refuses a batch of one event with 413")
+
+// overLimit reports whether a compressed body of n bytes is at or over
+// the body limit learnt from a proxy's 413.
+func (s *Shipper) overLimit(st *sendState, n int) bool {
+	if st.bodyLimit > 0 && s.cfg.Now().Sub(st.limitAt) > bodyLimitTTL {
+		st.bodyLimit = 0
+		s.clear("shrink")
+	}
+	return st.bodyLimit > 0 && n >= st.bodyLimit
+}
+
+func items(p spool.Pending) int { return len(p.Rows) + len(p.Gaps) }
 
 // cut returns the first limit items of p, gaps first; rows stay a prefix,
 // as Ack and Quarantine require.
@@ -72,7 +101,11 @@ func cut(p spool.Pending, limit int) spool.Pending {
 func (s *Shipper) SendOnce(ctx context.Context) Result { return s.sendOnce(ctx, &s.state) }
 
 func (s *Shipper) sendOnce(ctx context.Context, st *sendState) Result {
-	p, err := s.spool.Next(ctx, wire.MaxEvents, wire.MaxEvents, wire.MaxBodyBytes)
+	if s.Spool() == nil {
+		st.failures++
+		return Result{Action: actBackoff, Err: ErrNoSpool, Wait: s.backoff.Delay(st.failures)}
+	}
+	p, err := s.Spool().Next(ctx, wire.MaxEvents, wire.MaxEvents, wire.MaxBodyBytes)
 	if err != nil {
 		st.failures++
 		s.once("spool", func() { s.log.Warn("sync: cannot read the spool; retrying", "err", err) })
@@ -95,7 +128,7 @@ func (s *Shipper) sendOnce(ctx context.Context, st *sendState) Result {
 		// Unreachable for events that validate one by one; kept so a bug
 		// cannot wedge the spool: the batch is set aside, not resent forever.
 		q := spool.Quarantined{Code: "unencodable", Message: err.Error()}
-		if qerr := s.spool.Quarantine(ctx, sub, q); qerr != nil {
+		if qerr := s.Spool().Quarantine(ctx, sub, q); qerr != nil {
 			return Result{Action: actBackoff, Err: qerr, Wait: s.backoff.Delay(1)}
 		}
 		s.quarantined.Add(1)
@@ -103,10 +136,20 @@ func (s *Shipper) sendOnce(ctx context.Context, st *sendState) Result {
 		return Result{Action: actQuarantine, Err: err}
 	}
 	gz := s.compress(body)
+	// Cut below a proxy's known body limit before sending; one item alone
+	// goes out whatever its size, to find out whether the limit was raised.
+	for s.overLimit(st, len(gz)) && items(sub) > 1 {
+		st.limit = items(sub) / 2
+		nb, nbody, nsub, err := s.encode(cut(p, st.limit))
+		if err != nil { // a part of an encodable batch: not expected
+			break
+		}
+		b, body, sub, gz = nb, nbody, nsub, s.compress(nbody)
+	}
 	status, hdr, resp, err := s.post(ctx, wire.BatchPath, gz, func(req *http.Request) error {
 		return wire.Sign(req, s.signNow(), b, gz, s.cfg.Secret)
 	})
-	r := Result{Events: len(sub.Rows), Gaps: len(sub.Gaps), Status: status, Err: err}
+	r := Result{Events: len(sub.Rows), Gaps: len(sub.Gaps), Bytes: len(gz), Status: status, Err: err}
 	if err != nil {
 		r.Action = actBackoff
 	} else {
@@ -134,7 +177,7 @@ func (s *Shipper) act(ctx context.Context, st *sendState, r *Result, sub spool.P
 	}
 	switch r.Action {
 	case actAccepted:
-		if err := s.spool.Ack(ctx, sub); err != nil {
+		if err := s.Spool().Ack(ctx, sub); err != nil {
 			// Central has them; they will be resent and deduped.
 			s.unrecorded(st, r, err)
 			return
@@ -142,12 +185,18 @@ func (s *Shipper) act(ctx context.Context, st *sendState, r *Result, sub spool.P
 		st.failures = 0
 		s.shipped.Add(int64(r.Events))
 		s.gapsSent.Add(int64(r.Gaps))
-		if st.limit > 0 { // splitting: grow back towards full batches
+		// Splitting: grow back towards full batches, unless twice this
+		// body would be over a proxy's limit (only to be cut again).
+		if st.limit > 0 && (st.bodyLimit == 0 || 2*r.Bytes < st.bodyLimit) {
 			if st.limit *= 2; st.limit >= 2*wire.MaxEvents {
 				st.limit = 0
 			}
 		}
-		s.clear("network", "auth", "retry", "quarantine", "record")
+		if st.bodyLimit > 0 && r.Bytes >= st.bodyLimit { // the proxy's limit was raised
+			st.bodyLimit = 0
+			s.clear("shrink")
+		}
+		s.clear("network", "auth", "retry", "quarantine", "record", "limit")
 	case actQuarantine:
 		if items := r.Events + r.Gaps; items > 1 {
 			// One bad item refuses the whole batch: resend it in halves
@@ -159,7 +208,7 @@ func (s *Shipper) act(ctx context.Context, st *sendState, r *Result, sub spool.P
 			return
 		}
 		q := spool.Quarantined{Status: r.Status, Code: r.Code, Message: daemon.CapMessage(string(resp)), Body: body}
-		if err := s.spool.Quarantine(ctx, sub, q); err != nil {
+		if err := s.Spool().Quarantine(ctx, sub, q); err != nil {
 			s.unrecorded(st, r, err)
 			return
 		}
@@ -170,7 +219,36 @@ func (s *Shipper) act(ctx context.Context, st *sendState, r *Result, sub spool.P
 		// (one older than the edge, say) sets each aside alone.
 		s.once("quarantine", func() {
 			s.log.Error("sync: central refused an item; it is quarantined in the spool and will not be resent",
-				"status", r.Status, "code", r.Code, "events", r.Events, "gaps", r.Gaps, "spool", s.spool.Path())
+				"status", r.Status, "code", r.Code, "events", r.Events, "gaps", r.Gaps, "spool", s.Spool().Path())
+		})
+	case actShrink:
+		// Something in front of central refused the body's size: central
+		// never saw the batch, so this is no verdict on its items, and
+		// smaller bodies pass. Central deduplicates by event, so the batch
+		// is resent in parts at once, each cut below the smallest size
+		// refused.
+		if st.bodyLimit == 0 || r.Bytes < st.bodyLimit {
+			st.bodyLimit = r.Bytes
+		}
+		st.limitAt = s.cfg.Now()
+		if n := r.Events + r.Gaps; n > 1 {
+			st.limit = n / 2
+			r.Action = actSplit
+			s.once("shrink", func() {
+				s.log.Warn("sync: something in front of central refuses large batches with 413; sending smaller ones",
+					"refused_bytes", r.Bytes, "max_batch_bytes", wire.MaxCompressedBytes)
+			})
+			return
+		}
+		// One item alone: raising the limit lets it through, so it is
+		// kept, not quarantined, and everything after it waits with it.
+		st.failures++
+		r.Action, r.Wait = actBackoff, s.backoff.Delay(st.failures)
+		r.Err = fmt.Errorf("%w: a request body of %d bytes", ErrBodyLimit, r.Bytes)
+		err := r.Err
+		s.once("limit", func() {
+			s.log.Error("sync: something in front of central refuses a batch of one event with 413; shipping waits, with backoff, until its body limit is raised (nginx: client_max_body_size) to at least max_batch_bytes",
+				"err", err, "max_batch_bytes", wire.MaxCompressedBytes, "status", r.Status)
 		})
 	case actRetryAfter:
 		d, ok := retryAfter(hdr, s.cfg.Now())
@@ -206,6 +284,13 @@ func (s *Shipper) act(ctx context.Context, st *sendState, r *Result, sub spool.P
 	default:
 		st.failures++
 		r.Wait = s.backoff.Delay(st.failures)
+		if n := r.Events + r.Gaps; n > 1 && timedOut(r.Err) {
+			// An uplink too slow to carry this batch within the client's
+			// timeout would time out on it for ever: the next one is half
+			// as large. Accepted batches double again, so after an outage
+			// (a dead link times out too) this costs a few small batches.
+			st.limit = n / 2
+		}
 		switch {
 		case r.Err != nil:
 		case r.Status >= 300 && r.Status < 400:
@@ -219,6 +304,12 @@ func (s *Shipper) act(ctx context.Context, st *sendState, r *Result, sub spool.P
 	}
 }
 
+// timedOut reports whether err is a request that ran out of time.
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}
+
 // unrecorded handles an answer the spool could not record: the batch
 // stays and goes out again, and central answers it the same way. A spool
 // that keeps failing (a dying SD card, a full disk) backs off like any
@@ -228,7 +319,7 @@ func (s *Shipper) unrecorded(st *sendState, r *Result, err error) {
 	r.Err, r.Wait = err, s.backoff.Delay(st.failures)
 	s.once("record", func() {
 		s.log.Warn("sync: cannot record central's answer in the spool; the batch will be sent again",
-			"spool", s.spool.Path(), "err", err)
+			"spool", s.Spool().Path(), "err", err)
 	})
 }
 
@@ -246,7 +337,7 @@ func (s *Shipper) quarantineInvalid(ctx context.Context, p spool.Pending) (Resul
 		}
 		body, _ := json.Marshal(wg)
 		q := spool.Quarantined{Code: "invalid_gap", Message: err.Error(), Body: body}
-		if qerr := s.spool.Quarantine(ctx, spool.Pending{Gaps: []spool.Gap{g}}, q); qerr != nil {
+		if qerr := s.Spool().Quarantine(ctx, spool.Pending{Gaps: []spool.Gap{g}}, q); qerr != nil {
 			return Result{Action: actBackoff, Err: qerr, Wait: s.backoff.Delay(1)}, false
 		}
 		s.quarantined.Add(1)
@@ -263,7 +354,7 @@ func (s *Shipper) quarantineInvalid(ctx context.Context, p spool.Pending) (Resul
 		}
 		body, _ := json.Marshal(e)
 		q := spool.Quarantined{Code: "invalid_event", Message: err.Error(), Body: body}
-		if qerr := s.spool.Quarantine(ctx, spool.Pending{Rows: []spool.Row{row}}, q); qerr != nil {
+		if qerr := s.Spool().Quarantine(ctx, spool.Pending{Rows: []spool.Row{row}}, q); qerr != nil {
 			return Result{Action: actBackoff, Err: qerr, Wait: s.backoff.Delay(1)}, false
 		}
 		s.quarantined.Add(1)

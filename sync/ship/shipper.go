@@ -98,10 +98,13 @@ func (c *Config) defaults() {
 
 // Shipper moves, ships and reports; Run owns its goroutines.
 type Shipper struct {
-	cfg   Config
-	log   *slog.Logger
-	rdb   redis.UniversalClient
-	spool *spool.Spool
+	cfg Config
+	log *slog.Logger
+	rdb redis.UniversalClient
+	// sp is the spool, nil until open succeeds; the heartbeat and
+	// /metrics read it while Run is still opening it.
+	sp   atomic.Pointer[spool.Spool]
+	open func(context.Context) (*spool.Spool, error) // nil: sp was given to New
 
 	backoff lease.Backoff
 	offset  atomic.Int64 // signing clock correction, nanoseconds
@@ -131,9 +134,36 @@ type Shipper struct {
 // ErrConfig is matched by New's refusals of its Config.
 var ErrConfig = errors.New("sync: invalid shipper configuration")
 
+// ErrNoSpool is matched when the spool is not open yet.
+var ErrNoSpool = errors.New("sync: the spool is not open")
+
 // New returns a Shipper moving from rdb's capture stream into sp and
-// shipping to cfg.URL.
+// shipping to cfg.URL; the caller closes sp after Run.
 func New(log *slog.Logger, rdb redis.UniversalClient, sp *spool.Spool, cfg Config) (*Shipper, error) {
+	s, err := newShipper(log, rdb, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.setSpool(sp)
+	return s, nil
+}
+
+// NewOpening is New with a spool that Run opens with open, and closes
+// when it returns. A spool that cannot be opened (a full disk, a read-only
+// or missing state directory) does not stop the edge: Run logs it once at
+// error level and retries with backoff, the heartbeat goes on, captured
+// events wait on the capture stream in Redis, and moving and shipping
+// start once it opens.
+func NewOpening(log *slog.Logger, rdb redis.UniversalClient, open func(context.Context) (*spool.Spool, error), cfg Config) (*Shipper, error) {
+	s, err := newShipper(log, rdb, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.open = open
+	return s, nil
+}
+
+func newShipper(log *slog.Logger, rdb redis.UniversalClient, cfg Config) (*Shipper, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -154,33 +184,70 @@ func New(log *slog.Logger, rdb redis.UniversalClient, sp *spool.Spool, cfg Confi
 	case len(cfg.Secret) == 0:
 		return nil, fmt.Errorf("%w: no secret", ErrConfig)
 	}
-	if aside := sp.SetAside(); aside != "" {
-		log.Error("sync: the spool file was corrupt; it is set aside and an empty spool took its place: the events in it are not shipped",
-			"spool", sp.Path(), "set_aside", aside)
-	}
 	return &Shipper{
-		cfg: cfg, log: log, rdb: rdb, spool: sp,
+		cfg: cfg, log: log, rdb: rdb,
 		backoff: lease.Backoff{Base: cfg.BackoffBase, Cap: cfg.BackoffMax, Rand: cfg.Rand},
 		started: time.Now(), wake: make(chan struct{}, 1), logged: map[string]bool{},
 	}, nil
 }
 
-// Run moves, ships and sends heartbeats until ctx ends; it returns nil then.
+func (s *Shipper) setSpool(sp *spool.Spool) {
+	s.sp.Store(sp)
+	if aside := sp.SetAside(); aside != "" {
+		s.log.Error("sync: the spool file was corrupt; it is set aside and an empty spool took its place: the events in it are not shipped",
+			"spool", sp.Path(), "set_aside", aside)
+	}
+}
+
+// Run moves, ships and sends heartbeats until ctx ends; it returns nil
+// then. A spool NewOpening was given the opener of is opened first (the
+// heartbeat runs meanwhile) and closed when Run returns.
 func (s *Shipper) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	loops := []func(context.Context){s.moveLoop, s.sendLoop}
-	if s.cfg.Heartbeat > 0 {
-		loops = append(loops, s.heartbeatLoop)
-	}
-	for _, l := range loops {
+	start := func(l func(context.Context)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			l(ctx)
 		}()
 	}
+	if s.cfg.Heartbeat > 0 {
+		start(s.heartbeatLoop)
+	}
+	var err error
+	if s.open == nil || s.openSpool(ctx) {
+		start(s.moveLoop)
+		start(s.sendLoop)
+	}
 	wg.Wait()
-	return nil
+	if sp := s.Spool(); s.open != nil && sp != nil {
+		err = sp.Close()
+	}
+	return err
+}
+
+// openSpool opens the spool, retrying with backoff until it opens or ctx
+// ends (false). The failure is logged once: it lasts as long as the disk
+// stays full, and the capture stream in Redis holds the events meanwhile.
+func (s *Shipper) openSpool(ctx context.Context) bool {
+	for failures := 1; ; failures++ {
+		sp, err := s.open(ctx)
+		if err == nil {
+			s.setSpool(sp)
+			if failures > 1 {
+				s.log.Info("sync: the spool is open; moving and shipping start", "spool", sp.Path())
+			}
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		s.once("open", func() {
+			s.log.Error("sync: cannot open the spool; jobs run as usual, captured events wait in Redis (sync:events) and shipping starts once it opens; retrying with backoff",
+				"err", daemon.CapMessage(err.Error()))
+		})
+		daemon.Sleep(ctx, s.backoff.Delay(failures))
+	}
 }
 
 // Shipped, Quarantined and GapsSent count since start (metrics).
@@ -188,8 +255,8 @@ func (s *Shipper) Shipped() int64     { return s.shipped.Load() }
 func (s *Shipper) Quarantined() int64 { return s.quarantined.Load() }
 func (s *Shipper) GapsSent() int64    { return s.gapsSent.Load() }
 
-// Spool is the shipper's spool.
-func (s *Shipper) Spool() *spool.Spool { return s.spool }
+// Spool is the shipper's spool; nil while NewOpening's is not open yet.
+func (s *Shipper) Spool() *spool.Spool { return s.sp.Load() }
 
 // signNow is the signing clock: the edge's clock corrected by central's.
 func (s *Shipper) signNow() time.Time {
@@ -221,7 +288,7 @@ func (s *Shipper) clear(keys ...string) {
 // never match a capture entry again, and the next move that reads the
 // whole stream clears it.
 func (s *Shipper) moved(ctx context.Context, caps []jobs.Captured, drained bool) {
-	if err := s.spool.Moved(ctx, caps, drained); err != nil {
+	if err := s.Spool().Moved(ctx, caps, drained); err != nil {
 		s.once("moved", func() { s.log.Warn("sync: cannot clear the spool's tombstones of moved events", "err", err) })
 	} else {
 		s.clear("moved")
@@ -263,6 +330,9 @@ func (s *Shipper) moveLoop(ctx context.Context) {
 // again would spool them a second time — shipped twice, and, once the
 // budget drops them, counted in a gap of events central has.
 func (s *Shipper) MoveOnce(ctx context.Context) (int, error) {
+	if s.Spool() == nil {
+		return 0, ErrNoSpool
+	}
 	s.moveMu.Lock()
 	defer s.moveMu.Unlock()
 	if m := s.unmoved; m != nil {
@@ -286,14 +356,14 @@ func (s *Shipper) MoveOnce(ctx context.Context) (int, error) {
 		caps[i] = jobs.CapturedFromValues(m.ID, m.Values)
 		ids[i] = m.ID
 	}
-	res, err := s.spool.Add(ctx, caps)
+	res, err := s.Spool().Add(ctx, caps)
 	if err != nil {
 		return 0, err
 	}
 	if res.Dropped > 0 {
 		s.once("drop", func() {
 			s.log.Warn("sync: spool full, dropping the oldest delta events (gaps are reported to central)",
-				"spool", s.spool.Path(), "dropped", res.Dropped)
+				"spool", s.Spool().Path(), "dropped", res.Dropped)
 		})
 	} else {
 		s.clear("drop")

@@ -483,16 +483,18 @@ func TestOnlyCentralsBatchResultDeletesTheBatch(t *testing.T) {
 // (invalid_batch, too_large). The same status from something in front of
 // it — a proxy's body limit, "plain HTTP sent to the HTTPS port" — says
 // nothing about the batch: quarantining would set aside every batch the
-// edge has, so it backs off and keeps them.
+// edge has, so it keeps them: a proxy's 413 splits the batch (smaller
+// bodies pass its limit, TestProxyBodyLimitSplitsBatches), a 400 backs off.
 func TestRefusalNotFromCentralIsNotQuarantined(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		status int
 		body   string
+		act    action
 	}{
-		{"nginx 413", http.StatusRequestEntityTooLarge, "<html><head><title>413 Request Entity Too Large</title></head></html>"},
-		{"plain HTTP to HTTPS port", http.StatusBadRequest, "<html><head><title>400 The plain HTTP request was sent to HTTPS port</title></head></html>"},
-		{"another error code", http.StatusBadRequest, `{"error":{"code":"bad_request"}}`},
+		{"nginx 413", http.StatusRequestEntityTooLarge, "<html><head><title>413 Request Entity Too Large</title></head></html>", actSplit},
+		{"plain HTTP to HTTPS port", http.StatusBadRequest, "<html><head><title>400 The plain HTTP request was sent to HTTPS port</title></head></html>", actBackoff},
+		{"another error code", http.StatusBadRequest, `{"error":{"code":"bad_request"}}`, actBackoff},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, 64<<20, nil)
@@ -506,14 +508,14 @@ func TestRefusalNotFromCentralIsNotQuarantined(t *testing.T) {
 			_, err := h.sh.MoveOnce(context.Background())
 			require.NoError(t, err)
 			r := h.sh.SendOnce(context.Background())
-			assert.Equal(t, actBackoff, r.Action, "%+v", r)
+			assert.Equal(t, tc.act, r.Action, "%+v", r)
 			assert.Zero(t, h.sh.Quarantined())
 			q, err := h.sh.Spool().QuarantineList(context.Background())
 			require.NoError(t, err)
 			assert.Empty(t, q)
 
 			h.rc.SetHook(nil)
-			require.Equal(t, actAccepted, h.sh.SendOnce(context.Background()).Action)
+			h.drain()
 			assert.Equal(t, want, h.rc.Events())
 		})
 	}

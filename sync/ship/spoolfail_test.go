@@ -3,16 +3,21 @@ package ship
 import (
 	"context"
 	"database/sql"
+	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
+	"github.com/vesta-cx/euterpe/edge/jobs"
 	"github.com/vesta-cx/euterpe/sync/ship/shiptest"
+	"github.com/vesta-cx/euterpe/sync/spool"
 	"github.com/vesta-cx/euterpe/sync/wire"
 )
 
@@ -96,4 +101,72 @@ func TestCorruptSpoolIsLoggedAndShippingGoesOn(t *testing.T) {
 	want := h.written(h.jobs(2, 1, `{}`))
 	h.drain()
 	assert.Equal(t, want, h.rc.Events())
+}
+
+// A spool that cannot be opened (here its directory's path runs through a
+// regular file; a full disk or a read-only file system fail the same way)
+// is retried with backoff and logged once at error level; heartbeats go on
+// and captured events wait on the capture stream. Once it opens, they are
+// shipped, and Run closes the spool it opened.
+func TestSpoolThatCannotBeOpenedIsRetried(t *testing.T) {
+	h := newHarness(t, 64<<20, nil)
+	blocker := filepath.Join(t.TempDir(), "state")
+	require.NoError(t, os.WriteFile(blocker, []byte("a file where the state directory goes"), 0o600))
+	path := filepath.Join(blocker, spool.File)
+	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	sh, err := NewOpening(log, h.rdb, func(ctx context.Context) (*spool.Spool, error) {
+		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+			return nil, err
+		}
+		return spool.Open(ctx, path, 64<<20)
+	}, Config{URL: h.rc.URL, EdgeID: "jetson-1", Secret: []byte(testSecret), BackoffBase: 10 * time.Millisecond,
+		BackoffMax: 50 * time.Millisecond, Poll: 10 * time.Millisecond, Heartbeat: 20 * time.Millisecond})
+	require.NoError(t, err)
+	reg := prometheus.NewRegistry()
+	for _, c := range sh.Collectors() {
+		require.NoError(t, reg.Register(c))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sh.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+
+	want := h.written(h.jobs(3, 1, `{}`))
+	require.Eventually(t, func() bool { return len(h.rc.Statuses()) >= 3 }, 5*time.Second, 10*time.Millisecond, "heartbeats go on")
+	assert.Zero(t, h.rc.Count())
+	assert.Equal(t, int64(len(want)), h.rdb.XLen(ctx, jobs.CaptureStream).Val(), "the events wait in Redis")
+	_, err = sh.MoveOnce(ctx)
+	assert.ErrorIs(t, err, ErrNoSpool)
+	assert.ErrorIs(t, sh.SendOnce(ctx).Err, ErrNoSpool)
+	assert.Equal(t, 0.0, gauge(t, reg, "euterpe_sync_spool_open"))
+	assert.Equal(t, 0.0, gauge(t, reg, "euterpe_sync_spool_events"))
+	assert.Equal(t, 1, strings.Count(h.logs.String(), `level=ERROR msg="sync: cannot open the spool`), "logged once:\n%s", h.logs)
+
+	require.NoError(t, os.Remove(blocker))
+	require.Eventually(t, func() bool { return h.rc.Count() == len(want) }, 10*time.Second, 10*time.Millisecond, "%s", h.logs)
+	assert.Equal(t, want, h.rc.Events())
+	assert.Equal(t, 1.0, gauge(t, reg, "euterpe_sync_spool_open"))
+	assert.Zero(t, h.rdb.XLen(ctx, jobs.CaptureStream).Val())
+
+	cancel()
+	require.NoError(t, <-done)
+	done <- nil
+	_, err = sh.Spool().Stats(context.Background())
+	assert.Error(t, err, "Run closed the spool it opened")
+}
+
+func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no %s", name)
+	return 0
 }

@@ -1,0 +1,95 @@
+package ship
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vesta-cx/euterpe/sync/wire"
+)
+
+// Whatever answers at the sync URL instead of central — a redirect, a page
+// that is not central's result, a body that never ends or never stops, a
+// 429 without Retry-After — neither deletes the batch nor sets it aside,
+// and the sender waits longer after each such answer instead of resending
+// at once. Once central answers again, everything ships.
+func TestBadAnswersKeepTheBatchAndBackOff(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		act   action
+		serve func(w http.ResponseWriter, r *http.Request)
+	}{
+		{"301 to https", actBackoff, func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "https://central.example"+r.URL.Path, http.StatusMovedPermanently)
+		}},
+		{"200 not JSON", actBackoff, func(w http.ResponseWriter, r *http.Request) {
+			_, _ = w.Write([]byte("OK"))
+		}},
+		{"200 huge", actBackoff, func(w http.ResponseWriter, r *http.Request) {
+			chunk := []byte(`{"accepted":0,"duplicates":0,"gaps":0,"x":"` + strings.Repeat("y", 1<<20))
+			for i := 0; i < 20 && r.Context().Err() == nil; i++ {
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+			}
+		}},
+		{"200 never ends", actBackoff, func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusOK)
+			_, _ = w.Write([]byte(`{"accepted":`))
+			for r.Context().Err() == nil {
+				w.(http.Flusher).Flush()
+				time.Sleep(20 * time.Millisecond)
+				if _, err := w.Write([]byte(" ")); err != nil {
+					return
+				}
+			}
+		}},
+		{"429 without Retry-After", actRetryAfter, func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusTooManyRequests)
+		}},
+		{"502 page", actBackoff, func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusBadGateway)
+			_, _ = w.Write([]byte("<html>Bad Gateway</html>"))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, 64<<20, func(c *Config) {
+				c.BackoffBase, c.BackoffMax = 100*time.Millisecond, 400*time.Millisecond
+				c.Rand = func() float64 { return 0.999 }
+				c.Client = &http.Client{Timeout: time.Second}
+			})
+			h.rc.SetHook(func(w http.ResponseWriter, r *http.Request, _ int) bool {
+				if r.URL.Path != wire.BatchPath {
+					return false
+				}
+				tc.serve(w, r)
+				return true
+			})
+			ctx := context.Background()
+			want := h.written(h.jobs(2, 1, `{}`))
+			_, err := h.sh.MoveOnce(ctx)
+			require.NoError(t, err)
+			var waits []time.Duration
+			for i := 0; i < 4; i++ {
+				start := time.Now()
+				r := h.sh.SendOnce(ctx)
+				assert.Less(t, time.Since(start), 3*time.Second, "the answer is given up on")
+				require.Equal(t, tc.act, r.Action, "%+v", r)
+				waits = append(waits, r.Wait.Round(10*time.Millisecond))
+			}
+			assert.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 400 * time.Millisecond}, waits)
+			st, err := h.sh.Spool().Stats(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, int64(len(want)), st.Events, "the batch is kept")
+			assert.Zero(t, st.Quarantined)
+
+			h.rc.SetHook(nil)
+			h.drain()
+			assert.Equal(t, want, h.rc.Events())
+		})
+	}
+}

@@ -1,0 +1,140 @@
+package ship
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vesta-cx/euterpe/sync/wire"
+)
+
+// proxyLimit answers, as nginx's client_max_body_size does, 413 with an
+// HTML page (not central's error body) to every batch whose body is over
+// limit bytes; it counts the refusals.
+func proxyLimit(h *harness, limit *atomic.Int64, refused *atomic.Int32) {
+	h.rc.SetHook(func(w http.ResponseWriter, r *http.Request, _ int) bool {
+		if r.URL.Path != wire.BatchPath || r.ContentLength <= limit.Load() {
+			return false
+		}
+		refused.Add(1)
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusRequestEntityTooLarge)
+		_, _ = w.Write([]byte("<html><head><title>413 Request Entity Too Large</title></head><body>nginx</body></html>"))
+		return true
+	})
+}
+
+// A reverse proxy's body limit below the edge's batch size refuses full
+// batches with a 413 of its own. Central deduplicates by event, so the
+// batch is split until its parts pass, and the size the proxy refused is
+// remembered: later batches are cut below it before they are sent, not
+// refused one after the other. Nothing is quarantined.
+func TestProxyBodyLimitSplitsBatches(t *testing.T) {
+	h := newHarness(t, 64<<20, nil)
+	var limit atomic.Int64
+	var refused atomic.Int32
+	limit.Store(6 << 10)
+	proxyLimit(h, &limit, &refused)
+	ctx := context.Background()
+	var ids []string
+	for i := 0; i < 50; i++ {
+		ids = append(ids, h.jobs(1, 8, fmt.Sprintf(`{"text":"token %d of a reply long enough to matter"}`, i))...)
+	}
+	want := h.written(ids)
+	for {
+		n, err := h.sh.MoveOnce(ctx)
+		require.NoError(t, err)
+		if n == 0 {
+			break
+		}
+	}
+	for i := 0; ; i++ {
+		require.Less(t, i, 200, "shipping stopped behind the proxy's limit: %d refusals", refused.Load())
+		r := h.sh.SendOnce(ctx)
+		if r.Idle {
+			break
+		}
+		require.NotEqual(t, actQuarantine, r.Action, "%+v", r)
+		require.NotEqual(t, actBackoff, r.Action, "%+v", r)
+	}
+	assert.Equal(t, want, h.rc.Events())
+	assert.Zero(t, h.sh.Quarantined())
+	assert.LessOrEqual(t, refused.Load(), int32(5), "the refused size is remembered, not met again and again")
+}
+
+// One event alone over a proxy's limit is not central's verdict on it:
+// raising the limit lets it through. It is kept, and the sender backs off
+// and says once, at error level, what refused which size; once the limit
+// is raised everything ships.
+func TestProxyRefusingOneEventBacksOffAndSaysWhy(t *testing.T) {
+	h := newHarness(t, 64<<20, nil)
+	var limit atomic.Int64
+	var refused atomic.Int32
+	limit.Store(200)
+	proxyLimit(h, &limit, &refused)
+	ctx := context.Background()
+	want := h.written(h.jobs(2, 1, `{}`))
+	_, err := h.sh.MoveOnce(ctx)
+	require.NoError(t, err)
+	var backoffs int
+	for i := 0; backoffs < 4; i++ {
+		require.Less(t, i, 50)
+		r := h.sh.SendOnce(ctx)
+		require.NotEqual(t, actQuarantine, r.Action, "%+v", r)
+		if r.Action == actBackoff {
+			backoffs++
+			require.Error(t, r.Err)
+			assert.Equal(t, 1, r.Events+r.Gaps, "split down to one event")
+			assert.Positive(t, r.Wait)
+		}
+	}
+	assert.Zero(t, h.sh.Quarantined())
+	assert.Equal(t, 1, strings.Count(h.logs.String(), "level=ERROR msg=\"sync: something in front of central refuses"), "logged once:\n%s", h.logs)
+	assert.Regexp(t, `body of \d+ bytes`, h.logs.String(), "the log names the size refused")
+
+	limit.Store(1 << 30)
+	h.drain()
+	assert.Equal(t, want, h.rc.Events())
+	assert.Zero(t, h.sh.Quarantined())
+}
+
+// An uplink too slow to carry a full batch within the client's timeout
+// (a weak cellular link) would time out on the same batch for ever. A
+// timed-out batch is halved for the next attempt, so smaller ones get
+// through; central deduplicates what a timed-out request did store.
+func TestTimedOutBatchesAreHalved(t *testing.T) {
+	h := newHarness(t, 64<<20, func(c *Config) {
+		c.Client = &http.Client{Timeout: 400 * time.Millisecond}
+	})
+	var full atomic.Int64
+	h.rc.SetHook(func(w http.ResponseWriter, r *http.Request, _ int) bool {
+		if r.URL.Path == wire.BatchPath {
+			// The body arrives at a rate at which the first, full batch
+			// takes twice the timeout.
+			full.CompareAndSwap(0, r.ContentLength)
+			time.Sleep(time.Duration(float64(800*time.Millisecond) * float64(r.ContentLength) / float64(full.Load())))
+		}
+		return false
+	})
+	ctx := context.Background()
+	var ids []string
+	for i := 0; i < 20; i++ {
+		ids = append(ids, h.jobs(1, 8, fmt.Sprintf(`{"text":"token %d"}`, i))...)
+	}
+	want := h.written(ids)
+	_, err := h.sh.MoveOnce(ctx)
+	require.NoError(t, err)
+	for i := 0; ; i++ {
+		require.Less(t, i, 15, "the same batch times out again and again")
+		if r := h.sh.SendOnce(ctx); r.Idle {
+			break
+		}
+	}
+	assert.Equal(t, want, h.rc.Events())
+}

@@ -322,6 +322,9 @@ func TestInvalidBodiesWriteNothing(t *testing.T) {
 			{"webhook relative", mut(func(m map[string]any) { m["status_webhook_url"] = "/hook" }), "status_webhook_url"},
 			{"webhook policy", mut(func(m map[string]any) { m["status_webhook_url"] = "http://169.254.169.254/" }), "status_webhook_url"},
 			{"refresh scheme", mut(func(m map[string]any) { m["refresh_url"] = "ftp://x/y" }), "refresh_url"},
+			// Stored with the job and requested on every event: bounded like source.url.
+			{"webhook too long", mut(func(m map[string]any) { m["status_webhook_url"] = "https://h.example/" + strings.Repeat("a", 8192) }), "status_webhook_url"},
+			{"refresh too long", mut(func(m map[string]any) { m["refresh_url"] = "https://h.example/" + strings.Repeat("a", 8192) }), "refresh_url"},
 			{"metadata array", mut(func(m map[string]any) { m["metadata"] = []any{1} }), "metadata"},
 			// JSON carries these; Postgres text and jsonb refuse them.
 			{"latin-1 metadata", strings.Replace(mut(func(m map[string]any) { m["metadata"] = map[string]any{"t": "cafe"} }), "cafe", "caf\xe9", 1), "body"},

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -47,7 +46,7 @@ func (r *CredentialsRequest) validate() (credentials.Storage, error) {
 		if err := httpURL(r.Source.URL); err != nil {
 			return st, &FieldError{"source.url", err.Error()}
 		}
-		if len(r.Source.URL) > 8192 {
+		if len(r.Source.URL) > maxURL {
 			return st, &FieldError{"source.url", "is too long"}
 		}
 		st.SourceURL = r.Source.URL
@@ -94,13 +93,17 @@ func (a *API) updateCredentials(c echo.Context) error {
 	}
 	defer clear(body)
 	var r CredentialsRequest
-	if err := json.Unmarshal(body, &r); err != nil {
-		return daemon.Errorf(http.StatusBadRequest, "invalid_request", "body is not a valid credentials object")
+	var st credentials.Storage
+	err = decodeStrict(body, &r)
+	if err == nil {
+		st, err = r.validate()
 	}
-	st, err := r.validate()
 	var fe *FieldError
 	if errors.As(err, &fe) {
 		return daemon.Errorf(http.StatusBadRequest, "invalid_request", "%s %s", fe.Field, fe.Reason)
+	}
+	if err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 10*time.Second)
 	defer cancel()

@@ -55,45 +55,58 @@ type FieldError struct {
 func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
 
 const (
-	maxMetadata   = 16 << 10
 	maxRenditions = 16
 	maxString     = 1024
+	// maxURL bounds a URL the job stores: a signed source URL, whose query
+	// can be long, and the callback URLs requested on every event.
+	maxURL = 8192
 )
 
-// decode parses body strictly: unknown fields, trailing data, wrong types
-// and names a parser could read two ways (unambiguousNames) are errors
-// naming the field.
+// decode parses body strictly (decodeStrict) as a job request.
 func decode(body []byte) (*TranscodeRequest, error) {
-	if err := storableText(body); err != nil {
+	var r TranscodeRequest
+	if err := decodeStrict(body, &r); err != nil {
 		return nil, err
+	}
+	return &r, nil
+}
+
+// decodeStrict parses body into v, which every request body of the API
+// goes through: text Postgres could not store (storableText), unknown
+// fields, trailing data, wrong types and names a parser could read two
+// ways (unambiguousNames) are errors naming the field. No reason quotes a
+// value, so a secret in the body never reaches the answer or a log.
+func decodeStrict(body []byte, v any) error {
+	if err := storableText(body); err != nil {
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	var r TranscodeRequest
-	if err := dec.Decode(&r); err != nil {
+	if err := dec.Decode(v); err != nil {
 		var te *json.UnmarshalTypeError
 		var se *json.SyntaxError
 		switch {
 		case errors.As(err, &te):
-			return nil, &FieldError{Field: te.Field, Reason: "has the wrong type (want " + te.Type.String() + ")"}
+			f := te.Field
+			if f == "" {
+				f = "body"
+			}
+			return &FieldError{Field: f, Reason: "has the wrong type (want " + te.Type.String() + ")"}
 		case errors.As(err, &se):
-			return nil, &FieldError{Field: "body", Reason: fmt.Sprintf("is not valid JSON (offset %d)", se.Offset)}
+			return &FieldError{Field: "body", Reason: fmt.Sprintf("is not valid JSON (offset %d)", se.Offset)}
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
 			f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-			return nil, &FieldError{Field: f, Reason: "is not a known field"}
+			return &FieldError{Field: shorten(f), Reason: "is not a known field"}
 		default:
-			return nil, &FieldError{Field: "body", Reason: "is not a valid JSON object"}
+			return &FieldError{Field: "body", Reason: "is not a valid JSON object"}
 		}
 	}
 	// Not dec.More: it answers false before a stray ']' or '}', which would
 	// let `{…}}` through.
 	if len(bytes.TrimLeft(body[dec.InputOffset():], " \t\r\n")) > 0 {
-		return nil, &FieldError{Field: "body", Reason: "has data after the JSON object"}
+		return &FieldError{Field: "body", Reason: "has data after the JSON object"}
 	}
-	if err := unambiguousNames(body); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return unambiguousNames(body)
 }
 
 // storableText refuses a body Postgres could not store as sent: JSON lets
@@ -260,6 +273,9 @@ func (r *TranscodeRequest) validate(checkURL func(string) error) error {
 		if err := httpURL(u.v); err != nil {
 			return &FieldError{u.field, err.Error()}
 		}
+		if len(u.v) > maxURL {
+			return &FieldError{u.field, "is too long"}
+		}
 		if checkURL != nil {
 			if err := checkURL(u.v); err != nil {
 				return &FieldError{u.field, err.Error()}
@@ -267,13 +283,7 @@ func (r *TranscodeRequest) validate(checkURL func(string) error) error {
 		}
 	}
 	if len(r.Metadata) > 0 {
-		if len(r.Metadata) > maxMetadata {
-			return &FieldError{"metadata", fmt.Sprintf("must be at most %d bytes", maxMetadata)}
-		}
-		var obj map[string]any
-		if err := json.Unmarshal(r.Metadata, &obj); err != nil || obj == nil {
-			return &FieldError{"metadata", "must be a JSON object"}
-		}
+		return validMetadata(r.Metadata)
 	}
 	return nil
 }
@@ -286,7 +296,7 @@ func (s *SourceRequest) validate() error {
 		if err := httpURL(s.URL); err != nil {
 			return &FieldError{"source.url", err.Error()}
 		}
-		if len(s.URL) > 8192 {
+		if len(s.URL) > maxURL {
 			return &FieldError{"source.url", "is too long"}
 		}
 		return nil

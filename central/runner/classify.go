@@ -3,6 +3,7 @@ package runner
 import (
 	"errors"
 	"io/fs"
+	"syscall"
 
 	"github.com/vesta-cx/euterpe/central/inbox"
 	"github.com/vesta-cx/euterpe/central/storage"
@@ -73,6 +74,10 @@ func classify(err error) inbox.JobError {
 	if errors.As(err, &re) {
 		return inbox.JobError{Class: inbox.Permanent, Code: "invalid_rendition", Message: msg}
 	}
+	if killed(err) {
+		msg = daemon.CapMessage("killed by a signal the runner did not send (out of memory?): " + msg)
+		return inbox.JobError{Class: inbox.Retryable, Code: "transcode_killed", Message: msg}
+	}
 	for _, r := range rules {
 		if errors.Is(err, r.is) {
 			return inbox.JobError{Class: r.class, Code: r.code, Message: msg}
@@ -89,4 +94,21 @@ func classify(err error) inbox.JobError {
 // given back without spending an attempt.
 func infrastructure(err error) bool {
 	return errors.Is(err, transcode.ErrMissing)
+}
+
+// killed reports an ffmpeg or ffprobe that died of SIGKILL. The runner's
+// own kills (lost lease, stall, shutdown) cancel the program's context and
+// come back as that context's error, never as a RunError, so this SIGKILL
+// came from outside: above all the kernel's OOM killer, which says this
+// machine ran out of memory, not that the media is bad. A retry, here
+// later or on another runner, can succeed. A shell wrapper (EUTERPE_FFMPEG)
+// that runs ffmpeg as its child reports the child's SIGKILL as 128+9. A
+// crash by any other signal (SIGSEGV on hostile media) is the media's
+// doing and stays transcode_failed.
+func killed(err error) bool {
+	var re *transcode.RunError
+	if !errors.As(err, &re) {
+		return false
+	}
+	return re.Signal == syscall.SIGKILL || re.ExitCode == 128+int(syscall.SIGKILL)
 }

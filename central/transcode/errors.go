@@ -3,6 +3,7 @@ package transcode
 import (
 	"errors"
 	"fmt"
+	"syscall"
 )
 
 // Sentinels matched with errors.Is.
@@ -37,13 +38,17 @@ func (e *MissingError) Unwrap() error        { return e.Err }
 // it printed (bounded), which names the problem with the media.
 type RunError struct {
 	Program  string
-	ExitCode int
+	ExitCode int            // -1 when a signal ended the program
+	Signal   syscall.Signal // the signal that ended it; 0 when it exited
 	Stderr   string
 	kind     error // ErrInvalidMedia, ErrFailed or ErrLocalIO
 }
 
 func (e *RunError) Error() string {
 	msg := fmt.Sprintf("%s exited with status %d", e.Program, e.ExitCode)
+	if e.Signal != 0 {
+		msg = fmt.Sprintf("%s killed by signal %d (%s)", e.Program, int(e.Signal), e.Signal)
+	}
 	if e.Stderr != "" {
 		msg += ": " + e.Stderr
 	}

@@ -202,7 +202,11 @@ func runErr(program string, err error, stderr string, kind error) error {
 	if diskFull(stderr) {
 		kind = ErrLocalIO
 	}
-	return &RunError{Program: program, ExitCode: ee.ExitCode(), Stderr: stderr, kind: kind}
+	re := &RunError{Program: program, ExitCode: ee.ExitCode(), Stderr: stderr, kind: kind}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		re.Signal = ws.Signal()
+	}
+	return re
 }
 
 // secretEnv are the variables the runner's programs are started without.

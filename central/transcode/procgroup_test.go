@@ -5,13 +5,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vesta-cx/euterpe/central/transcode"
 	"github.com/vesta-cx/euterpe/central/transcode/transcodetest"
+	"github.com/vesta-cx/euterpe/daemon/procgroup/proctest"
 	"github.com/vesta-cx/euterpe/daemon/testsvc"
 )
 
@@ -27,36 +27,6 @@ func wrapper(t *testing.T, cmd string) (program, pidFile string) {
 		t.Fatal(err)
 	}
 	return program, pidFile
-}
-
-// running reports whether pid is a live process (a zombie is not).
-func running(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
-}
-
-func readPid(t *testing.T, pidFile string) int {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		b, err := os.ReadFile(pidFile)
-		if err == nil {
-			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-			if err != nil {
-				t.Fatalf("pid file: %v", err)
-			}
-			return pid
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the wrapped program never started its child")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // TestCancelKillsWrappedProgram: cancelling a transcode or a probe stops
@@ -92,7 +62,7 @@ func TestCancelKillsWrappedProgram(t *testing.T) {
 			defer cancel()
 			res := make(chan error, 1)
 			go func() { res <- tc.run(ctx, program) }()
-			child := readPid(t, pidFile)
+			child := proctest.ReadPid(t, pidFile)
 			t.Cleanup(func() {
 				if p, err := os.FindProcess(child); err == nil {
 					_ = p.Kill()
@@ -112,13 +82,7 @@ func TestCancelKillsWrappedProgram(t *testing.T) {
 			if d := time.Since(start); d > time.Second {
 				t.Errorf("returned %v after cancel", d)
 			}
-			deadline := time.Now().Add(time.Second)
-			for running(child) {
-				if time.Now().After(deadline) {
-					t.Fatalf("child %d of the wrapped %s still running after cancel", child, tc.name)
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			proctest.RequireGone(t, "the wrapped "+tc.name+"'s child", child, time.Second)
 		})
 	}
 }

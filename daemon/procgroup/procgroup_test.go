@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vesta-cx/euterpe/daemon/procgroup"
+	"github.com/vesta-cx/euterpe/daemon/procgroup/proctest"
 )
 
 // parentEnv makes the test binary the daemon of TestDaemonKilledKillsProgram:
@@ -37,47 +38,6 @@ func TestMain(m *testing.M) {
 func writePid(pidFile string, pid int) {
 	if err := os.WriteFile(pidFile+".tmp", []byte(strconv.Itoa(pid)), 0o600); err == nil {
 		_ = os.Rename(pidFile+".tmp", pidFile)
-	}
-}
-
-// running reports whether pid is a live process (a zombie is not).
-func running(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
-}
-
-func readPid(t *testing.T, pidFile string) int {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if b, err := os.ReadFile(pidFile); err == nil {
-			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-			if err != nil {
-				t.Fatalf("pid file: %v", err)
-			}
-			return pid
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no pid was recorded")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func requireGone(t *testing.T, what string, pid int) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for running(pid) {
-		if time.Now().After(deadline) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("%s (pid %d) is still running", what, pid)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -119,7 +79,7 @@ func TestNothingOutlivesTheProgram(t *testing.T) {
 			procgroup.Contain(cmd)
 			done := make(chan error, 1)
 			go func() { done <- procgroup.Run(cmd) }()
-			child := readPid(t, pidFile)
+			child := proctest.ReadPid(t, pidFile)
 			if tc.cancel {
 				cancel()
 			}
@@ -128,7 +88,7 @@ func TestNothingOutlivesTheProgram(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("Run waited for the program's child")
 			}
-			requireGone(t, "the program's child", child)
+			proctest.RequireGone(t, "the program's child", child, 5*time.Second)
 		})
 	}
 }
@@ -143,13 +103,13 @@ func TestDaemonKilledKillsProgram(t *testing.T) {
 	if err := parent.Start(); err != nil {
 		t.Fatal(err)
 	}
-	program := readPid(t, pidFile)
-	if !running(program) {
+	program := proctest.ReadPid(t, pidFile)
+	if !proctest.Running(program) {
 		t.Fatal("the program is not running before the kill")
 	}
 	if err := parent.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	_ = parent.Wait()
-	requireGone(t, "the dead daemon's program", program)
+	proctest.RequireGone(t, "the dead daemon's program", program, 5*time.Second)
 }

@@ -11,9 +11,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vesta-cx/euterpe/daemon/procgroup/proctest"
 )
 
 func shell(script string, timeout time.Duration) *Exec {
@@ -88,31 +89,6 @@ func waitFile(t *testing.T, path string) string {
 	return ""
 }
 
-// gone reports whether pid has exited (absent or a zombie awaiting reaping).
-func gone(pid int) bool {
-	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-		return true
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	return len(f) > 0 && f[0] == "Z"
-}
-
-func assertGone(t *testing.T, pid int) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
-	for !gone(pid) {
-		if time.Now().After(deadline) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("grandchild %d survived the process-group kill", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestExecTimeoutKillsProcessGroup(t *testing.T) {
 	dir := t.TempDir()
 	start := time.Now()
@@ -125,7 +101,7 @@ func TestExecTimeoutKillsProcessGroup(t *testing.T) {
 		t.Fatalf("timeout took %v", d)
 	}
 	pid, _ := strconv.Atoi(waitFile(t, filepath.Join(dir, "grandchild")))
-	assertGone(t, pid)
+	proctest.RequireGone(t, "the grandchild", pid, 2*time.Second)
 }
 
 func TestExecCancelKillsProcessGroup(t *testing.T) {
@@ -151,7 +127,7 @@ func TestExecCancelKillsProcessGroup(t *testing.T) {
 	case <-time.After(3 * time.Second):
 		t.Fatal("exec backend ignored cancel")
 	}
-	assertGone(t, pid)
+	proctest.RequireGone(t, "the grandchild", pid, 2*time.Second)
 }
 
 func TestHTTPBackend(t *testing.T) {

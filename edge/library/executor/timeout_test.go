@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vesta-cx/euterpe/daemon/procgroup/proctest"
 	"github.com/vesta-cx/euterpe/edge/library/executor"
 	"github.com/vesta-cx/euterpe/edge/library/store"
 )
@@ -92,12 +93,7 @@ func TestThumbnailRenderTimeout(t *testing.T) {
 				t.Fatalf("error message %q does not name %s, the limit and its setting", msg, c.tool)
 			}
 			if pid := readPIDFile(pidFile); pid > 0 {
-				for deadline := time.Now().Add(2 * time.Second); alive(pid) && time.Now().Before(deadline); {
-					time.Sleep(10 * time.Millisecond)
-				}
-				if alive(pid) {
-					t.Fatalf("process %d started by %s still runs after the timeout", pid, c.tool)
-				}
+				proctest.RequireGone(t, "the process "+c.tool+" started", pid, 2*time.Second)
 			}
 			left, _ := filepath.Glob(filepath.Join(e.x.Thumbs.Path(), ".tmp-thumb-*"))
 			if len(left) != 0 {
@@ -120,19 +116,4 @@ func killPIDFile(path string) {
 	if pid := readPIDFile(path); pid > 0 {
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
-}
-
-// alive reports whether pid runs; a zombie waiting for its (new) parent
-// to reap it has ended.
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	// pid (comm) state ...: comm may hold spaces, the state follows the last ')'.
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-		return s[i+2] != 'Z'
-	}
-	return true
 }

@@ -44,3 +44,7 @@ func (e *TransitionError) Error() string {
 
 // Is makes errors.Is(err, ErrInvalidTransition) true.
 func (e *TransitionError) Is(target error) bool { return target == ErrInvalidTransition }
+
+// ErrRepeatedClaim is matched with errors.Is when a batch write (MoveEach,
+// MoveMany) names one row twice; the batch is refused before any write.
+var ErrRepeatedClaim = errors.New("batch names one row twice")

@@ -29,13 +29,24 @@ type Step struct {
 // On Postgres, steps with the same from status, To and Set share one
 // statement, their ids, versions and Args travelling as array parameters:
 // one round trip per kind of outcome instead of one per step. A step whose
-// Args have no array form (types other than integers and strings, or
-// repeating a claim of the same group) falls back to Move. SQLite runs Move
-// per step: its statements are in-process and prepared once.
+// Args have no array form (types other than integers and strings) falls
+// back to Move. The arrays are typed by the Args' Go types, not by the
+// columns they are written to: give each column a value of its own type
+// (a string for an integer column, which Postgres converts for Move, fails
+// here). SQLite runs Move per step: its statements are in-process and
+// prepared once.
+//
+// Steps naming one row twice (the same Claim, or two Claims with one ID)
+// are refused with ErrRepeatedClaim before anything is written: grouped,
+// such steps would run out of order and all be checked against the first
+// status, so the engines would disagree on which moves happen.
 func (q *Queue) MoveEach(ctx context.Context, tx Execer, steps []Step, now time.Time) ([]error, error) {
+	if err := q.refuseRepeats(len(steps), func(i int) string { return steps[i].Claim.ID }, nil); err != nil {
+		return nil, err
+	}
 	out := make([]error, len(steps))
 	for _, st := range steps {
-		if err := q.Machine.Check(st.Claim.Status, st.To); err != nil {
+		if err := q.check(st.Claim.Status, st.To); err != nil {
 			return nil, err
 		}
 	}
@@ -106,9 +117,6 @@ func (q *Queue) moveGroup(ctx context.Context, tx Execer, steps []Step, idx []in
 	for j, i := range idx {
 		c := steps[i].Claim
 		if len(steps[i].Args) != nargs {
-			return false, nil
-		}
-		if _, dup := byID[c.ID]; dup {
 			return false, nil
 		}
 		byID[c.ID] = i
@@ -211,6 +219,26 @@ func (q *Queue) moveGroup(ctx context.Context, tx Execer, steps []Step, idx []in
 		c.Status, c.Seq = to, n
 	}
 	return true, nil
+}
+
+// refuseRepeats returns an ErrRepeatedClaim error when two of the n
+// items (id(i) is the row item i names) name one row. byID, when not nil,
+// is filled with each id's index.
+func (q *Queue) refuseRepeats(n int, id func(i int) string, byID map[string]int) error {
+	if byID == nil {
+		byID = make(map[string]int, n)
+	}
+	for i := 0; i < n; i++ {
+		k := id(i)
+		if j, dup := byID[k]; dup {
+			if len(k) > 64 {
+				k = k[:64] + "…"
+			}
+			return fmt.Errorf("%s: %w: %s (items %d and %d)", q.Spec.Table, ErrRepeatedClaim, k, j, i)
+		}
+		byID[k] = i
+	}
+	return nil
 }
 
 // grow returns a (made on first use with room for n) with a[j] = v.

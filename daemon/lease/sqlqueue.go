@@ -480,10 +480,14 @@ func (q *Queue) Heartbeat(ctx context.Context, c *Claim, ttl time.Duration) erro
 }
 
 // Exec runs a fenced write "UPDATE table SET <set> WHERE id=? AND
-// claim_version=?" in tx. Zero rows means the claim is stale: *StaleError.
-// set must not change the status column; use Move for that.
+// claim_version=? AND status IN (Leased)" in tx. Zero rows means the claim
+// is stale: *StaleError. The status term matters because a Move keeps
+// claim_version: without it a late write of the worker that finished or
+// handed back the row would still land. set must not change the status
+// column; use Move for that.
 func (q *Queue) Exec(ctx context.Context, tx Execer, c *Claim, set string, args ...any) error {
-	query := fmt.Sprintf("UPDATE %s SET %s WHERE %s = ? AND %s = ?", q.Spec.Table, set, q.Spec.ID, q.Spec.ClaimVersion)
+	s := q.Spec
+	query := fmt.Sprintf("UPDATE %s SET %s WHERE %s = ? AND %s = ? AND %s", s.Table, set, s.ID, s.ClaimVersion, statusIn(s.Status, s.Leased))
 	res, err := q.DB.ExecTx(ctx, tx, query, append(args, c.ID, c.Version)...)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", q.Spec.Table, c.ID, err)
@@ -492,11 +496,12 @@ func (q *Queue) Exec(ctx context.Context, tx Execer, c *Claim, set string, args 
 }
 
 // Move changes c's row from c.Status to to inside tx, after checking the move
-// against Machine, fenced on claim_version and the current status. extraSet
+// against Machine (and that to is not Spec.Claimed, which only a claim
+// writes), fenced on claim_version and the current status. extraSet
 // ("col = ?, col2 = ?") and extraArgs are written in the same statement. On
 // success c.Status and c.Seq (the bumped sequence) are updated.
 func (q *Queue) Move(ctx context.Context, tx Execer, c *Claim, to string, now time.Time, extraSet string, extraArgs ...any) error {
-	if err := q.Machine.Check(c.Status, to); err != nil {
+	if err := q.check(c.Status, to); err != nil {
 		return err
 	}
 	s := q.Spec
@@ -514,6 +519,22 @@ func (q *Queue) Move(ctx context.Context, tx Execer, c *Claim, to string, now ti
 	}
 	c.Status = to
 	c.Seq = newSeq
+	return nil
+}
+
+// check is the test every status write through Move, MoveEach and MoveMany
+// passes: from -> to must be allowed by Machine, and must not enter
+// Spec.Claimed. Only a claim may: it grants the lease and the new claim
+// version that status stands for. A worker that handed its row back keeps
+// its claim_version, so its move into Claimed would otherwise match, and
+// leave a row claimed under no lease, which no reclaim finds.
+func (q *Queue) check(from, to string) error {
+	if err := q.Machine.Check(from, to); err != nil {
+		return err
+	}
+	if to == q.Spec.Claimed {
+		return &TransitionError{Machine: q.Machine.Machine, From: from, To: to, Reason: "only a claim moves a row to " + to}
+	}
 	return nil
 }
 
@@ -562,10 +583,16 @@ func (q *Queue) fenced(res sql.Result, c *Claim) error {
 // advances by len(path), one number per recorded transition; on return each
 // moved claim has Status = the last state and Seq = its final sequence. A
 // worker with nothing to do between states (a no-op executor, a batch
-// drain) uses it to record the whole path in one write.
+// drain) uses it to record the whole path in one write. Claims naming one
+// row twice are refused with ErrRepeatedClaim before anything is written,
+// as in MoveEach.
 func (q *Queue) MoveMany(ctx context.Context, tx Execer, claims []*Claim, path []string, now time.Time, extraSet string, extraArgs ...any) (stale []*Claim, err error) {
 	if len(claims) == 0 || len(path) == 0 {
 		return nil, nil
+	}
+	at := make(map[string]int, len(claims))
+	if err := q.refuseRepeats(len(claims), func(i int) string { return claims[i].ID }, at); err != nil {
+		return nil, err
 	}
 	from := claims[0].Status
 	for _, c := range claims {
@@ -575,7 +602,7 @@ func (q *Queue) MoveMany(ctx context.Context, tx Execer, claims []*Claim, path [
 	}
 	prev := from
 	for _, to := range path {
-		if err := q.Machine.Check(prev, to); err != nil {
+		if err := q.check(prev, to); err != nil {
 			return nil, err
 		}
 		prev = to
@@ -595,19 +622,15 @@ func (q *Queue) MoveMany(ctx context.Context, tx Execer, claims []*Claim, path [
 		return nil, fmt.Errorf("%s: %s -> %s: %w", q.Spec.Table, from, prev, err)
 	}
 	defer rows.Close()
-	byID := make(map[string]*Claim, len(claims))
-	for _, c := range claims {
-		byID[c.ID] = c
-	}
 	for rows.Next() {
 		var id string
 		var n int64
 		if err := rows.Scan(&id, &n); err != nil {
 			return nil, err
 		}
-		if c := byID[id]; c != nil {
-			c.Status, c.Seq = prev, n
-			delete(byID, id)
+		if i, ok := at[id]; ok {
+			claims[i].Status, claims[i].Seq = prev, n
+			delete(at, id)
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -615,7 +638,7 @@ func (q *Queue) MoveMany(ctx context.Context, tx Execer, claims []*Claim, path [
 	}
 	// What the statement did not return was fenced out: stale.
 	for _, c := range claims {
-		if byID[c.ID] != nil {
+		if _, ok := at[c.ID]; ok {
 			stale = append(stale, c)
 		}
 	}

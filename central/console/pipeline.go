@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"net/url"
 	"path"
-	"regexp"
-	"slices"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -16,10 +14,6 @@ import (
 	dconsole "github.com/vesta-cx/euterpe/daemon/console"
 	"github.com/vesta-cx/euterpe/daemon/lease"
 )
-
-var pipelineStatuses = []string{pipeline.StatusQueued, pipeline.StatusRunning, pipeline.StatusSucceeded, pipeline.StatusFailed, pipeline.StatusDeadLetter}
-
-var dayPattern = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`)
 
 type pipelineView struct {
 	Days                 []pipeline.DayCount
@@ -36,11 +30,11 @@ func (r *Role) pipelinePage(c echo.Context) error {
 	ctx := c.Request().Context()
 	f := pipeline.Filter{Asof: c.QueryParam("asof"), Symbol: c.QueryParam("symbol"), Status: c.QueryParam("status"),
 		Cursor: c.QueryParam("cursor"), Limit: 100}
-	if f.Asof != "" && !dayPattern.MatchString(f.Asof) {
-		return daemon.Errorf(http.StatusBadRequest, "invalid_request", "asof must be YYYY-MM-DD")
-	}
-	if f.Status != "" && !slices.Contains(pipelineStatuses, f.Status) {
-		return daemon.Errorf(http.StatusBadRequest, "invalid_request", "status must be one of %s", strings.Join(pipelineStatuses, ", "))
+	// The API's check: a value no job can have is refused, not shown as an
+	// empty page.
+	var fe *pipeline.FilterError
+	if err := f.Check(); errors.As(err, &fe) {
+		return daemon.Errorf(http.StatusBadRequest, "invalid_request", "%s", fe.Message)
 	}
 	days, err := r.pipeline.ByDay(ctx, 14)
 	if err != nil {
@@ -54,7 +48,7 @@ func (r *Role) pipelinePage(c echo.Context) error {
 		return err
 	}
 	return r.render(c, r.ui.pipeline, "Pipeline", pathPipeline, pipelineView{Days: days, Jobs: page.Jobs, Asof: f.Asof,
-		Symbol: f.Symbol, Status: f.Status, Statuses: pipelineStatuses, Next: page.NextCursor, Reports: r.reports != nil,
+		Symbol: f.Symbol, Status: f.Status, Statuses: pipeline.ListStatuses, Next: page.NextCursor, Reports: r.reports != nil,
 		HistoryPath: pathHistory, Back: c.Request().URL.RequestURI()})
 }
 

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 
@@ -137,6 +136,11 @@ func (a *API) submit(c echo.Context) error {
 	// One message for every try: a try answered as failed that committed
 	// after all is then found by the next as this request's job.
 	m := a.Store.Message(Request{JobType: r.JobType, Symbol: r.Symbol, Asof: r.Asof, RequestedBy: requestedBy(c)})
+	// m's created_at is the database's clock.
+	if err := CheckDayStarted(m.Asof, m.CreatedAt); err != nil {
+		jobLog(a.Log, m, "", err).Error("pipeline message refused", alertAttr(err)...)
+		return a.errorLog(a.Log, err)
+	}
 	ctx := c.Request().Context()
 	bctx, cancel := context.WithTimeout(ctx, a.Budget)
 	defer cancel()
@@ -208,17 +212,11 @@ func (a *API) get(c echo.Context) error {
 	return c.JSON(http.StatusOK, j)
 }
 
-var listStatuses = []string{StatusQueued, StatusRunning, StatusSucceeded, StatusFailed, StatusDeadLetter}
-
 func (a *API) filter(c echo.Context) (Filter, error) {
 	f := Filter{Status: c.QueryParam("status"), JobType: c.QueryParam("job_type"), Symbol: c.QueryParam("symbol"), Cursor: c.QueryParam("cursor")}
-	for _, p := range []struct{ name, v string }{{"job_type", f.JobType}, {"symbol", f.Symbol}} {
-		if !sqldb.IsText(p.v) {
-			return f, daemon.Errorf(http.StatusBadRequest, "invalid_request", "%s must be UTF-8 text", p.name)
-		}
-	}
-	if f.Status != "" && !slices.Contains(listStatuses, f.Status) {
-		return f, daemon.Errorf(http.StatusBadRequest, "invalid_request", "status must be one of %v", listStatuses)
+	var fe *FilterError
+	if err := f.Check(); errors.As(err, &fe) {
+		return f, daemon.Errorf(http.StatusBadRequest, "invalid_request", "%s", fe.Message)
 	}
 	n, err := queryLimit(c)
 	f.Limit = n

@@ -18,6 +18,11 @@ import (
 func (s *Store) Claim(ctx context.Context, worker string, n int, ttl time.Duration) ([]*Job, error) {
 	lost := &lostLeases{}
 	var claims []lease.Claim
+	// The first measurement of the database clock takes a connection of its
+	// own and waits up to 5 s for one: taken inside the transaction, on a
+	// pool the transactions have exhausted, it would wait for the
+	// connection it holds itself (lease.Queue.Claim does the same).
+	s.q.Time()
 	err := s.DB.Tx(ctx, func(tx *sql.Tx) error {
 		lost.begin(tx) // DB.Tx may run this again: only the last run commits
 		var err error

@@ -53,6 +53,39 @@ func ParseAsof(s string) (time.Time, error) {
 	return time.ParseInLocation(DateLayout, s, time.UTC)
 }
 
+// asofShape is what an asof that is not a day is told.
+const asofShape = "asof must be a UTC date, YYYY-MM-DD"
+
+// checkAsof refuses an asof that is not a day in the form DateLayout
+// writes (INVALID_MESSAGE).
+func checkAsof(asof string) error {
+	if d, err := ParseAsof(asof); err != nil || d.Format(DateLayout) != asof {
+		return invalid(asofShape)
+	}
+	return nil
+}
+
+// CheckDayStarted refuses (INVALID_MESSAGE) an asof after the day of now,
+// UTC: no event of it can exist yet, and once succeeded its job would hold
+// the day's key, so the day's real run (the scheduler's, after its slot)
+// would be answered with an empty report. now is the database's clock
+// (Store.Now), not a pod's. Today is accepted: an operator may want the day
+// so far (what `make run`'s demo reports); that job then stands as the
+// day's report, as the contract's idempotency rule has it. An asof that is
+// not a day is left to Validate.
+func CheckDayStarted(asof string, now time.Time) error {
+	d, err := ParseAsof(asof)
+	if err != nil {
+		return nil
+	}
+	now = now.UTC()
+	today := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
+	if !d.After(today) {
+		return nil
+	}
+	return invalid("asof %s has not started: the latest day that can be submitted is %s (today, UTC)", asof, today.Format(DateLayout))
+}
+
 var jobTypeRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 
 // Validate checks m against the data contract: INVALID_MESSAGE for a field
@@ -67,9 +100,8 @@ func (m JobMessage) Validate() error {
 	case strings.TrimSpace(m.Symbol) != m.Symbol:
 		return invalid("symbol must not start or end with spaces")
 	}
-	d, err := ParseAsof(m.Asof)
-	if err != nil || d.Format(DateLayout) != m.Asof {
-		return invalid("asof must be a UTC date, YYYY-MM-DD")
+	if err := checkAsof(m.Asof); err != nil {
+		return err
 	}
 	if m.IdempotencyKey != "" && m.IdempotencyKey != MakeIdempotencyKey(m.JobType, m.Symbol, m.Asof) {
 		return invalid("idempotency_key does not match make_idempotency_key(job_type, symbol, asof)")

@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"encoding/base64"
 	"errors"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/vesta-cx/euterpe/daemon/lease"
@@ -29,7 +31,7 @@ func scanRecord(r scanner) (JobRecord, error) {
 		return j, err
 	}
 	j.CreatedAt, j.UpdatedAt = sqldb.FromMicros(created), sqldb.FromMicros(updated)
-	j.VisibleAt, j.StartedAt, j.FinishedAt = timePtr(visible), timePtr(started), timePtr(finished)
+	j.VisibleAt, j.StartedAt, j.FinishedAt = microsTime(visible), microsTime(started), microsTime(finished)
 	if j.Status != StatusQueued {
 		j.VisibleAt = nil
 	}
@@ -37,10 +39,29 @@ func scanRecord(r scanner) (JobRecord, error) {
 		j.StartedAt = &j.UpdatedAt // the claim's time, until the attempt ends
 	}
 	if code != nil {
-		j.LastError = &LastError{ErrorCode: *code, ErrorMessage: deref(msg), Attempt: derefInt(errAttempt)}
+		j.LastError = &LastError{ErrorCode: *code, ErrorMessage: orZero(msg), Attempt: orZero(errAttempt)}
 	}
-	j.ResultRef = deref(ref)
+	j.ResultRef = orZero(ref)
 	return j, nil
+}
+
+// microsTime is a nullable time column (microseconds) as a time, nil for
+// NULL.
+func microsTime(v *int64) *time.Time {
+	if v == nil {
+		return nil
+	}
+	t := sqldb.FromMicros(*v)
+	return &t
+}
+
+// orZero is a nullable column's value, the zero value for NULL.
+func orZero[T any](v *T) T {
+	if v == nil {
+		var zero T
+		return zero
+	}
+	return *v
 }
 
 // IsJobID reports whether id has the shape of a job id (a UUID in its
@@ -100,6 +121,34 @@ type Filter struct {
 	Asof                    string // one day, YYYY-MM-DD
 	Cursor                  string // opaque, from Page.NextCursor
 	Limit                   int
+}
+
+// ListStatuses are the statuses a Filter selects by.
+var ListStatuses = []string{StatusQueued, StatusRunning, StatusSucceeded, StatusFailed, StatusDeadLetter}
+
+// FilterError is a Filter value no job can have: the API and the console
+// answer it 400 with Message, rather than a page that reads as "no jobs".
+type FilterError struct{ Message string }
+
+func (e *FilterError) Error() string { return "pipeline: invalid filter: " + e.Message }
+
+// Check refuses a filter value out of shape: a job_type, symbol or asof
+// that is not UTF-8 text (or holds NUL), an asof that is not a day, a
+// status that is not one of ListStatuses. The cursor is List's to judge
+// (ErrBadCursor).
+func (f Filter) Check() error {
+	for _, p := range []struct{ name, v string }{{"job_type", f.JobType}, {"symbol", f.Symbol}, {"asof", f.Asof}} {
+		if !sqldb.IsText(p.v) {
+			return &FilterError{Message: p.name + " must be UTF-8 text"}
+		}
+	}
+	if f.Asof != "" && checkAsof(f.Asof) != nil {
+		return &FilterError{Message: asofShape}
+	}
+	if f.Status != "" && !slices.Contains(ListStatuses, f.Status) {
+		return &FilterError{Message: "status must be one of " + strings.Join(ListStatuses, ", ")}
+	}
+	return nil
 }
 
 // Page is one keyset page, newest first.

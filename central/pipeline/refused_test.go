@@ -51,7 +51,7 @@ func TestAPIListsRefusedScheduledDays(t *testing.T) {
 				}
 				return nil
 			}}))
-		s := &Scheduler{Store: f.store, At: 2 * time.Hour, CatchupDays: 3, Log: f.store.Log, Entries: []ScheduleEntry{
+		s := &Scheduler{Store: f.store, At: 2 * time.Hour, Now: clk.Now, CatchupDays: 3, Log: f.store.Log, Entries: []ScheduleEntry{
 			{JobType: "edge_like", Symbols: FixedSymbols([]string{"edge a", "edge-b"})},
 			{JobType: "noop", Symbols: FixedSymbols([]string{"bad sym "})},
 		}}

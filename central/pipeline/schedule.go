@@ -39,6 +39,19 @@ type Scheduler struct {
 	// within it); default a minute.
 	Tick time.Duration
 	Log  *slog.Logger
+	// Now is the clock the days owed and the slots are judged by; nil is
+	// the database's (Store.Now), the one clock of the lease protocol, so
+	// a pod whose own clock is off by hours owes the same days, at the same
+	// time, as every other pod.
+	Now func() time.Time
+}
+
+// now is the scheduler's time: Now, or the database's.
+func (s *Scheduler) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return s.Store.Now()
 }
 
 // ParseSchedule reads "HH:MM" (UTC).
@@ -70,7 +83,7 @@ func (s *Scheduler) Due(now time.Time) []time.Time {
 // RunOnce enqueues what is due and not yet scheduled; it returns how many
 // jobs it marked.
 func (s *Scheduler) RunOnce(ctx context.Context) (int, error) {
-	due := s.Due(s.Store.clock())
+	due := s.Due(s.now())
 	done, err := s.marks(ctx, due[len(due)-1].Format(DateLayout))
 	if err != nil {
 		return 0, err
@@ -199,7 +212,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		} else if n > 0 {
 			s.Log.Info("pipeline scheduler: enqueued the daily jobs", "jobs", n)
 		}
-		now := s.Store.clock().UTC()
+		now := s.now().UTC()
 		next := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC).Add(s.At)
 		if !next.After(now) {
 			next = next.AddDate(0, 0, 1)

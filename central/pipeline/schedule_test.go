@@ -63,7 +63,7 @@ func TestSchedulerTwoPods(t *testing.T) {
 			f := newFixture(t, h, clk.Now)
 			_ = f.types.Register(JobType{Name: "edge_daily", Runner: Pipeline{}})
 			_ = f.types.Register(JobType{Name: "prices", Runner: Pipeline{}})
-			pods = append(pods, &Scheduler{Store: f.store, At: 2 * time.Hour, CatchupDays: 3, Log: f.store.Log,
+			pods = append(pods, &Scheduler{Store: f.store, At: 2 * time.Hour, Now: clk.Now, CatchupDays: 3, Log: f.store.Log,
 				Entries: []ScheduleEntry{{JobType: "edge_daily", Symbols: EdgeSymbols(h)}, {JobType: "prices", Symbols: FixedSymbols([]string{"AAPL"})}}})
 		}
 		count := func() (jobs, marks int) {

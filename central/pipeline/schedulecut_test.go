@@ -90,7 +90,7 @@ func TestSchedulerCutMarksRead(t *testing.T) {
 		}
 		// Both days of the window are scheduled: two marks per day.
 		var asked atomic.Int64
-		full := &Scheduler{Store: f.store, At: 2 * time.Hour, CatchupDays: 2, Entries: entry(&asked), Log: discardLog()}
+		full := &Scheduler{Store: f.store, At: 2 * time.Hour, Now: clk.Now, CatchupDays: 2, Entries: entry(&asked), Log: discardLog()}
 		n, err := full.RunOnce(ctx)
 		require.NoError(t, err)
 		require.Equal(t, 4, n)
@@ -98,7 +98,7 @@ func TestSchedulerCutMarksRead(t *testing.T) {
 		cut := NewStore(cutDB(t, db), clk.Now)
 		cut.Types = f.types
 		asked.Store(0)
-		s := &Scheduler{Store: cut, At: 2 * time.Hour, CatchupDays: 2, Entries: entry(&asked), Log: discardLog()}
+		s := &Scheduler{Store: cut, At: 2 * time.Hour, Now: clk.Now, CatchupDays: 2, Entries: entry(&asked), Log: discardLog()}
 		n, err = s.RunOnce(ctx)
 		var ue *UnavailableError
 		require.ErrorAs(t, err, &ue, "a cut read of the marks: %v", err)

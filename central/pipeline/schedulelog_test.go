@@ -29,7 +29,7 @@ func TestSchedulerRefusalLikeSubmit(t *testing.T) {
 			}}); err != nil {
 			t.Fatal(err)
 		}
-		s := &Scheduler{Store: f.store, At: 2 * time.Hour, CatchupDays: 1, Log: f.store.Log, Entries: []ScheduleEntry{
+		s := &Scheduler{Store: f.store, At: 2 * time.Hour, Now: clk.Now, CatchupDays: 1, Log: f.store.Log, Entries: []ScheduleEntry{
 			{JobType: "edge_like", Symbols: FixedSymbols([]string{"edge a", "edge-b"})},
 			{JobType: "unregistered", Symbols: FixedSymbols([]string{"X"})},
 		}}

@@ -30,12 +30,8 @@ type Store struct {
 	// OnSubmit, when set, runs after a submit created a job (wakes the
 	// local worker).
 	OnSubmit func()
-	// clock is this process's clock (NewStore's now, or time.Now): the
-	// scheduler's, for the days it owes. Every time the store writes is
-	// the database's (now).
-	clock  func() time.Time
-	q      *lease.Queue
-	locked lockGuard
+	q        *lease.Queue
+	locked   lockGuard
 }
 
 // NewStore returns a store on db; now is this process's clock (nil:
@@ -46,12 +42,8 @@ type Store struct {
 // clock runs ahead (or behind) does not delay (or hasten) the jobs it
 // writes. A fake now (tests) moves the store's time with it.
 func NewStore(db *sqldb.DB, now func() time.Time) *Store {
-	clock := now
-	if clock == nil {
-		clock = time.Now
-	}
 	s := &Store{DB: db, MaxAttempts: 5, Backoff: lease.Backoff{Base: 5 * time.Second, Cap: 5 * time.Minute},
-		Log: slog.New(slog.DiscardHandler), clock: clock}
+		Log: slog.New(slog.DiscardHandler)}
 	spec := Lease
 	spec.Returning = []string{"idempotency_key", "job_type", "symbol", "asof", "requested_by", "created_at", "max_attempts"}
 	// Now stays nil for the real clock: the queue then measures the
@@ -287,17 +279,19 @@ func (s *Store) Enqueue(ctx context.Context, m JobMessage) (EnqueueResult, error
 	if err := m.Validate(); err != nil {
 		return EnqueueResult{}, err
 	}
+	// Read before the transaction holds a connection: the first reading
+	// of the database clock takes one of its own (see Claim).
+	now := s.now()
 	var out EnqueueResult
 	err := s.DB.Tx(ctx, func(tx *sql.Tx) error {
 		var err error
-		out, err = s.enqueue(ctx, tx, m)
+		out, err = s.enqueue(ctx, tx, m, now)
 		return err
 	})
 	return out, unavailable(CodeQueueUnavailable, err)
 }
 
-func (s *Store) enqueue(ctx context.Context, tx *sql.Tx, m JobMessage) (EnqueueResult, error) {
-	now := s.now()
+func (s *Store) enqueue(ctx context.Context, tx *sql.Tx, m JobMessage, now time.Time) (EnqueueResult, error) {
 	res, err := s.DB.ExecTx(ctx, tx, `UPDATE pipeline_jobs SET visible_at = ?, updated_at = ? WHERE job_id = ? AND status = ? AND visible_at IS NULL`,
 		sqldb.Micros(now), sqldb.Micros(now), m.JobID, StatusQueued)
 	if err != nil {

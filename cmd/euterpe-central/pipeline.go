@@ -51,6 +51,11 @@ func init() {
 			}
 			store := pipeline.NewStore(d.DB, nil)
 			store.MaxAttempts, store.Types, store.Log = cfg.MaxAttempts, types, log
+			// The API's rule, on the database's clock: a day that has not
+			// started would store an empty report that stands for good.
+			if err := pipeline.CheckDayStarted(to, store.Now()); err != nil {
+				return &daemon.SettingError{Setting: "-to", Value: to, Reason: err.Error()}
+			}
 			enc := json.NewEncoder(stdout)
 			for day := f; !day.After(l); day = day.AddDate(0, 0, 1) {
 				asof := day.Format(pipeline.DateLayout)

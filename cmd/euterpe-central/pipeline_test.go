@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vesta-cx/euterpe/central/pipeline"
 	"github.com/vesta-cx/euterpe/daemon/sqldb/sqltest"
@@ -32,6 +33,22 @@ func childRun(t *testing.T, c *cli, stdin string, args ...string) (int, string, 
 		t.Fatal(err)
 	}
 	return code, out.String(), errb.String()
+}
+
+// `pipeline backfill` refuses a range reaching a day that has not started
+// (by the database's clock), as the API does, and enqueues nothing.
+func TestPipelineBackfillRefusesFutureDays(t *testing.T) {
+	for _, e := range sqltest.Engines {
+		t.Run(string(e), func(t *testing.T) {
+			c := newCLI(t, e)
+			tomorrow := time.Now().UTC().AddDate(0, 0, 2).Format("2006-01-02")
+			args := []string{"pipeline", "backfill", "--type", "edge_daily", "--symbol", "edge-1", "--from", "2026-01-30", "--to", tomorrow}
+			code, out, errOut := childRun(t, c, "", args...)
+			if code != 2 || !strings.Contains(errOut, "has not started") || strings.TrimSpace(out) != "" {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit 2 naming the day, nothing enqueued", code, out, errOut)
+			}
+		})
+	}
 }
 
 // `pipeline backfill` (a real process) enqueues one job per day of the

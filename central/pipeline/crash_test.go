@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/vesta-cx/euterpe/daemon/procgroup/proctest"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 )
 
@@ -17,6 +19,11 @@ const childEnv = "EUTERPE_PIPELINE_TEST_CHILD"
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "1" {
 		os.Exit(runChild())
+	}
+	if path := os.Getenv(stageChildEnv); path != "" {
+		// A worker running an exec stage, killed by the test mid-stage.
+		_, _ = Exec{Path: path, Timeout: time.Hour}.Run(context.Background(), msg)
+		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }
@@ -105,4 +112,24 @@ func TestWorkerSIGKILLReappearsThenDLQ(t *testing.T) {
 			t.Fatalf("dlq %+v", dlq)
 		}
 	})
+}
+
+const stageChildEnv = "EUTERPE_PIPELINE_TEST_STAGE"
+
+// A worker SIGKILLed mid-stage takes its exec stage's program with it:
+// the kernel kills it (PR_SET_PDEATHSIG), where before it ran on as an
+// orphan until it answered into a closed pipe.
+func TestWorkerSIGKILLKillsItsExecStage(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	stage := script(t, "echo $$ > "+pidFile+".tmp; mv "+pidFile+".tmp "+pidFile+"; exec sleep 600")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), stageChildEnv+"="+stage)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := proctest.ReadPid(t, pidFile)
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	proctest.RequireGone(t, "the killed worker's exec stage", pid, 5*time.Second)
 }

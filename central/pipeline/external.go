@@ -11,8 +11,9 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/vesta-cx/euterpe/daemon/procgroup"
 )
 
 // MaxAnswerBytes bounds what an exec program or HTTP endpoint may answer.
@@ -95,10 +96,11 @@ func (x Exec) Run(ctx context.Context, m JobMessage) (string, error) {
 	var out, errb limitedBuffer
 	out.max, errb.max = MaxAnswerBytes, 2048
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 2 * time.Second
-	err := cmd.Run()
+	// Its process group is killed on timeout, on a lost lease and once it
+	// answers; the kernel kills the program should this worker die.
+	procgroup.Contain(cmd)
+	err := procgroup.Run(cmd)
 	if ctx.Err() != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) && context.Cause(ctx) == context.DeadlineExceeded {
 			return "", Fail(CodeStageUnavailable, fmt.Sprintf("exec %s: no answer within %s", x.Path, x.Timeout))

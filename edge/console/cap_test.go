@@ -4,21 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"html"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/daemon/testsvc"
-	"github.com/vesta-cx/euterpe/edge/console"
 	"github.com/vesta-cx/euterpe/edge/jobs"
 )
 
@@ -30,10 +26,7 @@ func TestConsoleCapsErrorText(t *testing.T) {
 	rdb, _ := testsvc.Redis(t)
 	store := jobs.NewStore(rdb)
 	ctx := context.Background()
-	c, err := console.New(console.Deps{Jobs: store, Metrics: prometheus.NewRegistry()})
-	require.NoError(t, err)
-	e := daemon.NewEcho(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	c.Mount(e)
+	e := mounted(t, store)
 	long := strings.Repeat("x", 5000)
 
 	jobWith := func(errField string) string {

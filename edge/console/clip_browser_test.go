@@ -12,10 +12,8 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/daemon/console/browsertest"
 	"github.com/vesta-cx/euterpe/daemon/testsvc"
 	"github.com/vesta-cx/euterpe/edge/console"
@@ -30,10 +28,7 @@ func TestJobPageClipsWhatItFetches(t *testing.T) {
 	rdb, _ := testsvc.Redis(t)
 	store := jobs.NewStore(rdb)
 	ctx := context.Background()
-	c, err := console.New(console.Deps{Jobs: store, Metrics: prometheus.NewRegistry()})
-	require.NoError(t, err)
-	e := daemon.NewEcho(nil)
-	c.Mount(e)
+	e := mounted(t, store)
 	cr, err := store.Create(ctx, jobs.NewJob{Task: "chat", Payload: json.RawMessage(`{}`), TTL: 60})
 	require.NoError(t, err)
 

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"html"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -14,11 +12,9 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/daemon/testsvc"
 	"github.com/vesta-cx/euterpe/edge/console"
 	"github.com/vesta-cx/euterpe/edge/jobs"
@@ -32,10 +28,7 @@ func TestConsoleCapsLargeFields(t *testing.T) {
 	rdb, _ := testsvc.Redis(t)
 	store := jobs.NewStore(rdb)
 	ctx := context.Background()
-	c, err := console.New(console.Deps{Jobs: store, Metrics: prometheus.NewRegistry()})
-	require.NoError(t, err)
-	e := daemon.NewEcho(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	c.Mount(e)
+	e := mounted(t, store)
 
 	// Runes of 3 and 4 bytes, so some cut falls inside one, and markup
 	// that must stay text.
@@ -96,10 +89,7 @@ func TestConsoleCapsListFields(t *testing.T) {
 		rdb, _ := testsvc.Redis(t)
 		store := jobs.NewStore(rdb)
 		ctx := context.Background()
-		c, err := console.New(console.Deps{Jobs: store, Metrics: prometheus.NewRegistry()})
-		require.NoError(t, err)
-		e := daemon.NewEcho(slog.New(slog.NewTextHandler(io.Discard, nil)))
-		c.Mount(e)
+		e := mounted(t, store)
 		long := strings.Repeat("y", 200_000)
 
 		cr, err := store.Create(ctx, jobs.NewJob{Task: "chat", Payload: json.RawMessage(`{}`), TTL: 60})

@@ -2,21 +2,17 @@ package console_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/daemon/testsvc"
-	"github.com/vesta-cx/euterpe/edge/console"
 	"github.com/vesta-cx/euterpe/edge/jobs"
 )
 
@@ -25,10 +21,7 @@ import (
 // echo them escaped, as valid UTF-8 and capped.
 func TestConsoleBadInput(t *testing.T) {
 	rdb, _ := testsvc.Redis(t)
-	c, err := console.New(console.Deps{Jobs: jobs.NewStore(rdb), Metrics: prometheus.NewRegistry()})
-	require.NoError(t, err)
-	e := daemon.NewEcho(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	c.Mount(e)
+	e := mounted(t, jobs.NewStore(rdb))
 	long := strings.Repeat("x", 100_000)
 
 	tests := []struct {
@@ -69,10 +62,7 @@ func TestConsoleBadInput(t *testing.T) {
 // that holds a slash, '?' or '#' cannot lead elsewhere.
 func TestConsoleJobLinksEscapeTheID(t *testing.T) {
 	rdb, _ := testsvc.Redis(t)
-	c, err := console.New(console.Deps{Jobs: jobs.NewStore(rdb), Metrics: prometheus.NewRegistry()})
-	require.NoError(t, err)
-	e := daemon.NewEcho(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	c.Mount(e)
+	e := mounted(t, jobs.NewStore(rdb))
 	require.NoError(t, rdb.XAdd(context.Background(), &redis.XAddArgs{Stream: jobs.DeadStream, Values: []any{
 		"job_id", "../../v1/jobs/x/cancel?a=1#b", "task", "chat", "payload", "{}", "reason", "r", "deliveries", "9", "consumer", "w", "ts", "1"}}).Err())
 	rec := httptest.NewRecorder()

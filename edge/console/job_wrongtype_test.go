@@ -3,18 +3,13 @@ package console_test
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/daemon/testsvc"
-	"github.com/vesta-cx/euterpe/edge/console"
 	"github.com/vesta-cx/euterpe/edge/jobs"
 )
 
@@ -25,10 +20,7 @@ func TestConsoleJobPageOfWrongTypeKey(t *testing.T) {
 		rdb, _ := testsvc.Redis(t)
 		store := jobs.NewStore(rdb)
 		ctx := context.Background()
-		c, err := console.New(console.Deps{Jobs: store, Metrics: prometheus.NewRegistry()})
-		require.NoError(t, err)
-		e := daemon.NewEcho(slog.New(slog.NewTextHandler(io.Discard, nil)))
-		c.Mount(e)
+		e := mounted(t, store)
 		cr, err := store.Create(ctx, jobs.NewJob{Task: "chat", Payload: json.RawMessage(`{}`), TTL: 60})
 		require.NoError(t, err)
 		require.NoError(t, rdb.Del(ctx, jobs.JobKey(cr.ID)).Err())

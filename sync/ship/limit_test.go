@@ -138,3 +138,66 @@ func TestTimedOutBatchesAreHalved(t *testing.T) {
 	}
 	assert.Equal(t, want, h.rc.Events())
 }
+
+// An uplink that carries half a batch within the client's timeout, but
+// not a whole one: once a timed-out batch was halved, accepted batches do
+// not double back into the size that timed out, so batches do not time
+// out one in two, each wasting the timeout and the metered upload. A dead
+// link times out too; once it is back and fast, batches grow back to full
+// size within a few.
+func TestSlowUplinkDoesNotTimeOutEveryOtherBatch(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		timeout     time.Duration                               // the client's
+		delay       func(n int, size, full int64) time.Duration // the answer's delay to the n-th batch
+		maxTimeouts int
+		maxAttempts int
+	}{
+		// A full batch takes 2.4 timeouts to arrive, half of one 1.2.
+		{"slow uplink", 200 * time.Millisecond, func(_ int, size, full int64) time.Duration {
+			return time.Duration(2.4 * float64(200*time.Millisecond) * float64(size) / float64(full))
+		}, 3, 25},
+		{"outage, then a fast link", 500 * time.Millisecond, func(n int, _, _ int64) time.Duration {
+			if n <= 4 {
+				return time.Second
+			}
+			return 0
+		}, 4, 16},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, 64<<20, func(c *Config) { c.Client = &http.Client{Timeout: tc.timeout} })
+			var full atomic.Int64
+			var batches atomic.Int32
+			h.rc.SetHook(func(w http.ResponseWriter, r *http.Request, _ int) bool {
+				if r.URL.Path == wire.BatchPath {
+					full.CompareAndSwap(0, r.ContentLength)
+					time.Sleep(tc.delay(int(batches.Add(1)), r.ContentLength, full.Load()))
+				}
+				return false
+			})
+			ctx := context.Background()
+			want := h.written(h.jobs(200, 7, `{"text":"token"}`))
+			for {
+				n, err := h.sh.MoveOnce(ctx)
+				require.NoError(t, err)
+				if n == 0 {
+					break
+				}
+			}
+			timeouts := 0
+			for i := 0; ; i++ {
+				require.Less(t, i, tc.maxAttempts, "%d timeouts", timeouts)
+				r := h.sh.SendOnce(ctx)
+				if r.Idle {
+					break
+				}
+				if r.Action != actAccepted {
+					require.True(t, timedOut(r.Err), "%+v", r)
+					timeouts++
+				}
+			}
+			assert.LessOrEqual(t, timeouts, tc.maxTimeouts)
+			assert.Equal(t, want, h.rc.Events())
+		})
+	}
+}

@@ -27,6 +27,7 @@ type Result struct {
 	Events int    // events in the batch sent
 	Gaps   int
 	Bytes  int           // the compressed body sent
+	Took   time.Duration // from sending the request to reading the answer
 	Wait   time.Duration // how long the sender waits before the next attempt
 	Err    error         // transport or spool error
 }
@@ -146,10 +147,11 @@ func (s *Shipper) sendOnce(ctx context.Context, st *sendState) Result {
 		}
 		b, body, sub, gz = nb, nbody, nsub, s.compress(nbody)
 	}
+	start := time.Now()
 	status, hdr, resp, err := s.post(ctx, wire.BatchPath, gz, func(req *http.Request) error {
 		return wire.Sign(req, s.signNow(), b, gz, s.cfg.Secret)
 	})
-	r := Result{Events: len(sub.Rows), Gaps: len(sub.Gaps), Bytes: len(gz), Status: status, Err: err}
+	r := Result{Events: len(sub.Rows), Gaps: len(sub.Gaps), Bytes: len(gz), Took: time.Since(start), Status: status, Err: err}
 	if err != nil {
 		r.Action = actBackoff
 	} else {
@@ -186,8 +188,9 @@ func (s *Shipper) act(ctx context.Context, st *sendState, r *Result, sub spool.P
 		s.shipped.Add(int64(r.Events))
 		s.gapsSent.Add(int64(r.Gaps))
 		// Splitting: grow back towards full batches, unless twice this
-		// body would be over a proxy's limit (only to be cut again).
-		if st.limit > 0 && (st.bodyLimit == 0 || 2*r.Bytes < st.bodyLimit) {
+		// body would be over a proxy's limit (only to be cut again) or
+		// would take too long for the client's timeout.
+		if st.limit > 0 && (st.bodyLimit == 0 || 2*r.Bytes < st.bodyLimit) && s.roomToGrow(r.Took) {
 			if st.limit *= 2; st.limit >= 2*wire.MaxEvents {
 				st.limit = 0
 			}
@@ -302,6 +305,18 @@ func (s *Shipper) act(ctx context.Context, st *sendState, r *Result, sub spool.P
 		err := r.Err
 		s.once("network", func() { s.log.Warn("sync: cannot reach central; backing off", "err", err) })
 	}
+}
+
+// roomToGrow reports whether a batch whose request took took may double:
+// twice the batch would take about twice as long, and doubling only while
+// that stays within half the client's timeout leaves room for a link whose
+// speed varies. Without it, a link too slow for a full batch would time out
+// on every other one: halved after a timeout, doubled after the next
+// success. Only accepted batches are timed, so a dead link (which times
+// out as a slow one does) leaves no mark once it is back.
+func (s *Shipper) roomToGrow(took time.Duration) bool {
+	t := s.cfg.Client.Timeout
+	return t <= 0 || 4*took < t
 }
 
 // timedOut reports whether err is a request that ran out of time.

@@ -246,7 +246,11 @@ func (s *Shipper) openSpool(ctx context.Context) bool {
 			s.log.Error("sync: cannot open the spool; jobs run as usual, captured events wait in Redis (sync:events) and shipping starts once it opens; retrying with backoff",
 				"err", daemon.CapMessage(err.Error()))
 		})
-		daemon.Sleep(ctx, s.backoff.Delay(failures))
+		// Shutdown during the wait ends it: another attempt would touch
+		// the state directory on the way out, maybe a card being unmounted.
+		if !daemon.Sleep(ctx, s.backoff.Delay(failures)) {
+			return false
+		}
 	}
 }
 

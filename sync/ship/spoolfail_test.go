@@ -3,11 +3,13 @@ package ship
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -169,4 +171,68 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("no %s", name)
 	return 0
+}
+
+// Shutdown while the spool is being opened ends Run at once and leaves no
+// spool open: an opener waiting for its backoff is not called again (on
+// its way out the edge would create directories or touch a card being
+// unmounted), and a spool that opens only after shutdown began is closed
+// without a move or a send.
+func TestShutdownWhileOpeningTheSpool(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		calls int // opener calls in all
+		open  func(ctx context.Context, path string, first chan<- struct{}) (*spool.Spool, error)
+	}{
+		{"waiting to retry", 1, func(ctx context.Context, path string, first chan<- struct{}) (*spool.Spool, error) {
+			select {
+			case first <- struct{}{}:
+			default:
+			}
+			return nil, errors.New("read-only file system")
+		}},
+		{"opens after shutdown began", 1, func(ctx context.Context, path string, first chan<- struct{}) (*spool.Spool, error) {
+			first <- struct{}{}
+			<-ctx.Done()
+			return spool.Open(context.Background(), path, 64<<20)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, 64<<20, nil)
+			path := filepath.Join(t.TempDir(), spool.File)
+			var calls atomic.Int32
+			var opened atomic.Pointer[spool.Spool]
+			first := make(chan struct{}, 1)
+			sh, err := NewOpening(slog.New(slog.NewTextHandler(h.logs, nil)), h.rdb, func(ctx context.Context) (*spool.Spool, error) {
+				calls.Add(1)
+				sp, err := tc.open(ctx, path, first)
+				if sp != nil {
+					opened.Store(sp)
+				}
+				return sp, err
+			}, Config{URL: h.rc.URL, EdgeID: "jetson-1", Secret: []byte(testSecret), BackoffBase: time.Minute,
+				BackoffMax: time.Minute, Poll: 10 * time.Millisecond, Rand: func() float64 { return 0.999 }})
+			require.NoError(t, err)
+			want := h.written(h.jobs(1, 1, `{}`))
+
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- sh.Run(ctx) }()
+			<-first
+			cancel()
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+			case <-time.After(5 * time.Second):
+				t.Fatal("Run did not return after shutdown")
+			}
+			assert.Equal(t, int32(tc.calls), calls.Load(), "opener calls")
+			if sp := opened.Load(); sp != nil {
+				_, err := sp.Stats(context.Background())
+				assert.Error(t, err, "Run closed the spool it opened")
+			}
+			assert.Equal(t, int64(len(want)), h.rdb.XLen(context.Background(), jobs.CaptureStream).Val(), "nothing moved after shutdown")
+			assert.Zero(t, h.rc.Count())
+		})
+	}
 }

@@ -8,7 +8,8 @@ import (
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 )
 
-// A fresh store's first claim, or enqueue, measures the database clock
+// A fresh store's first claim, enqueue or submit (of a message made
+// elsewhere, as a retried submit sends it) measures the database clock
 // before its transaction takes a connection: measured inside it, on a pool
 // the transaction has exhausted, the measurement waits for a connection the
 // transaction itself holds (lease.Queue.Time gives up after 5 s), with the
@@ -29,6 +30,13 @@ func TestFirstLeaseTimeDoesNotWaitForItsOwnConnection(t *testing.T) {
 			_, err := s.Enqueue(ctx, m)
 			return err
 		}},
+		{"submit", func(ctx context.Context, s *Store, m JobMessage) error {
+			c, err := s.SubmitMessage(ctx, m)
+			if err == nil && (!c.Created || c.JobID != m.JobID) {
+				t.Errorf("submit answered %+v", c)
+			}
+			return err
+		}},
 	}
 	for _, op := range ops {
 		t.Run(op.name, func(t *testing.T) {
@@ -42,8 +50,10 @@ func TestFirstLeaseTimeDoesNotWaitForItsOwnConnection(t *testing.T) {
 				if _, err := seed.store.Enqueue(ctx, m); err != nil && op.name == "claim" {
 					t.Fatal(err)
 				}
-				if op.name == "enqueue" {
+				if op.name != "claim" {
 					m = seed.store.Message(Request{JobType: "noop", Symbol: "AAPL", Asof: "2026-01-03", RequestedBy: "test"})
+				}
+				if op.name == "enqueue" {
 					if _, err := seed.store.CreateQueued(ctx, m); err != nil {
 						t.Fatal(err)
 					}

@@ -171,7 +171,7 @@ func holdWrites(t *testing.T, f *fixture, asof string) (release func()) {
 			t.Fatal(err)
 		}
 		m := f.store.Message(Request{JobType: "noop", Symbol: "AAPL", Asof: asof, RequestedBy: "holder"})
-		if _, err := f.store.insertQueued(ctx, tx, m, true); err != nil {
+		if _, err := f.store.insertQueued(ctx, tx, m, f.store.Now()); err != nil {
 			t.Fatal(err)
 		}
 		return func() { _ = tx.Rollback() }

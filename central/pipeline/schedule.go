@@ -150,10 +150,11 @@ func (s *Scheduler) schedule(ctx context.Context, jobType, sym, asof string) (bo
 	}
 	var out Created
 	marked := false
+	now := st.now() // before the transaction holds a connection (see Store.Claim)
 	err := st.DB.Tx(ctx, func(tx *sql.Tx) error {
 		marked = false
 		res, err := st.DB.ExecTx(ctx, tx, `INSERT INTO pipeline_schedule_runs (job_type, symbol, asof, job_id, scheduled_at) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT (job_type, symbol, asof) DO NOTHING`, jobType, sym, asof, m.JobID, sqldb.Micros(st.now()))
+			ON CONFLICT (job_type, symbol, asof) DO NOTHING`, jobType, sym, asof, m.JobID, sqldb.Micros(now))
 		if err != nil {
 			return err
 		}
@@ -161,7 +162,7 @@ func (s *Scheduler) schedule(ctx context.Context, jobType, sym, asof string) (bo
 			return nil // another pod scheduled it
 		}
 		marked = true
-		out, err = st.submitTx(ctx, tx, m)
+		out, err = st.submitTx(ctx, tx, m, now)
 		if err == nil && out.JobID != m.JobID {
 			_, err = st.DB.ExecTx(ctx, tx, "UPDATE pipeline_schedule_runs SET job_id = ? WHERE job_type = ? AND symbol = ? AND asof = ?", out.JobID, jobType, sym, asof)
 		}

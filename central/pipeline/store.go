@@ -120,11 +120,14 @@ func (s *Store) SubmitMessage(ctx context.Context, m JobMessage) (Created, error
 		return Created{}, err
 	}
 	var out Created
+	// Read before a connection is held: a reading of the database clock
+	// may take one of its own (see Claim).
+	now := s.now()
 	if s.DB.Engine == sqldb.Postgres {
 		// One statement is one transaction: no BEGIN/COMMIT round trips.
 		err = s.DB.Settled(ctx, func(ctx context.Context, ex sqldb.Execer) error {
 			var err error
-			out, err = s.insertQueued(ctx, ex, m, true)
+			out, err = s.insertQueued(ctx, ex, m, now)
 			return err
 		})
 		if sqldb.WasCut(err) {
@@ -134,7 +137,7 @@ func (s *Store) SubmitMessage(ctx context.Context, m JobMessage) (Created, error
 		err = s.locked.run(ctx, s.DB, func(commit func() error) error {
 			return s.DB.Tx(ctx, func(tx *sql.Tx) error {
 				var err error
-				if out, err = s.submitTx(ctx, tx, m); err != nil {
+				if out, err = s.submitTx(ctx, tx, m, now); err != nil {
 					return err
 				}
 				return commit()
@@ -179,9 +182,10 @@ func (s *Store) submittedAfterAll(ctx context.Context, m JobMessage, failed erro
 }
 
 // submitTx is create_queued and enqueue in tx: the queued row is inserted
-// visible (the row is the message), or the key's active job is returned.
-func (s *Store) submitTx(ctx context.Context, tx *sql.Tx, m JobMessage) (Created, error) {
-	return s.insertQueued(ctx, tx, m, true)
+// visible from now (the row is the message), or the key's active job is
+// returned. now is the store's, read before tx began.
+func (s *Store) submitTx(ctx context.Context, tx *sql.Tx, m JobMessage, now time.Time) (Created, error) {
+	return s.insertQueued(ctx, tx, m, now)
 }
 
 // submitted counts and logs a committed submit.
@@ -228,17 +232,17 @@ func (s *Store) CreateQueued(ctx context.Context, m JobMessage) (Created, error)
 }
 
 func (s *Store) createQueued(ctx context.Context, tx *sql.Tx, m JobMessage) (Created, error) {
-	return s.insertQueued(ctx, tx, m, false)
+	return s.insertQueued(ctx, tx, m, time.Time{})
 }
 
-// insertQueued inserts m's queued row — visible now when enqueue is set
-// (create_queued and enqueue in one statement), invisible until Enqueue
+// insertQueued inserts m's queued row — visible from visibleAt when it is
+// set (create_queued and enqueue in one statement), invisible until Enqueue
 // otherwise — unless the key has its active job, which it returns.
-func (s *Store) insertQueued(ctx context.Context, ex sqldb.Execer, m JobMessage, enqueue bool) (Created, error) {
+func (s *Store) insertQueued(ctx context.Context, ex sqldb.Execer, m JobMessage, visibleAt time.Time) (Created, error) {
 	now := sqldb.Micros(m.CreatedAt)
 	var visible any
-	if enqueue {
-		visible = sqldb.Micros(s.now())
+	if !visibleAt.IsZero() {
+		visible = sqldb.Micros(visibleAt)
 	}
 	for try := 0; ; try++ {
 		out, err := s.insertOnce(ctx, ex, m, visible, now)

@@ -74,6 +74,15 @@ func (q *Queue) Time() time.Time {
 		return q.timeAt(local)
 	}
 	switch {
+	case !c.synced && !c.base.IsZero():
+		// Measured before, dropped (checkClocks) and its background
+		// measurement failed: measured in the background again. Waited for
+		// here, inside a transaction holding the pool, it would wait for
+		// the caller's own connection, with every caller of Time behind
+		// the lock.
+		c.measuring = true
+		// Not owned by a caller: it ends by itself within measure's 5 s.
+		go q.resync()
 	case !c.synced:
 		r, err := q.measure()
 		if err != nil {

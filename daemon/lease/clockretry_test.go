@@ -2,14 +2,11 @@ package lease_test
 
 import (
 	"context"
-	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/vesta-cx/euterpe/daemon/lease"
-	"github.com/vesta-cx/euterpe/daemon/sqldb"
-	"github.com/vesta-cx/euterpe/daemon/sqldb/sqltest"
 )
 
 // TestDroppedClockIsMeasuredInTheBackground: a pod's wall clock is stepped,
@@ -21,18 +18,7 @@ import (
 // SQLite's clock is read without a connection.
 func TestDroppedClockIsMeasuredInTheBackground(t *testing.T) {
 	ctx := context.Background()
-	u, err := url.Parse(sqltest.URL(t, sqldb.Postgres))
-	if err != nil {
-		t.Fatal(err)
-	}
-	qs := u.Query()
-	qs.Set("pool_max_conns", "1")
-	u.RawQuery = qs.Encode()
-	one, err := sqldb.Open(ctx, u.String(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = one.Close() })
+	one := poolOfOne(t)
 
 	var wall atomic.Int64
 	start := time.Now()

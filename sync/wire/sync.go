@@ -28,9 +28,10 @@ const (
 // The shipper acts on them: CodeClockSkew (401, with central's Date
 // header) makes it correct its signing clock and retry at once; the other
 // 401/403 codes stop shipping until the operator acts; 400 with
-// CodeInvalidBatch and 413 with CodeTooLarge quarantine the batch (the
-// same statuses without central's code back off); 429/503 wait for
-// Retry-After.
+// CodeInvalidBatch and 413 with CodeTooLarge split the batch and
+// quarantine a single item (a 400 without central's code backs off; a 413
+// without it, a proxy's body limit, splits the batch and is never
+// quarantined); 429/503 wait for Retry-After.
 const (
 	CodeClockSkew    = "clock_skew"
 	CodeUnauthorized = "unauthorized"  // unknown edge, bad signature, replayed nonce

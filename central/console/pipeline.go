@@ -19,6 +19,7 @@ type pipelineView struct {
 	Days                 []pipeline.DayCount
 	Jobs                 []pipeline.JobRecord
 	Asof, Symbol, Status string
+	JobType              string
 	Statuses             []string
 	Next                 string
 	Reports              bool
@@ -29,7 +30,7 @@ type pipelineView struct {
 func (r *Role) pipelinePage(c echo.Context) error {
 	ctx := c.Request().Context()
 	f := pipeline.Filter{Asof: c.QueryParam("asof"), Symbol: c.QueryParam("symbol"), Status: c.QueryParam("status"),
-		Cursor: c.QueryParam("cursor"), Limit: 100}
+		JobType: c.QueryParam("job_type"), Cursor: c.QueryParam("cursor"), Limit: 100}
 	// The API's check: a value no job can have is refused, not shown as an
 	// empty page.
 	var fe *pipeline.FilterError
@@ -48,7 +49,7 @@ func (r *Role) pipelinePage(c echo.Context) error {
 		return err
 	}
 	return r.render(c, r.ui.pipeline, "Pipeline", pathPipeline, pipelineView{Days: days, Jobs: page.Jobs, Asof: f.Asof,
-		Symbol: f.Symbol, Status: f.Status, Statuses: pipeline.ListStatuses, Next: page.NextCursor, Reports: r.reports != nil,
+		Symbol: f.Symbol, Status: f.Status, JobType: f.JobType, Statuses: pipeline.ListStatuses, Next: page.NextCursor, Reports: r.reports != nil,
 		HistoryPath: pathHistory, Back: c.Request().URL.RequestURI()})
 }
 

@@ -47,6 +47,12 @@ settings (flag, then environment, then default):
 `
 
 func main() {
+	// Before anything else: the programs the daemon runs must not read its
+	// secrets through /proc (daemon.HideFromChildren).
+	if err := daemon.HideFromChildren(); err != nil {
+		fmt.Fprintln(os.Stderr, "euterpe-central:", err)
+		os.Exit(1)
+	}
 	os.Exit(run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }
 
@@ -95,6 +101,8 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	var s serve.Settings
 	cfg := daemon.NewConfig("euterpe-central", getenv)
 	app.Bind(cfg, &s)
+	var dumpable bool
+	daemon.DeclareDumpable(cfg, &dumpable)
 	var name, keyID string
 	if cmd == "requester" {
 		cfg.String(&name, "name", "", "", "requester name (requester create)", nil)
@@ -132,6 +140,10 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		fmt.Fprintln(stderr, "euterpe-central:", err)
 		return 2
+	}
+	if err := daemon.ApplyDumpable(log, dumpable); err != nil {
+		fmt.Fprintln(stderr, "euterpe-central:", err)
+		return 1
 	}
 	dispatchFn := func() error { return dispatch(ctx, app, cmd, sub, s, name, keyID, getenv, log, stdout) }
 	if extra != nil {

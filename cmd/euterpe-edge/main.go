@@ -16,6 +16,12 @@ import (
 )
 
 func main() {
+	// Before anything else: the programs the daemon runs must not read its
+	// secrets through /proc (daemon.HideFromChildren).
+	if err := daemon.HideFromChildren(); err != nil {
+		fmt.Fprintln(os.Stderr, "euterpe-edge:", err)
+		os.Exit(1)
+	}
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
 }
 

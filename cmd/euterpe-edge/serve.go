@@ -32,6 +32,7 @@ type serveSettings struct {
 	Grace     time.Duration
 	LogLevel  string
 	Origins   string
+	Dumpable  bool
 	Gateway   gateway.Settings
 }
 
@@ -46,6 +47,7 @@ func newServeConfig(getenv func(string) string) (*daemon.Config, *serveSettings)
 	cfg.String(&s.LogLevel, "log-level", "EUTERPE_LOG_LEVEL", "info", "log level: debug, info, warn, error", daemon.CheckOneOf("debug", "info", "warn", "error"))
 	cfg.String(&s.Origins, "trusted-origins", "EUTERPE_TRUSTED_ORIGINS", "",
 		"comma-separated origins (scheme://host[:port]) whose browsers may POST besides the daemon's own and whose host names it answers to, e.g. a proxy in front of the console", console.CheckOrigins)
+	daemon.DeclareDumpable(cfg, &s.Dumpable)
 	s.Gateway.Declare(cfg)
 	for _, p := range plugins {
 		if p.Settings != nil {
@@ -88,6 +90,10 @@ func serve(parent context.Context, args []string, stderr io.Writer, getenv func(
 	if err != nil {
 		fmt.Fprintln(stderr, "euterpe-edge:", err)
 		return 2
+	}
+	if err := daemon.ApplyDumpable(log, s.Dumpable); err != nil {
+		fmt.Fprintln(stderr, "euterpe-edge:", err)
+		return 1
 	}
 	if err := runDaemon(parent, log, s, getenv); err != nil {
 		log.Error("euterpe-edge stopped", "err", err)

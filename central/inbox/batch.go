@@ -55,8 +55,8 @@ func (s *Store) SucceedMany(ctx context.Context, jobs []*Job, outputs []OutputFi
 	}
 	outEnc := encodeRaw(out) // one encoding for every job's succeeded event
 	var cs []*lease.Claim
+	now := s.now() // before the transaction holds a connection (see Store.write)
 	err = s.db.Tx(ctx, func(tx *sql.Tx) error {
-		now := s.now()
 		cs = make([]*lease.Claim, len(jobs))
 		for i, j := range jobs {
 			c := j.claim()

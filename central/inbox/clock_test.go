@@ -2,14 +2,14 @@ package inbox_test
 
 import (
 	"context"
-	"net/url"
+	"database/sql"
 	"testing"
 	"time"
 
+	"github.com/vesta-cx/euterpe/central/credentials"
 	"github.com/vesta-cx/euterpe/central/inbox"
 	"github.com/vesta-cx/euterpe/central/schema"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
-	"github.com/vesta-cx/euterpe/daemon/sqldb/sqltest"
 )
 
 // TestStoreOnTheRealClockFollowsTheDatabaseClock: a store without
@@ -32,40 +32,103 @@ func TestStoreOnTheRealClockFollowsTheDatabaseClock(t *testing.T) {
 }
 
 // The first measurement of the database clock takes a connection of its
-// own: made inside a transaction that holds the last one, it would wait
-// out its timeout and leave the store on this process's clock.
+// own: made inside a transaction that holds the last one (a pool of one
+// here, or a pool every caller holds a transaction of), it would wait out
+// its timeout with the transaction open, and leave the store on this
+// process's clock. Every path of a fresh store that writes a time is
+// measured so, on both engines (SQLite reads its clock without a
+// connection: there the test guards the paths against a later change).
 func TestFirstClockMeasurementDoesNotWaitForTheTransactionsConnection(t *testing.T) {
-	ctx := context.Background()
-	u, err := url.Parse(sqltest.URL(t, sqldb.Postgres))
-	if err != nil {
-		t.Fatal(err)
-	}
-	qs := u.Query()
-	qs.Set("pool_max_conns", "1")
-	u.RawQuery = qs.Encode()
-	db, err := sqldb.Open(ctx, u.String(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	if _, err := sqldb.Migrate(ctx, db, schema.Migrations()); err != nil {
-		t.Fatal(err)
-	}
-	req := addRequester(t, db)
-	for _, step := range []struct {
-		name string
-		run  func(s *inbox.Store) error
+	creds := newJob("", false).Credentials
+	steps := []struct {
+		name    string
+		rotated bool // the store seals under a new key: Rewrap has work
+		run     func(ctx context.Context, s *inbox.Store, db *sqldb.DB, req string, j *inbox.Job) error
 	}{
-		{"enqueue", func(s *inbox.Store) error { return s.Enqueue(ctx, newJob(req, false)) }},
-		{"claim", func(s *inbox.Store) error { _, err := s.Claim(ctx, "w", 1, time.Minute); return err }},
-	} {
-		s := inbox.New(db, testKeys(t), inbox.DefaultPolicy())
-		start := time.Now()
-		if err := step.run(s); err != nil {
-			t.Fatalf("%s: %v", step.name, err)
-		}
-		if took := time.Since(start); took > 2*time.Second {
-			t.Fatalf("the first %s of a store took %v: it measured the clock inside its transaction", step.name, took)
-		}
+		{"enqueue", false, func(ctx context.Context, s *inbox.Store, _ *sqldb.DB, req string, _ *inbox.Job) error {
+			return s.Enqueue(ctx, newJob(req, false))
+		}},
+		{"insert in the caller's transaction", false, func(ctx context.Context, s *inbox.Store, db *sqldb.DB, req string, _ *inbox.Job) error {
+			return db.Tx(ctx, func(tx *sql.Tx) error { return s.Insert(ctx, tx, newJob(req, false)) })
+		}},
+		{"claim", false, func(ctx context.Context, s *inbox.Store, _ *sqldb.DB, _ string, _ *inbox.Job) error {
+			_, err := s.Claim(ctx, "w", 1, time.Minute)
+			return err
+		}},
+		{"advance", false, func(ctx context.Context, s *inbox.Store, _ *sqldb.DB, _ string, j *inbox.Job) error {
+			return s.Advance(ctx, j, schema.StatusFetching)
+		}},
+		{"progress", false, func(ctx context.Context, s *inbox.Store, _ *sqldb.DB, _ string, j *inbox.Job) error {
+			return s.Progress(ctx, j, 50)
+		}},
+		{"fail", false, func(ctx context.Context, s *inbox.Store, _ *sqldb.DB, _ string, j *inbox.Job) error {
+			_, err := s.Fail(ctx, j, inbox.JobError{Class: inbox.Retryable, Code: "x", Message: "y"})
+			return err
+		}},
+		{"release", false, func(ctx context.Context, s *inbox.Store, _ *sqldb.DB, _ string, j *inbox.Job) error {
+			return s.Release(ctx, j)
+		}},
+		{"succeed many", false, func(ctx context.Context, s *inbox.Store, _ *sqldb.DB, _ string, j *inbox.Job) error {
+			stale, err := s.SucceedMany(ctx, []*inbox.Job{j}, nil)
+			if err == nil && len(stale) != 0 {
+				t.Errorf("succeed many: %d stale", len(stale))
+			}
+			return err
+		}},
+		{"update credentials", false, func(ctx context.Context, s *inbox.Store, _ *sqldb.DB, req string, j *inbox.Job) error {
+			_, err := s.UpdateCredentials(ctx, j.ID, req, creds)
+			return err
+		}},
+		{"rewrap", true, func(ctx context.Context, s *inbox.Store, _ *sqldb.DB, _ string, _ *inbox.Job) error {
+			n, err := s.Rewrap(ctx)
+			if err == nil && n == 0 {
+				t.Error("rewrap moved no credentials to the new key")
+			}
+			return err
+		}},
+		{"prune", false, func(ctx context.Context, s *inbox.Store, _ *sqldb.DB, _ string, _ *inbox.Job) error {
+			_, err := s.Prune(ctx, time.Now())
+			return err
+		}},
 	}
+	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
+		ctx := context.Background()
+		spec := "k1:" + credentials.NewKey()
+		keys, err := credentials.ParseKeyring(spec, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rotated, err := credentials.ParseKeyring("k2:"+credentials.NewKey()+","+spec, "k2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := addRequester(t, db)
+		seed := inbox.New(db, keys, inbox.DefaultPolicy())
+		for _, step := range steps {
+			t.Run(step.name, func(t *testing.T) {
+				enqueue(t, seed, req, 1)
+				jobs, err := seed.Claim(ctx, "w", 1, time.Minute)
+				if err != nil || len(jobs) != 1 {
+					t.Fatalf("claim: %d %v", len(jobs), err)
+				}
+				if db.Engine == sqldb.Postgres {
+					db.SetMaxOpenConns(1)
+					defer db.SetMaxOpenConns(0)
+				}
+				k := keys
+				if step.rotated {
+					k = rotated
+				}
+				s := inbox.New(db, k, inbox.DefaultPolicy()) // its clock never measured
+				start := time.Now()
+				err = step.run(ctx, s, db, req, jobs[0])
+				if took := time.Since(start); took > 2*time.Second {
+					t.Fatalf("the first %s of a store took %v: it measured the clock inside its transaction", step.name, took)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	})
 }

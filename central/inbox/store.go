@@ -100,9 +100,14 @@ func (s *Store) Queue() *lease.Queue { return s.q }
 
 // Insert adds a queued job inside tx, sealing its credentials to the row
 // (credential_version 1). The caller owns the transaction, so an enqueue
-// and its idempotency record commit together.
+// and its idempotency record commit together. A store whose clock was
+// never measured measures it on tx (lease.Queue.TimeTx): on a connection
+// of its own it would wait for the one tx holds.
 func (s *Store) Insert(ctx context.Context, tx *sql.Tx, j NewJob) error {
-	now := s.now()
+	now, err := s.q.TimeTx(ctx, tx)
+	if err != nil {
+		return fmt.Errorf("inbox: insert job: %w", err)
+	}
 	sched := j.ScheduledAt
 	if sched.IsZero() || sched.Before(now) {
 		sched = now
@@ -144,7 +149,6 @@ func (s *Store) Insert(ctx context.Context, tx *sql.Tx, j NewJob) error {
 
 // Enqueue inserts j in its own transaction (tests, tools, benchmarks).
 func (s *Store) Enqueue(ctx context.Context, j NewJob) error {
-	s.now() // the first measurement of the database clock, before the transaction holds a connection
 	return s.db.Tx(ctx, func(tx *sql.Tx) error { return s.Insert(ctx, tx, j) })
 }
 
@@ -236,13 +240,14 @@ func (s *Store) List(ctx context.Context, status string, limit int) ([]*View, er
 // reads answer with 410 Gone. It returns the number of jobs pruned.
 func (s *Store) Prune(ctx context.Context, cutoff time.Time) (int64, error) {
 	var n int64
+	now := s.now() // before the transaction holds a connection (see Store.write)
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, s.db.Rebind(`UPDATE inbox_jobs SET pruned_at = ?,
 			storage_creds_encrypted = NULL, storage_creds_dek_wrapped = NULL, storage_creds_kek_id = NULL,
 			storage_creds_encryption_version = NULL, metadata = NULL, outputs = NULL, source_url = NULL,
 			source_key = NULL, source_bucket = NULL, status_webhook_url = NULL, refresh_url = NULL
 			WHERE status IN ('succeeded', 'failed', 'dead_letter') AND finished_at < ? AND pruned_at IS NULL`),
-			sqldb.Micros(s.now()), sqldb.Micros(cutoff))
+			sqldb.Micros(now), sqldb.Micros(cutoff))
 		if err != nil {
 			return err
 		}

@@ -176,11 +176,17 @@ func (s *Store) release(ctx context.Context, j *Job, jerr *JobError) error {
 // same write is fenced on what the row still holds instead of being told
 // its claim is stale; and on Postgres, where DB.Tx re-runs fn after a
 // serialization failure, each run starts from the committed claim.
+//
+// The time is read before the transaction takes a connection: a store's
+// first reading measures the database clock on a connection of its own,
+// which, on a pool the transaction exhausts, it would wait for until the
+// measurement gives up (5 s), the transaction open all along.
 func (s *Store) write(ctx context.Context, j *Job, fn func(tx *sql.Tx, c *lease.Claim, now time.Time) error) error {
 	var c lease.Claim
+	now := s.now()
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
 		c = j.claim()
-		return fn(tx, &c, s.now())
+		return fn(tx, &c, now)
 	})
 	if err != nil {
 		return err
@@ -358,6 +364,7 @@ func (s *Store) Progress(ctx context.Context, j *Job, percent int) error {
 // as such.
 func (s *Store) UpdateCredentials(ctx context.Context, jobID, requesterID string, creds credentials.Storage) (int, error) {
 	var next int
+	now := s.now() // before the transaction holds a connection (see Store.write)
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
 		var owner, status string
 		var srcURL, srcBucket sql.NullString
@@ -397,7 +404,7 @@ func (s *Store) UpdateCredentials(ctx context.Context, jobID, requesterID string
 		res, err := tx.ExecContext(ctx, s.db.Rebind(`UPDATE inbox_jobs SET credential_version = ?, storage_creds_encrypted = ?,
 			storage_creds_dek_wrapped = ?, storage_creds_kek_id = ?, storage_creds_encryption_version = ?, updated_at = ?
 			WHERE id = ? AND credential_version = ? AND status NOT IN (`+terminalList+`)`),
-			next, sealed.Ciphertext, sealed.WrappedDEK, sealed.KEKID, sealed.Version, sqldb.Micros(s.now()), jobID, cur)
+			next, sealed.Ciphertext, sealed.WrappedDEK, sealed.KEKID, sealed.Version, sqldb.Micros(now), jobID, cur)
 		if err != nil {
 			return err
 		}

@@ -290,6 +290,10 @@ func (s *Store) Apply(ctx context.Context, ops []Op) []error {
 	var out []error
 	claims := make([]lease.Claim, len(ops))
 	steps := make([]lease.Step, len(ops))
+	// Read before the transaction holds a connection: a store's first
+	// reading measures the database clock on one of its own, which it
+	// would wait for on a pool the transaction exhausts.
+	now := s.now()
 	err := s.DB.Tx(ctx, func(tx *sql.Tx) error {
 		// Moves work on copies (a retried transaction starts over from the
 		// events' claims); only a committed move changes an event.
@@ -300,7 +304,7 @@ func (s *Store) Apply(ctx context.Context, ops []Op) []error {
 			steps[i] = lease.Step{Claim: &claims[i], To: op.To, Set: op.Set, Args: op.Args}
 		}
 		var err error
-		out, err = s.q.MoveEach(ctx, tx, steps, s.now())
+		out, err = s.q.MoveEach(ctx, tx, steps, now)
 		return err
 	})
 	if err == nil {

@@ -206,6 +206,19 @@ func (q *Queue) timeOn(ctx context.Context, tx sqldb.Execer) (now time.Time, fre
 	return q.Time(), true, nil
 }
 
+// TimeTx is Time for a caller about to write in tx, a transaction it holds
+// and Time's first measurement would have to wait for: on a pool of one,
+// or one every caller holds a transaction of, a measurement on a connection
+// of its own waits for the caller's until it gives up (5 s), the
+// transaction open all along. So while the database clock has never been
+// measured (or its last measurement was dropped) it is measured on tx, as
+// the lease statements do; later it is Time. A failed measurement fails
+// the caller's statement, as theirs does.
+func (q *Queue) TimeTx(ctx context.Context, tx sqldb.Execer) (time.Time, error) {
+	now, _, err := q.timeOn(ctx, tx)
+	return now, err
+}
+
 // resync measures the database clock again for Time, in the background.
 func (q *Queue) resync() {
 	r, err := q.measure()

@@ -48,3 +48,7 @@ func (e *TransitionError) Is(target error) bool { return target == ErrInvalidTra
 // ErrRepeatedClaim is matched with errors.Is when a batch write (MoveEach,
 // MoveMany) names one row twice; the batch is refused before any write.
 var ErrRepeatedClaim = errors.New("batch names one row twice")
+
+// ErrArgType is matched with errors.Is when a value of a batch write does
+// not fit the column it is written to.
+var ErrArgType = errors.New("value does not fit its column")

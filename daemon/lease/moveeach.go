@@ -28,13 +28,18 @@ type Step struct {
 //
 // On Postgres, steps with the same from status, To and Set share one
 // statement, their ids, versions and Args travelling as array parameters:
-// one round trip per kind of outcome instead of one per step. A step whose
-// Args have no array form (types other than integers and strings) falls
-// back to Move. The arrays are typed by the Args' Go types, not by the
-// columns they are written to: give each column a value of its own type
-// (a string for an integer column, which Postgres converts for Move, fails
-// here). SQLite runs Move per step: its statements are in-process and
-// prepared once.
+// one round trip per kind of outcome instead of one per step. Each array
+// is typed by the column its ? is written to (read once from the
+// database's catalog), not by the values' Go types: a ? that is the whole
+// value of an assignment ("col = ?", or "col = COALESCE(col, ?)") to an
+// integer or text column takes integers (any Go integer type), or strings
+// (or bytes) respectively, and NULL. On both engines any other value for
+// such a ? (a string for an integer column, an integer for a text column,
+// a time for a micros column) is refused with ErrArgType, naming the
+// column, before anything is written. Steps whose Set has another ? (in an
+// expression, or written to a column of another type) are written by Move,
+// their values judged as Move's are. SQLite runs Move per step: its
+// statements are in-process and prepared once.
 //
 // Steps naming one row twice (the same Claim, or two Claims with one ID)
 // are refused with ErrRepeatedClaim before anything is written: grouped,
@@ -50,8 +55,12 @@ func (q *Queue) MoveEach(ctx context.Context, tx Execer, steps []Step, now time.
 			return nil, err
 		}
 	}
+	vals, cols, err := q.fitArgs(ctx, tx, steps)
+	if err != nil {
+		return nil, err
+	}
 	if q.DB.Engine != sqldb.Postgres {
-		return out, q.moveOneByOne(ctx, tx, steps, nil, out, now)
+		return out, q.moveOneByOne(ctx, tx, steps, vals, nil, out, now)
 	}
 	type key struct{ from, to, set string }
 	groups := map[key][]int{}
@@ -65,12 +74,12 @@ func (q *Queue) MoveEach(ctx context.Context, tx Execer, steps []Step, now time.
 	}
 	for _, k := range order {
 		idx := groups[k]
-		ok, err := q.moveGroup(ctx, tx, steps, idx, out, k.from, k.to, k.set, now)
+		ok, err := q.moveGroup(ctx, tx, steps, vals, cols[k.set], idx, out, k.from, k.to, k.set, now)
 		if err != nil {
 			return nil, err
 		}
 		if !ok {
-			if err := q.moveOneByOne(ctx, tx, steps, idx, out, now); err != nil {
+			if err := q.moveOneByOne(ctx, tx, steps, vals, idx, out, now); err != nil {
 				return nil, err
 			}
 		}
@@ -78,12 +87,48 @@ func (q *Queue) MoveEach(ctx context.Context, tx Execer, steps []Step, now time.
 	return out, nil
 }
 
+// fitArgs checks every step's Args against the columns they are written
+// to (argCols) and returns them as the arrays hold them (fit), with the
+// columns of each Set. A step whose Args do not match its Set's ? count
+// is left to Move (nil values).
+func (q *Queue) fitArgs(ctx context.Context, tx Execer, steps []Step) ([][]any, map[string][]argCol, error) {
+	vals := make([][]any, len(steps))
+	cols := map[string][]argCol{}
+	for i, st := range steps {
+		c, ok := cols[st.Set]
+		if !ok {
+			var err error
+			if c, err = q.argCols(ctx, tx, st.Set); err != nil {
+				return nil, nil, err
+			}
+			cols[st.Set] = c
+		}
+		if len(st.Args) != len(c) {
+			continue
+		}
+		vals[i] = make([]any, len(c))
+		for k, v := range st.Args {
+			f, err := fit(v, c[k])
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: step %d: %w", q.Spec.Table, i, err)
+			}
+			vals[i][k] = f
+		}
+	}
+	return vals, cols, nil
+}
+
 // moveOneByOne runs Move for the steps idx (all of them when idx is nil),
-// reporting a stale claim in out.
-func (q *Queue) moveOneByOne(ctx context.Context, tx Execer, steps []Step, idx []int, out []error, now time.Time) error {
+// reporting a stale claim in out. A step's Args are written as fitArgs
+// left them (vals), so both engines store what the arrays would.
+func (q *Queue) moveOneByOne(ctx context.Context, tx Execer, steps []Step, vals [][]any, idx []int, out []error, now time.Time) error {
 	one := func(i int) error {
 		st := steps[i]
-		err := q.Move(ctx, tx, st.Claim, st.To, now, st.Set, st.Args...)
+		args := st.Args
+		if vals[i] != nil {
+			args = vals[i]
+		}
+		err := q.Move(ctx, tx, st.Claim, st.To, now, st.Set, args...)
 		if err != nil && !errors.Is(err, ErrStale) {
 			return err
 		}
@@ -107,55 +152,54 @@ func (q *Queue) moveOneByOne(ctx context.Context, tx Execer, steps []Step, idx [
 }
 
 // moveGroup writes the steps idx (same from, to and set) with one
-// statement. It reports false, having written nothing, when their Args
-// cannot travel as arrays.
-func (q *Queue) moveGroup(ctx context.Context, tx Execer, steps []Step, idx []int, out []error, from, to, set string, now time.Time) (bool, error) {
+// statement, their Args as vals holds them (fitArgs) in arrays of their
+// columns' types (cols). It reports false, having written nothing, when a
+// ? of set has no array form (kindOther) or a step's Args do not match set.
+func (q *Queue) moveGroup(ctx context.Context, tx Execer, steps []Step, vals [][]any, cols []argCol, idx []int, out []error, from, to, set string, now time.Time) (bool, error) {
 	s := q.Spec
-	nargs := sqldb.Placeholders(set, nil)
 	ids, versions := make([]string, len(idx)), make([]int64, len(idx))
 	byID := make(map[string]int, len(idx))
 	for j, i := range idx {
 		c := steps[i].Claim
-		if len(steps[i].Args) != nargs {
+		if vals[i] == nil {
 			return false, nil
 		}
 		byID[c.ID] = i
 		ids[j], versions[j] = c.ID, c.Version
 	}
-	// One array per ? of set, typed by its values; a position that is NULL
-	// in every step is written as a NULL literal.
-	cols := make([]string, nargs)
+	// One array per ? of set, of its column's kind (integers travel as
+	// bigint, strings as text, and the assignment fits them to the column
+	// as it fits Move's parameters: an over-long varchar is an error, not
+	// cut); a position that is NULL in every step is written as a NULL
+	// literal.
+	exprs := make([]string, len(cols))
 	var arrays []any
 	var casts []string
-	for k := 0; k < nargs; k++ {
+	for k, col := range cols {
+		if col.kind == kindOther {
+			return false, nil
+		}
 		var ints []*int64
 		var strs []*string
 		for j, i := range idx {
-			switch v := steps[i].Args[k].(type) {
+			switch v := vals[i][k].(type) {
 			case nil:
-			case int:
-				n := int64(v)
-				ints = grow(ints, len(idx), j, &n)
 			case int64:
 				ints = grow(ints, len(idx), j, &v)
 			case string:
 				strs = grow(strs, len(idx), j, &v)
-			default:
-				return false, nil
 			}
 		}
 		switch {
-		case ints != nil && strs != nil:
-			return false, nil
 		case ints != nil:
 			arrays, casts = append(arrays, ints), append(casts, "bigint[]")
 		case strs != nil:
 			arrays, casts = append(arrays, strs), append(casts, "text[]")
 		default:
-			cols[k] = "NULL"
+			exprs[k] = "NULL"
 			continue
 		}
-		cols[k] = "v.mv_a" + strconv.Itoa(len(arrays))
+		exprs[k] = "v.mv_a" + strconv.Itoa(len(arrays))
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "UPDATE %s t SET %s = ?", s.Table, s.Status)
@@ -170,7 +214,7 @@ func (q *Queue) moveGroup(ctx context.Context, tx Execer, steps []Step, idx []in
 			if k < 0 {
 				b.WriteString(lit)
 			} else {
-				b.WriteString(cols[k])
+				b.WriteString(exprs[k])
 			}
 		})
 	}

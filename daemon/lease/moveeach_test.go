@@ -13,8 +13,8 @@ import (
 )
 
 // TestMoveEach writes mixed outcomes in one transaction: steps grouped by
-// kind, per-step arguments (NULL in some steps, in all steps, untyped for
-// arrays), a stale claim among them, and checks each row and claim.
+// kind, per-step arguments (NULL in some steps, in all steps, bytes for a
+// text column), a stale claim among them, and checks each row and claim.
 func TestMoveEach(t *testing.T) {
 	sqltest.Each(t, []sqldb.Migrations{migrations}, func(t *testing.T, db *sqldb.DB) {
 		ctx := context.Background()
@@ -39,7 +39,7 @@ func TestMoveEach(t *testing.T) {
 			{&cs[1], "busy", "note = ?", []any{nil}, nil, false},                          // NULL among strings
 			{&cs[2], "ready", "note = ?, ready_at = ?", []any{nil, int64(7)}, nil, false}, // NULL in every step of its group
 			{&cs[3], "busy", "note = 'why?'", nil, "why?", false},                         // a ? inside a literal is no placeholder
-			{&cs[4], "ready", "note = ?", []any{[]byte("b")}, "b", false},                 // no array form: falls back to Move
+			{&cs[4], "ready", "note = ?", []any{[]byte("b")}, "b", false},                 // bytes for a text column
 			{&stale, "busy", "note = ?", []any{"s"}, nil, true},
 		}
 		steps := make([]lease.Step, len(tests))

@@ -119,6 +119,9 @@ type Queue struct {
 	Extra func() []any
 
 	clock                              dbClock
+	colMu                              sync.Mutex
+	colTypes                           map[string]string   // the table's declared column types, read by MoveEach
+	setCols                            map[string][]argCol // per Step.Set, the column of each ?
 	once                               sync.Once
 	buildErr                           error
 	claimSQL, reclaimSQL, heartbeatSQL string

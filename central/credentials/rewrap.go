@@ -77,8 +77,11 @@ func RewrapColumns(ctx context.Context, db *sqldb.DB, k *Keyring, cols Columns, 
 				continue
 			}
 			var n int64
+			// Read before the transaction: a lease clock not yet measured
+			// would wait for a connection the transaction holds.
+			at := sqldb.Micros(now())
 			err = db.Tx(ctx, func(tx *sql.Tx) error {
-				res, err := tx.ExecContext(ctx, upd, out.WrappedDEK, out.KEKID, out.Version, sqldb.Micros(now()), r.id, r.version, r.sealed.KEKID)
+				res, err := tx.ExecContext(ctx, upd, out.WrappedDEK, out.KEKID, out.Version, at, r.id, r.version, r.sealed.KEKID)
 				if err != nil {
 					return err
 				}

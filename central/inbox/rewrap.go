@@ -21,10 +21,6 @@ var jobCredentialColumns = credentials.Columns{
 // re-wrapping its DEK (the payload is untouched). Rows are updated only if
 // their blob did not change meanwhile. It returns the number rewrapped.
 func (s *Store) Rewrap(ctx context.Context) (int, error) {
-	// RewrapColumns reads the clock inside each row's transaction: the
-	// store's first reading, which takes a connection of its own, is made
-	// here, before one is held (see Store.write).
-	s.now()
 	n, err := credentials.RewrapColumns(ctx, s.db, s.keys, jobCredentialColumns, s.now)
 	if err != nil {
 		return n, fmt.Errorf("inbox: %w", err)

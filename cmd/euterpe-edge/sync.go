@@ -30,6 +30,8 @@ type syncSettings struct {
 	// YieldPace and YieldCeiling keep the shipper out of the workers' way.
 	YieldPace    time.Duration
 	YieldCeiling int
+	// RedisMaxEvents caps the capture stream in Redis (jobs.Store.CaptureMax).
+	RedisMaxEvents int
 
 	secret []byte // read by validate
 }
@@ -56,7 +58,14 @@ func (s *syncSettings) register(c *daemon.Config) {
 		"while jobs are queued or running, the sync mover and sender each take one batch (≤ 500 events) per this period and catch up at full speed when the edge is idle; 0 never yields")
 	c.Int(&s.YieldCeiling, "sync-yield-ceiling", "EUTERPE_SYNC_YIELD_CEILING", ship.DefaultYieldCeiling, 1000, 10_000_000,
 		"captured events waiting in Redis (sync:events) past which the sync mover moves at full speed even while jobs run, bounding Redis memory")
+	c.Int(&s.RedisMaxEvents, "sync-redis-max-events", "EUTERPE_SYNC_REDIS_MAX_EVENTS", DefaultSyncRedisMaxEvents, 1000, 1_000_000_000,
+		"hard cap on captured events waiting in Redis (sync:events), above EUTERPE_SYNC_YIELD_CEILING: at the cap delta events are not captured (the job's own stream keeps them) and are reported to central as gaps; lifecycle and terminal events are always captured")
 }
+
+// DefaultSyncRedisMaxEvents is ten times the yield ceiling: about 220 MB of
+// Redis memory with ~100-byte deltas, reached only when the mover cannot
+// write the spool (a full disk) or keep up for hours.
+const DefaultSyncRedisMaxEvents = 1_000_000
 
 func checkSyncURL(v string) error {
 	if v == "" {
@@ -84,6 +93,11 @@ func (s *syncSettings) validate() error {
 		return nil
 	}
 	switch {
+	case s.RedisMaxEvents <= s.YieldCeiling:
+		// At or under the ceiling the cap would drop deltas while the
+		// mover still yields to the workers, with the spool's room unused.
+		return &daemon.SettingError{Setting: "EUTERPE_SYNC_REDIS_MAX_EVENTS", Value: fmt.Sprint(s.RedisMaxEvents),
+			Reason: fmt.Sprintf("must be above EUTERPE_SYNC_YIELD_CEILING (%d)", s.YieldCeiling)}
 	case !edgeIDRe.MatchString(s.EdgeID):
 		return &daemon.SettingError{Setting: "EUTERPE_SYNC_EDGE_ID", Value: s.EdgeID,
 			Reason: "required when EUTERPE_SYNC_URL is set: 1-128 characters of [A-Za-z0-9._:-]"}
@@ -139,7 +153,8 @@ func buildSync(ctx context.Context, d Deps, s *syncSettings) (Component, error) 
 	// From here on every event the gateway and the workers write is
 	// captured: the store is shared and nothing runs yet.
 	d.Jobs.Capture = jobs.CaptureStream
-	log.Info("sync to central on", "url", s.URL, "edge_id", s.EdgeID, "spool", path, "spool_max_mb", s.SpoolMaxMB)
+	d.Jobs.CaptureMax = int64(s.RedisMaxEvents)
+	log.Info("sync to central on", "url", s.URL, "edge_id", s.EdgeID, "spool", path, "spool_max_mb", s.SpoolMaxMB, "redis_max_events", s.RedisMaxEvents)
 	return &syncComponent{sh: sh}, nil
 }
 

@@ -64,6 +64,8 @@ func TestSyncSettingsRefused(t *testing.T) {
 		{"negative yield pace", base(map[string]string{"EUTERPE_SYNC_YIELD_PACE": "-1s"}), "EUTERPE_SYNC_YIELD_PACE", ""},
 		{"yield pace over a minute", base(map[string]string{"EUTERPE_SYNC_YIELD_PACE": "2m"}), "EUTERPE_SYNC_YIELD_PACE", ""},
 		{"tiny yield ceiling", base(map[string]string{"EUTERPE_SYNC_YIELD_CEILING": "10"}), "EUTERPE_SYNC_YIELD_CEILING", ""},
+		{"no redis cap", base(map[string]string{"EUTERPE_SYNC_REDIS_MAX_EVENTS": "0"}), "EUTERPE_SYNC_REDIS_MAX_EVENTS", ""},
+		{"redis cap not above the yield ceiling", base(map[string]string{"EUTERPE_SYNC_REDIS_MAX_EVENTS": "100000"}), "EUTERPE_SYNC_REDIS_MAX_EVENTS", "EUTERPE_SYNC_YIELD_CEILING"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -215,7 +217,7 @@ func TestSyncOnShipsEveryEventAndServesMetrics(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	for _, m := range []string{"euterpe_sync_spool_events ", "euterpe_sync_spool_bytes ", "euterpe_sync_spool_oldest_age_seconds ",
-		"euterpe_sync_shipped_events_total ", "euterpe_sync_dropped_events_total 0", "euterpe_sync_quarantined_batches_total 0"} {
+		"euterpe_sync_shipped_events_total ", "euterpe_sync_dropped_events_total 0", "euterpe_sync_redis_dropped_total 0", "euterpe_sync_quarantined_batches_total 0"} {
 		assert.Contains(t, string(body), m)
 	}
 	_, err = os.Stat(filepath.Join(d.state, spool.File))

@@ -129,8 +129,8 @@ func (s *Store) prepare(id string, t Transition) (*transitionCall, error) {
 	if t.Publish {
 		channel = CancelChannel(id)
 	}
-	args := make([]any, 0, 11+len(from))
-	args = append(args, t.To, s.nowMS(), evType, t.Step, string(data), string(t.Result), string(t.Error), channel, t.AckMessageID, id, s.Capture)
+	args := make([]any, 0, 12+len(from))
+	args = append(args, t.To, s.nowMS(), evType, t.Step, string(data), string(t.Result), string(t.Error), channel, t.AckMessageID, id, s.Capture, max(s.CaptureMax, 0))
 	for _, f := range from {
 		args = append(args, f)
 	}

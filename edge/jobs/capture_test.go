@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
 	"github.com/vesta-cx/euterpe/edge/jobs"
 )
 
@@ -72,4 +73,90 @@ func TestCaptureOffWritesNothing(t *testing.T) {
 	_, err = st.Finish(ctx, id, jobs.Done, "worker.finish", json.RawMessage(`{}`), nil, "")
 	require.NoError(t, err)
 	assert.Equal(t, int64(0), rdb.Exists(ctx, jobs.CaptureStream).Val())
+}
+
+// With the capture stream at its cap (Store.CaptureMax), a delta is still
+// written to its job's stream but not captured: the scripts record the
+// drop in the job's field of the drops hash instead (first and last entry
+// and ts, count). Lifecycle and terminal events are captured whatever the
+// stream holds. Taking the drops hands the same record out again until it
+// is released, so a mover that died in between loses none.
+func TestCaptureCapDropsDeltasOnly(t *testing.T) { testsvc.EachRedis(t, testCaptureCapDropsDeltasOnly) }
+
+func testCaptureCapDropsDeltasOnly(t *testing.T) {
+	st, rdb := newStore(t)
+	st.Capture = jobs.CaptureStream
+	st.CaptureMax = 5
+	ctx := context.Background()
+	delta := func(id string) string {
+		e, err := st.AppendEvent(ctx, id, "delta", "worker.delta", json.RawMessage(`{"text":"t"}`))
+		require.NoError(t, err)
+		return e
+	}
+
+	a := create(t, st)
+	_, err := st.SetRunning(ctx, a, "worker.start", nil)
+	require.NoError(t, err)
+	delta(a)
+	delta(a)
+	delta(a) // the fifth entry: the stream is at its cap
+	first := delta(a)
+	res := st.ApplyBatch(ctx, []jobs.Op{{ID: a, T: jobs.Transition{EventType: "delta", Step: "worker.delta", Data: json.RawMessage(`{}`)}}})
+	require.NoError(t, res[0].Err)
+	last := res[0].EventID
+	_, err = st.SetRunning(ctx, a, "worker.restart", nil) // a lifecycle event: captured
+	require.NoError(t, err)
+	_, err = st.Finish(ctx, a, jobs.Done, "worker.finish", json.RawMessage(`{"text":"ok"}`), nil, "")
+	require.NoError(t, err)
+	b := create(t, st)
+
+	assert.Equal(t, int64(9), rdb.XLen(ctx, jobs.EventsKey(a)).Val(), "the job's own stream has every event")
+	var types []string
+	for _, m := range rdb.XRange(ctx, jobs.CaptureStream, "-", "+").Val() {
+		c := jobs.CapturedFromValues(m.ID, m.Values)
+		types = append(types, c.JobID[:1]+c.Type)
+		require.False(t, c.JobID == a && (c.Entry == first || c.Entry == last), "a dropped delta was captured")
+	}
+	assert.Equal(t, []string{a[:1] + "queued", a[:1] + "running", a[:1] + "delta", a[:1] + "delta", a[:1] + "delta",
+		a[:1] + "running", a[:1] + "done", b[:1] + "queued"}, types)
+
+	ts := func(entry string) int64 {
+		m := rdb.XRange(ctx, jobs.EventsKey(a), entry, entry).Val()
+		require.Len(t, m, 1)
+		return jobs.EventFromValues(m[0].ID, m[0].Values).TS
+	}
+	want := []jobs.Drop{{JobID: a, Count: 2, FirstEntry: first, LastEntry: last, FirstTS: ts(first), LastTS: ts(last)}}
+	assert.Equal(t, "2", rdb.Get(ctx, jobs.CaptureDroppedTotal).Val())
+	for i := 0; i < 2; i++ { // taken again: not yet released
+		got, bad, err := jobs.TakeDrops(ctx, rdb, jobs.CaptureStream)
+		require.NoError(t, err)
+		assert.Zero(t, bad)
+		assert.Equal(t, want, got, "take %d", i)
+	}
+	// Drops after the take are kept apart, for the next take.
+	require.NoError(t, rdb.XTrimMaxLen(ctx, jobs.CaptureStream, 5).Err())
+	c := create(t, st)
+	_, err = st.SetRunning(ctx, c, "worker.start", nil)
+	require.NoError(t, err)
+	late := delta(c)
+	require.NoError(t, jobs.ReleaseDrops(ctx, rdb, jobs.CaptureStream))
+	got, _, err := jobs.TakeDrops(ctx, rdb, jobs.CaptureStream)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, c, got[0].JobID)
+	assert.Equal(t, late, got[0].FirstEntry)
+	assert.Equal(t, int64(1), got[0].Count)
+	require.NoError(t, jobs.ReleaseDrops(ctx, rdb, jobs.CaptureStream))
+	got, _, err = jobs.TakeDrops(ctx, rdb, jobs.CaptureStream)
+	require.NoError(t, err)
+	assert.Empty(t, got)
+	assert.Equal(t, "3", rdb.Get(ctx, jobs.CaptureDroppedTotal).Val(), "every drop counted")
+
+	// Below the cap, deltas are captured again.
+	require.NoError(t, rdb.Del(ctx, jobs.CaptureStream).Err())
+	d := create(t, st)
+	_, err = st.SetRunning(ctx, d, "worker.start", nil)
+	require.NoError(t, err)
+	delta(d)
+	assert.Equal(t, int64(3), rdb.XLen(ctx, jobs.CaptureStream).Val())
 }

@@ -96,7 +96,8 @@ return {'created', ev, msg}
 // ARGV: 1 new status ("" keeps it), 2 now_ms, 3 event type, 4 step, 5 data,
 // 6 result ("" untouched), 7 error ("" untouched), 8 cancel channel ("" none),
 // 9 queue message id to ack ("" none), 10 job id, 11 capture stream ("" none:
-// see captureLua), 12.. allowed current statuses
+// see captureLua), 12 capture cap (0 none: see dropLua), 13.. allowed
+// current statuses
 var transitionScript = redis.NewScript(`
 redis.replicate_commands()
 local function ack()
@@ -116,7 +117,7 @@ if w then return w end
 local cur = redis.call('HGET', KEYS[1], 'status')
 if not cur then ack() return {'missing', ''} end
 local allowed = false
-for i = 12, #ARGV do
+for i = 13, #ARGV do
   if ARGV[i] == cur then allowed = true break end
 end
 if not allowed then
@@ -125,6 +126,12 @@ if not allowed then
 end
 w = wrongtype(ARGV[11], 'stream')
 if w then return w end
+local drop = ARGV[11] ~= '' and ARGV[3] == '` + CaptureDroppable + `' and tonumber(ARGV[12]) > 0 and
+  redis.call('XLEN', ARGV[11]) >= tonumber(ARGV[12])
+if drop then
+  w = wrongtype(ARGV[11] .. '` + dropsSuffix + `', 'hash', ARGV[11] .. '` + droppedTotalSuffix + `', 'string')
+  if w then return w end
+end
 if ARGV[1] ~= '' then
   redis.call('HSET', KEYS[1], 'status', ARGV[1], 'updated_ts', ARGV[2])
 else
@@ -133,7 +140,11 @@ end
 if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], 'result', ARGV[6]) end
 if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'error', ARGV[7]) end
 local id = redis.call('XADD', KEYS[2], '*', 'type', ARGV[3], 'ts', ARGV[2], 'step', ARGV[4], 'data', ARGV[5])
+if drop then
+` + dropLua("ARGV[11]", "ARGV[10]", "id", "ARGV[2]") + `
+else
 ` + captureLua("ARGV[11]", "ARGV[10]", "id", "ARGV[3]", "ARGV[4]", "ARGV[2]", "redis.call('HGET', KEYS[1], 'task') or ''", "ARGV[5]") + `
+end
 local ttl = redis.call('HGET', KEYS[1], 'ttl_s')
 if ttl and #ttl <= 10 and string.match(ttl, '^[1-9]%d*$') then
   redis.call('EXPIRE', KEYS[1], ttl)
@@ -181,6 +192,23 @@ func captureLua(stream, job, entry, typ, step, ts, task, data string) string {
 	return "if " + stream + " ~= '' then redis.call('XADD', " + stream + ", '*', 'job_id', " + job +
 		", 'entry', " + entry + ", 'type', " + typ + ", 'step', " + step + ", 'ts', " + ts +
 		", 'task', " + task + ", 'data', " + data + ") end"
+}
+
+// dropLua renders the record of a delta not captured because the capture
+// stream (a Lua expression) is at its cap: the job's field of the drops
+// hash holds "first_entry first_ts last_entry last_ts count", opened by
+// the first drop and extended by each later one, and the stream's drop
+// total grows by one. Only drops are recorded, so the hot path stays one
+// XLEN per delta; the script checked both keys' types before its first
+// write.
+func dropLua(stream, job, entry, ts string) string {
+	return "local dk = " + stream + " .. '" + dropsSuffix + "'\n" +
+		"local dv = redis.call('HGET', dk, " + job + ")\n" +
+		"local df, dts, dn\n" +
+		"if dv then df, dts, dn = string.match(dv, '^(%S+) (%d+) %S+ %d+ (%d+)$') end\n" +
+		"if df then dn = tonumber(dn) + 1 else df, dts, dn = " + entry + ", " + ts + ", 1 end\n" +
+		"redis.call('HSET', dk, " + job + ", df .. ' ' .. dts .. ' ' .. " + entry + " .. ' ' .. " + ts + " .. ' ' .. dn)\n" +
+		"redis.call('INCR', " + stream + " .. '" + droppedTotalSuffix + "')"
 }
 
 // luaTerminalTest renders "v == 'done' or v == 'error' or ..." from the

@@ -45,6 +45,11 @@ type Store struct {
 	// for the sync shipper. Empty (sync off) captures nothing. Set it
 	// before the store is shared.
 	Capture string
+	// CaptureMax, when positive, caps Capture: a delta written while the
+	// stream holds that many entries is not captured, and its drop is
+	// recorded for the shipper to report as a gap (see TakeDrops). Other
+	// events are captured whatever the stream holds. Set it with Capture.
+	CaptureMax int64
 
 	lagMode atomic.Int32 // whether XINFO GROUPS reports lag (Redis 7+)
 }

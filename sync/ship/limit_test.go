@@ -201,3 +201,66 @@ func TestSlowUplinkDoesNotTimeOutEveryOtherBatch(t *testing.T) {
 		})
 	}
 }
+
+// A 408 (central's incomplete_body: the body broke off on the way; a
+// proxy's body timeout) or a proxy's 504 is a batch that did not arrive in
+// time, as a client timeout is: over an uplink too slow for it, the same
+// batch would be cut off for ever. It backs off and the next batch is half
+// as large, so smaller ones get through.
+func TestTimeoutAnswersHalveTheBatch(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+		body   string
+	}{
+		{"central incomplete body", http.StatusRequestTimeout, `{"error":{"code":"` + wire.CodeIncompleteBody + `","message":"the body ended before its end"}}`},
+		{"proxy body timeout", http.StatusRequestTimeout, "<html><head><title>408 Request Time-out</title></head><body>nginx</body></html>"},
+		{"proxy gateway timeout", http.StatusGatewayTimeout, "<html><head><title>504 Gateway Time-out</title></head><body>nginx</body></html>"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, 64<<20, nil)
+			var full atomic.Int64
+			var cut atomic.Int32
+			h.rc.SetHook(func(w http.ResponseWriter, r *http.Request, _ int) bool {
+				// The link carries a bit more than half the first,
+				// full batch before whatever is in front of central
+				// gives up on it.
+				if r.URL.Path != wire.BatchPath {
+					return false
+				}
+				full.CompareAndSwap(0, r.ContentLength)
+				if r.ContentLength*5 <= full.Load()*3 {
+					return false
+				}
+				cut.Add(1)
+				w.WriteHeader(tc.status)
+				_, _ = w.Write([]byte(tc.body))
+				return true
+			})
+			ctx := context.Background()
+			var ids []string
+			for i := 0; i < 20; i++ {
+				ids = append(ids, h.jobs(1, 8, fmt.Sprintf(`{"text":"token %d"}`, i))...)
+			}
+			want := h.written(ids)
+			_, err := h.sh.MoveOnce(ctx)
+			require.NoError(t, err)
+
+			r := h.sh.SendOnce(ctx)
+			require.Equal(t, actBackoff, r.Action, "%+v", r)
+			assert.Equal(t, tc.status, r.Status)
+			assert.Positive(t, r.Wait, "still backs off")
+			first := r.Events + r.Gaps
+			r = h.sh.SendOnce(ctx)
+			require.Equal(t, actAccepted, r.Action, "%+v", r)
+			assert.Equal(t, first/2, r.Events+r.Gaps, "the batch after the timeout is half as large")
+			for i := 0; ; i++ {
+				require.Less(t, i, 15, "the same batch is cut off again and again: %d", cut.Load())
+				if r := h.sh.SendOnce(ctx); r.Idle {
+					break
+				}
+			}
+			assert.Equal(t, want, h.rc.Events())
+		})
+	}
+}

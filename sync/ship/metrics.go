@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vesta-cx/euterpe/edge/jobs"
 	"github.com/vesta-cx/euterpe/sync/spool"
 )
 
@@ -59,6 +60,13 @@ func (s *Shipper) Collectors() []prometheus.Collector {
 			func() float64 { return float64(s.Shipped()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "euterpe_sync_dropped_events_total", Help: "Delta events dropped from the full spool (reported to central as gaps)."},
 			count((*spool.Spool).Dropped)),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "euterpe_sync_redis_dropped_total", Help: "Delta events not captured because the capture stream in Redis was at its cap (reported to central as gaps); counted in Redis, so it also counts while the spool is not open."},
+			func() float64 {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				defer cancel()
+				n, _ := jobs.DroppedTotal(ctx, s.rdb, jobs.CaptureStream)
+				return float64(n)
+			}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "euterpe_sync_quarantined_batches_total", Help: "Batches (or single events) set aside because central refused them or they cannot be sent."},
 			func() float64 { return float64(s.Quarantined()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "euterpe_sync_quarantine_pruned_total", Help: "Quarantined batches removed, oldest first, to keep the quarantine within the spool's budget."},

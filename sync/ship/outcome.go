@@ -52,6 +52,15 @@ var outcomes = []struct {
 	{http.StatusForbidden, "", actAuth},
 }
 
+// timeoutAnswer reports whether status says the batch did not arrive in
+// time: a 408 (central's incomplete_body, the body broke off; a proxy's
+// body timeout) or a proxy's 504. They back off like any other failure,
+// and the next batch is halved as after a client timeout: a link too slow
+// for the batch would be cut off on it for ever.
+func timeoutAnswer(status int) bool {
+	return status == http.StatusRequestTimeout || status == http.StatusGatewayTimeout
+}
+
 func classify(status int, code string) action {
 	if status >= 200 && status < 300 {
 		return actAccepted

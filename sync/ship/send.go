@@ -287,11 +287,12 @@ func (s *Shipper) act(ctx context.Context, st *sendState, r *Result, sub spool.P
 	default:
 		st.failures++
 		r.Wait = s.backoff.Delay(st.failures)
-		if n := r.Events + r.Gaps; n > 1 && timedOut(r.Err) {
+		if n := r.Events + r.Gaps; n > 1 && (timedOut(r.Err) || timeoutAnswer(r.Status)) {
 			// An uplink too slow to carry this batch within the client's
-			// timeout would time out on it for ever: the next one is half
-			// as large. Accepted batches double again, so after an outage
-			// (a dead link times out too) this costs a few small batches.
+			// timeout (or central's, or a proxy's in front of it) would
+			// time out on it for ever: the next one is half as large.
+			// Accepted batches double again, so after an outage (a dead
+			// link times out too) this costs a few small batches.
 			st.limit = n / 2
 		}
 		switch {

@@ -345,6 +345,16 @@ func (s *Shipper) MoveOnce(ctx context.Context) (int, error) {
 		}
 		s.unmoved = nil
 	}
+	// The capture cap's drops are recorded on their own: failing to
+	// record them must not keep the mover from emptying the stream, or
+	// the cap would drop more.
+	if err := s.recordDrops(ctx); err != nil {
+		s.once("redisdropfail", func() {
+			s.log.Warn("sync: cannot record the deltas the capture stream's cap dropped; retrying", "err", err)
+		})
+	} else {
+		s.clear("redisdropfail")
+	}
 	msgs, err := s.rdb.XRangeN(ctx, jobs.CaptureStream, "-", "+", s.cfg.MoveBatch).Result()
 	if err != nil {
 		return 0, err

@@ -11,6 +11,8 @@ package spool
 // still keeps the budget off rows central may already have stored.
 // tombstones are capture entries a move took (spooled or dropped) whose
 // XDEL is not known to be done, so moving them again spools nothing.
+// gaps_first finds a gap added again by AddGaps; being IF NOT EXISTS, it
+// needs no new version.
 // Version 2 files written before every capture was tombstoned hold only
 // dropped ones; their spooled entries are still caught by events' unique
 // key.
@@ -40,6 +42,7 @@ CREATE TABLE IF NOT EXISTS gaps (
   sealed         INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS gaps_open ON gaps(job_id) WHERE sealed = 0;
+CREATE INDEX IF NOT EXISTS gaps_first ON gaps(job_id, first_entry_id);
 CREATE TABLE IF NOT EXISTS quarantine (
   id       INTEGER PRIMARY KEY AUTOINCREMENT,
   at_ms    INTEGER NOT NULL,

@@ -250,3 +250,42 @@ func TestSpoolGapsStayOrderedAfterPartialSettle(t *testing.T) {
 	assert.Equal(t, int64(3), gapCount(p.Gaps))
 	assert.Equal(t, 18-5, len(p.Rows)+int(gapCount(p.Gaps)))
 }
+
+// Gaps recorded elsewhere (the capture cap's drops in Redis) are added as
+// they are, sealed, once each: adding the same gap again (a mover that
+// died before Redis heard it was recorded) changes nothing while it is
+// spooled. Once central accepted it, it is gone, and adding it again sends
+// it again under the same gap id, which central deduplicates.
+func TestAddGapsOnceEach(t *testing.T) {
+	ctx := context.Background()
+	sp := open(t, filepath.Join(t.TempDir(), spool.File), 1<<20)
+	gaps := []spool.Gap{
+		{JobID: "a", Type: "delta", Count: 3, FirstEntry: "1700000000005-0", LastEntry: "1700000000009-0", FirstTS: 5, LastTS: 9},
+		{JobID: "b", Type: "delta", Count: 1, FirstEntry: "1700000000007-0", LastEntry: "1700000000007-0", FirstTS: 7, LastTS: 7},
+	}
+	n, err := sp.AddGaps(ctx, gaps)
+	require.NoError(t, err)
+	assert.Equal(t, 2, n)
+	n, err = sp.AddGaps(ctx, gaps)
+	require.NoError(t, err)
+	assert.Zero(t, n, "added again")
+
+	p, err := sp.Next(ctx, 10, 10, 1<<20)
+	require.NoError(t, err)
+	require.Len(t, p.Gaps, 2)
+	got := append([]spool.Gap(nil), p.Gaps...)
+	for i := range got {
+		assert.Positive(t, got[i].ID)
+		got[i].ID = 0
+	}
+	assert.Equal(t, gaps, got)
+	require.NoError(t, sp.Ack(ctx, p))
+
+	n, err = sp.AddGaps(ctx, gaps[:1])
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	p, err = sp.Next(ctx, 10, 10, 1<<20)
+	require.NoError(t, err)
+	require.Len(t, p.Gaps, 1)
+	assert.Equal(t, "1700000000005-0", p.Gaps[0].FirstEntry)
+}

@@ -153,9 +153,11 @@ func TestSlowUplinkDoesNotTimeOutEveryOtherBatch(t *testing.T) {
 		maxTimeouts int
 		maxAttempts int
 	}{
-		// A full batch takes 2.4 timeouts to arrive, half of one 1.2.
-		{"slow uplink", 200 * time.Millisecond, func(_ int, size, full int64) time.Duration {
-			return time.Duration(2.4 * float64(200*time.Millisecond) * float64(size) / float64(full))
+		// A full batch takes 2.4 timeouts to arrive, half of one 1.2, a
+		// quarter 0.6: a timeout long enough that the quarter batches
+		// still arrive in time on a loaded machine.
+		{"slow uplink", 500 * time.Millisecond, func(_ int, size, full int64) time.Duration {
+			return time.Duration(2.4 * float64(500*time.Millisecond) * float64(size) / float64(full))
 		}, 3, 25},
 		{"outage, then a fast link", 500 * time.Millisecond, func(n int, _, _ int64) time.Duration {
 			if n <= 4 {

@@ -70,11 +70,7 @@ func (t Tools) Probe(ctx context.Context, path string) (Info, error) {
 	cmd.Stderr = stderr
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
-	err = cmd.Start()
-	if err == nil {
-		procgroup.Reap(cmd)
-		err = cmd.Wait()
-	}
+	err = procgroup.Run(cmd)
 	out := stdout.Bytes()
 	if ctx.Err() != nil {
 		return Info{}, ctx.Err()
@@ -136,16 +132,16 @@ func (t Tools) Transcode(ctx context.Context, r Rendition, in, out string, total
 	procgroup.Contain(cmd)
 	stderr := &tail{max: 2048}
 	cmd.Stderr = stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return 0, fmt.Errorf("ffmpeg stdout: %w", err)
-	}
-	if err := cmd.Start(); err != nil {
-		return 0, fmt.Errorf("start ffmpeg: %w", err)
-	}
-	done := readProgress(stdout, total, progress)
-	procgroup.Reap(cmd)
-	err = cmd.Wait()
+	// Progress is read alongside Run, not to EOF before it: what is left
+	// of the program's group may hold stdout open, and Run kills it only
+	// once it sees the program exit (WaitDelay bounds anything else).
+	pr, pw := io.Pipe()
+	cmd.Stdout = pw
+	progressDone := make(chan time.Duration, 1)
+	go func() { progressDone <- readProgress(pr, total, progress) }()
+	err = procgroup.Run(cmd)
+	_ = pw.Close()
+	done := <-progressDone
 	if ctx.Err() != nil {
 		return 0, ctx.Err()
 	}
@@ -213,9 +209,9 @@ func runErr(program string, err error, stderr string, kind error) error {
 // ffmpeg parses media a requester supplied, so a flaw in a demuxer runs
 // with whatever the runner hands it: the keyring that unseals every job's
 // credentials, the database URL, tokens, cloud credentials. ffmpeg needs
-// none of them. (A program running as the runner's user can still read
-// the runner's own /proc/<pid>/environ; a separate user or sandbox is what
-// closes that.)
+// none of them. (Nor can it read the runner's own /proc/<pid>/environ:
+// the daemon is non-dumpable, see daemon.HideFromChildren, unless
+// EUTERPE_DUMPABLE is set.)
 var secretEnv = []string{"EUTERPE_", "PGPASSWORD=", "PGPASSFILE=", "DATABASE_URL=",
 	"AWS_ACCESS_KEY_ID=", "AWS_SECRET_ACCESS_KEY=", "AWS_SESSION_TOKEN=", "CREDENTIALS_DIRECTORY="}
 

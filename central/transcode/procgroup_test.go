@@ -142,3 +142,81 @@ func TestProgramsGetNoSecrets(t *testing.T) {
 		})
 	}
 }
+
+// TestProgramExitsLeavingItsChild: a wrapped ffmpeg or ffprobe that exits
+// while something it started still holds its output open does not hold the
+// transcode or the probe: what is left of its group is killed as soon as
+// it exits, and the call returns.
+func TestProgramExitsLeavingItsChild(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "short.wav")
+	transcodetest.WAV(t, src, 1, 48000, 2)
+	cases := []struct {
+		name string
+		run  func(program string) error
+	}{
+		{"ffmpeg", func(program string) error {
+			r := transcode.Rendition{Name: "voice", Codec: "flac", SampleRate: 48000}
+			_, err := transcode.Tools{FFmpeg: program}.Transcode(context.Background(), r, src, filepath.Join(dir, "out.flac"), 0, nil)
+			return err
+		}},
+		{"ffprobe", func(program string) error {
+			_, err := transcode.Tools{FFprobe: program}.Probe(context.Background(), src)
+			return err
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			program, pidFile := wrapper(t, "sleep 600")
+			// The wrapper's last line waits for its child; exit instead.
+			b, err := os.ReadFile(program)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(program, []byte(strings.TrimSuffix(string(b), "wait\n")+"exit 0\n"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			res := make(chan error, 1)
+			go func() { res <- tc.run(program) }()
+			child := proctest.ReadPid(t, pidFile)
+			t.Cleanup(func() {
+				if p, err := os.FindProcess(child); err == nil {
+					_ = p.Kill()
+				}
+			})
+			select {
+			case <-res: // what it says of empty output is not the point
+			case <-time.After(10 * time.Second):
+				t.Fatal("not returned 10 s after the program exited")
+			}
+			proctest.RequireGone(t, "the "+tc.name+"'s child", child, 5*time.Second)
+		})
+	}
+}
+
+// A line of progress output longer than the reader takes ends the parsing
+// (readProgress), not the reading,
+// not the transcode: the rest of the output is drained, so a program that
+// goes on writing (1 MiB here, well past a pipe's buffer) is not blocked
+// on a full pipe until the job times out.
+func TestOverlongProgressLineDoesNotBlockTheProgram(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "in.wav")
+	transcodetest.WAV(t, src, 1, 8000, 1)
+	program := filepath.Join(dir, "chatty")
+	script := "#!/bin/sh\nhead -c 200000 /dev/zero | tr '\\0' x\necho\nhead -c 1048576 /dev/zero | tr '\\0' 'y'\necho\necho progress=end\n: > \"$(eval echo \\${$#})\"\n"
+	if err := os.WriteFile(program, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r := transcode.Rendition{Name: "o", Codec: "flac"}
+	start := time.Now()
+	_, err := transcode.Tools{FFmpeg: program}.Transcode(ctx, r, src, filepath.Join(dir, "out.flac"), 0, nil)
+	if ctx.Err() != nil {
+		t.Fatalf("transcode still blocked after %s: %v", time.Since(start), err)
+	}
+	if err != nil {
+		t.Fatalf("transcode: %v", err)
+	}
+}

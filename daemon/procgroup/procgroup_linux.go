@@ -11,11 +11,8 @@ import (
 
 // Contain makes cmd, before it starts, the leader of a process group of
 // its own that cancelling cmd's context kills whole, and has the kernel
-// kill it when this process dies.
-//
-// The kernel sends the death signal when the thread that started the
-// program exits; Go ends threads only for goroutines that lock one and
-// return without unlocking, which no caller of Contain does.
+// kill it when this process dies. Start cmd with Run, which keeps the
+// death signal for the death of this process.
 func Contain(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error {
@@ -27,14 +24,15 @@ func Contain(cmd *exec.Cmd) {
 	}
 }
 
-// Reap kills what is left of cmd's process group once the program itself
+// reap kills what is left of cmd's process group once the program itself
 // has exited, so nothing it started outlives the call. It waits for that
 // exit without reaping the program (WNOWAIT): until Wait reaps it, its pid,
 // which is the group's id, cannot be given to another process, so the kill
-// never reaches anyone else. Call it after Start and before Wait.
-func Reap(cmd *exec.Cmd) {
+// never reaches anyone else. Call it after Start and before Wait. It
+// reports whether it saw the program exit.
+func reap(cmd *exec.Cmd) bool {
 	if cmd.Process == nil {
-		return
+		return false
 	}
 	pid := cmd.Process.Pid
 	var info unix.Siginfo
@@ -44,8 +42,9 @@ func Reap(cmd *exec.Cmd) {
 			break
 		}
 		if !errors.Is(err, unix.EINTR) {
-			return // not our child any more: nothing safe to kill
+			return false // not our child any more: nothing safe to kill
 		}
 	}
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	return true
 }

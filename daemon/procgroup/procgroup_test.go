@@ -6,8 +6,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -112,4 +114,110 @@ func TestDaemonKilledKillsProgram(t *testing.T) {
 	}
 	_ = parent.Wait()
 	proctest.RequireGone(t, "the dead daemon's program", program, 5*time.Second)
+}
+
+// TestOtherGoroutinesEndingThreads: the kernel sends the death signal when
+// the thread that started the program ends, not the daemon. Go ends a
+// thread whenever a goroutine that locked it returns without unlocking
+// (any library may do that), so, were the starting thread free to run
+// other goroutines while the program runs, one of them could end it and
+// the kernel would kill a healthy program — a SIGKILL nobody sent.
+func TestOtherGoroutinesEndingThreads(t *testing.T) {
+	stop := make(chan struct{})
+	ended := make(chan struct{})
+	go func() { // ends one thread after another until stopped
+		defer close(ended)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			locked := make(chan struct{})
+			go func() {
+				runtime.LockOSThread()
+				close(locked)
+			}()
+			<-locked
+		}
+	}()
+	defer func() {
+		close(stop)
+		<-ended
+	}()
+	const programs, together = 100, 10
+	errs := make(chan error, programs)
+	for i := 0; i < programs; i += together {
+		var wg sync.WaitGroup
+		for range together {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cmd := exec.CommandContext(context.Background(), "sleep", "0.05")
+				procgroup.Contain(cmd)
+				errs <- procgroup.Run(cmd)
+			}()
+		}
+		wg.Wait()
+	}
+	close(errs)
+	killed := 0
+	for err := range errs {
+		if err != nil {
+			killed++
+			t.Log(err)
+		}
+	}
+	if killed > 0 {
+		t.Fatalf("%d of %d programs were killed while they ran", killed, programs)
+	}
+}
+
+// TestLateCancelKillsNoOne: cancelling the context while the program exits
+// can have exec call Cancel only after Wait reaped the program, when its
+// pid — the group's id — is free for another process. That late Cancel
+// must kill no one. (Root only: the test puts a process at the freed pid
+// through ns_last_pid.)
+func TestLateCancelKillsNoOne(t *testing.T) {
+	cmd := exec.CommandContext(context.Background(), "true")
+	procgroup.Contain(cmd)
+	if err := procgroup.Run(cmd); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	var other *exec.Cmd
+	for range 50 {
+		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0); err != nil {
+			t.Skipf("cannot choose the next pid: %v", err)
+		}
+		c := exec.Command("sleep", "600")
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if c.Process.Pid == pid {
+			other = c
+			break
+		}
+		_ = c.Process.Kill()
+		_ = c.Wait()
+	}
+	if other == nil {
+		t.Skip("another process took the freed pid first")
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = other.Wait()
+		close(exited)
+	}()
+	defer func() {
+		_ = other.Process.Kill()
+		<-exited
+	}()
+	_ = cmd.Cancel() // what exec's context watcher does, late
+	select {
+	case <-exited:
+		t.Fatalf("a late Cancel killed pid %d, an unrelated process that took the program's pid", pid)
+	case <-time.After(500 * time.Millisecond):
+	}
 }

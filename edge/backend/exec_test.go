@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -68,6 +69,35 @@ func TestExecLongStderrCapped(t *testing.T) {
 	var be *Error
 	if !errors.As(err, &be) || be.Status != 1 || len(be.Message) != 512 {
 		t.Fatalf("err = %v (len %d)", err, len(be.Message))
+	}
+}
+
+// TestExecOutputBounded: a program's stdout is kept up to the result limit
+// and its stderr up to maxStderr, however much it prints; a result past the
+// limit is invalid_result, not handed on.
+func TestExecOutputBounded(t *testing.T) {
+	over := strconv.Itoa(maxBody + 1)
+	cases := []struct {
+		name, script, code string
+	}{
+		// Valid JSON all the way: only its size is wrong.
+		{"result past the limit", `printf '"'; head -c ` + over + ` /dev/zero | tr '\0' e; printf '"'`, CodeInvalidResult},
+		{"stderr past the limit", `head -c ` + over + ` /dev/zero | tr '\0' e >&2; exit 1`, CodeBackendError},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			res, err := shell(tc.script, 30*time.Second).Run(context.Background(), Request{Payload: []byte(`{}`)}, nil)
+			runtime.ReadMemStats(&after)
+			var be *Error
+			if !errors.As(err, &be) || be.Code != tc.code {
+				t.Fatalf("got %d bytes, err %v; want %s", len(res), err, tc.code)
+			}
+			if tc.code == CodeBackendError && after.TotalAlloc-before.TotalAlloc > maxBody/2 {
+				t.Fatalf("%d MiB allocated for stderr kept up to %d bytes", (after.TotalAlloc-before.TotalAlloc)>>20, maxStderr)
+			}
+		})
 	}
 }
 

@@ -312,7 +312,7 @@ func (x *Executor) renderFFmpeg(ctx context.Context, src *os.File, out string, t
 		cmd := exec.CommandContext(rctx, path, args...)
 		contain(cmd)
 		cmd.ExtraFiles = []*os.File{src}
-		var stderr bytes.Buffer
+		stderr := headBuffer{max: maxToolOutput}
 		cmd.Stderr = &stderr
 		if err := procgroup.Run(cmd); err != nil {
 			return fmt.Errorf("%w: %s", err, stderr.String())
@@ -356,6 +356,29 @@ func contain(cmd *exec.Cmd) {
 	procgroup.Contain(cmd)
 	cmd.WaitDelay = 5 * time.Second
 }
+
+// maxToolOutput bounds what is kept of what ffmpeg or ffprobe prints. A
+// hostile or corrupt source can keep a decoder printing errors until the
+// thumbnail timeout; the first messages name the problem (the -max_pixels
+// refusal among them) and a stored message keeps 512 bytes anyway.
+const maxToolOutput = 16 << 10
+
+// headBuffer keeps the first max bytes written and drops the rest. A write
+// never fails: the copy would stop and the tool block on a full pipe. (Not
+// an embedded bytes.Buffer: the copy would use its ReadFrom, unbounded.)
+type headBuffer struct {
+	buf bytes.Buffer
+	max int
+}
+
+func (b *headBuffer) Write(p []byte) (int, error) {
+	if room := b.max - b.buf.Len(); room > 0 {
+		b.buf.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}
+
+func (b *headBuffer) String() string { return b.buf.String() }
 
 // outputSize reads the dimensions of a rendered thumbnail.
 func outputSize(path string) (int, int, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -159,4 +160,63 @@ func testCaptureCapDropsDeltasOnly(t *testing.T) {
 	require.NoError(t, err)
 	delta(d)
 	assert.Equal(t, int64(3), rdb.XLen(ctx, jobs.CaptureStream).Val())
+}
+
+// A drop record's times are the earliest and latest of its drops, not the
+// first's and the last's: the edge's clock can step back (NTP on a board
+// without a battery-backed clock), and a gap whose last_ts is before its
+// first_ts is refused by central (wire.Gap), so the hole would never be
+// reported. The entry ids still come from the first and the last drop.
+func TestCaptureCapDropTimesStayOrdered(t *testing.T) {
+	testsvc.EachRedis(t, testCaptureCapDropTimesStayOrdered)
+}
+
+func testCaptureCapDropTimesStayOrdered(t *testing.T) {
+	st, rdb := newStore(t)
+	st.Capture = jobs.CaptureStream
+	st.CaptureMax = 2
+	ctx := context.Background()
+	now := time.UnixMilli(1_700_000_005_000)
+	st.Now = func() time.Time { return now }
+	a := create(t, st)
+	_, err := st.SetRunning(ctx, a, "worker.start", nil) // the stream is at its cap
+	require.NoError(t, err)
+	var entries []string
+	for _, step := range []time.Duration{0, -3 * time.Second, time.Second} {
+		now = now.Add(step)
+		e, err := st.AppendEvent(ctx, a, "delta", "worker.delta", json.RawMessage(`{"text":"t"}`))
+		require.NoError(t, err)
+		entries = append(entries, e)
+	}
+	got, bad, err := jobs.TakeDrops(ctx, rdb, jobs.CaptureStream)
+	require.NoError(t, err)
+	require.Zero(t, bad)
+	assert.Equal(t, []jobs.Drop{{JobID: a, Count: 3, FirstEntry: entries[0], LastEntry: entries[2],
+		FirstTS: 1_700_000_002_000, LastTS: 1_700_000_005_000}}, got)
+}
+
+// A drops total that is not a number (written by hand) must not fail a
+// delta halfway: the script has written the event by then, and Redis does
+// not roll a script back, so the worker would get an error for an event
+// that is stored while the rest of the script (TTLs) never ran.
+func TestCaptureCapUnreadableTotalDoesNotFailDeltas(t *testing.T) {
+	testsvc.EachRedis(t, testCaptureCapUnreadableTotalDoesNotFailDeltas)
+}
+
+func testCaptureCapUnreadableTotalDoesNotFailDeltas(t *testing.T) {
+	st, rdb := newStore(t)
+	st.Capture = jobs.CaptureStream
+	st.CaptureMax = 2
+	ctx := context.Background()
+	require.NoError(t, rdb.Set(ctx, jobs.CaptureDroppedTotal, "many", 0).Err())
+	a := create(t, st)
+	_, err := st.SetRunning(ctx, a, "worker.start", nil)
+	require.NoError(t, err)
+	e, err := st.AppendEvent(ctx, a, "delta", "worker.delta", json.RawMessage(`{"text":"t"}`))
+	require.NoError(t, err)
+	got, _, err := jobs.TakeDrops(ctx, rdb, jobs.CaptureStream)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, e, got[0].FirstEntry)
+	assert.Positive(t, rdb.TTL(ctx, jobs.EventsKey(a)).Val(), "the script ran to its end")
 }

@@ -201,14 +201,25 @@ func captureLua(stream, job, entry, typ, step, ts, task, data string) string {
 // total grows by one. Only drops are recorded, so the hot path stays one
 // XLEN per delta; the script checked both keys' types before its first
 // write.
+//
+// The times are the earliest and the latest of the drops, as the spool's
+// gaps keep them: the edge's clock can step back, and central refuses a
+// gap whose last_ts is before its first_ts. They are kept as the strings
+// given, never formatted from a Lua number. The total is counted with
+// pcall: a total that is not a number (written by hand) must not fail the
+// script after the event is written, since Redis does not roll it back.
 func dropLua(stream, job, entry, ts string) string {
 	return "local dk = " + stream + " .. '" + dropsSuffix + "'\n" +
 		"local dv = redis.call('HGET', dk, " + job + ")\n" +
-		"local df, dts, dn\n" +
-		"if dv then df, dts, dn = string.match(dv, '^(%S+) (%d+) %S+ %d+ (%d+)$') end\n" +
-		"if df then dn = tonumber(dn) + 1 else df, dts, dn = " + entry + ", " + ts + ", 1 end\n" +
-		"redis.call('HSET', dk, " + job + ", df .. ' ' .. dts .. ' ' .. " + entry + " .. ' ' .. " + ts + " .. ' ' .. dn)\n" +
-		"redis.call('INCR', " + stream + " .. '" + droppedTotalSuffix + "')"
+		"local df, dts, dlts, dn\n" +
+		"if dv then df, dts, dlts, dn = string.match(dv, '^(%S+) (%d+) %S+ (%d+) (%d+)$') end\n" +
+		"if df then\n" +
+		"  dn = tonumber(dn) + 1\n" +
+		"  if tonumber(" + ts + ") < tonumber(dts) then dts = " + ts + " end\n" +
+		"  if tonumber(" + ts + ") > tonumber(dlts) then dlts = " + ts + " end\n" +
+		"else df, dts, dlts, dn = " + entry + ", " + ts + ", " + ts + ", 1 end\n" +
+		"redis.call('HSET', dk, " + job + ", df .. ' ' .. dts .. ' ' .. " + entry + " .. ' ' .. dlts .. ' ' .. dn)\n" +
+		"redis.pcall('INCR', " + stream + " .. '" + droppedTotalSuffix + "')"
 }
 
 // luaTerminalTest renders "v == 'done' or v == 'error' or ..." from the

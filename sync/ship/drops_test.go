@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vesta-cx/euterpe/daemon/testsvc"
@@ -121,6 +122,25 @@ func TestTakenDropsAreNotLost(t *testing.T) {
 			assert.Equal(t, tc.sent, h.sh.GapsSent())
 		})
 	}
+}
+
+// The drops total is a counter read from Redis at scrape time. A scrape
+// while Redis does not answer keeps the last value read: a counter that
+// fell to 0 and came back would read as a reset, and rate() and increase()
+// would count every drop since the start once more.
+func TestRedisDroppedTotalHoldsWhileRedisIsDown(t *testing.T) {
+	h, _ := capped(t)
+	opts := *h.rdb.Options()
+	rdb := redis.NewClient(&opts)
+	sh, err := New(nil, rdb, h.sh.Spool(), Config{URL: h.rc.URL, EdgeID: "jetson-1", Secret: []byte(testSecret)})
+	require.NoError(t, err)
+	reg := prometheus.NewRegistry()
+	for _, c := range sh.Collectors() {
+		require.NoError(t, reg.Register(c))
+	}
+	assert.Equal(t, 15.0, counter(t, reg, "euterpe_sync_redis_dropped_total"))
+	require.NoError(t, rdb.Close())
+	assert.Equal(t, 15.0, counter(t, reg, "euterpe_sync_redis_dropped_total"), "Redis down")
 }
 
 func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {

@@ -2,6 +2,7 @@ package ship
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,6 +30,7 @@ func (s *Shipper) Collectors() []prometheus.Collector {
 			return f(st.Events, st.Bytes, st.OldestTS)
 		}
 	}
+	var redisDropped atomic.Int64 // last euterpe_sync_redis_dropped_total read
 	count := func(f func(*spool.Spool) int64) func() float64 {
 		return func() float64 {
 			if sp := s.Spool(); sp != nil {
@@ -64,8 +66,13 @@ func (s *Shipper) Collectors() []prometheus.Collector {
 			func() float64 {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 				defer cancel()
-				n, _ := jobs.DroppedTotal(ctx, s.rdb, jobs.CaptureStream)
-				return float64(n)
+				// A scrape Redis does not answer keeps the last value: a
+				// counter falling to 0 and back reads as a reset, and
+				// increase() would count every drop once more.
+				if n, err := jobs.DroppedTotal(ctx, s.rdb, jobs.CaptureStream); err == nil {
+					redisDropped.Store(n)
+				}
+				return float64(redisDropped.Load())
 			}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "euterpe_sync_quarantined_batches_total", Help: "Batches (or single events) set aside because central refused them or they cannot be sent."},
 			func() float64 { return float64(s.Quarantined()) }),

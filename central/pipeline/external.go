@@ -93,8 +93,7 @@ func (x Exec) Run(ctx context.Context, m JobMessage) (string, error) {
 	cmd := exec.CommandContext(ctx, x.Path)
 	cmd.Env = ExecEnv()
 	cmd.Stdin = bytes.NewReader(in)
-	var out, errb limitedBuffer
-	out.max, errb.max = MaxAnswerBytes, 2048
+	out, errb := procgroup.Output{Max: MaxAnswerBytes}, procgroup.Output{Max: 2048}
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.WaitDelay = 2 * time.Second
 	// Its process group is killed on timeout, on a lost lease and once it
@@ -107,7 +106,7 @@ func (x Exec) Run(ctx context.Context, m JobMessage) (string, error) {
 		}
 		return "", ctx.Err()
 	}
-	if out.over {
+	if out.Overflowed() {
 		return "", Fail(CodeInvalidAnswer, fmt.Sprintf("refused answer: more than %d bytes on stdout", MaxAnswerBytes))
 	}
 	ref, perr := parseAnswer(out.Bytes())
@@ -148,28 +147,6 @@ func ExecEnv() []string {
 	}
 	return append(env, "TZ=UTC")
 }
-
-// limitedBuffer keeps the first max bytes and notes that more came.
-// (Not an embedded bytes.Buffer: its ReadFrom would bypass the limit.)
-type limitedBuffer struct {
-	buf  bytes.Buffer
-	max  int
-	over bool
-}
-
-func (b *limitedBuffer) Write(p []byte) (int, error) {
-	if room := b.max - b.buf.Len(); room < len(p) {
-		b.over = true
-		if room > 0 {
-			b.buf.Write(p[:room])
-		}
-		return len(p), nil
-	}
-	return b.buf.Write(p)
-}
-
-func (b *limitedBuffer) Bytes() []byte  { return b.buf.Bytes() }
-func (b *limitedBuffer) String() string { return b.buf.String() }
 
 // HTTP is a job type served by an HTTP endpoint: the JobMessage POSTed as
 // JSON, the answer in the response body.

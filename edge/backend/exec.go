@@ -42,9 +42,7 @@ func (e *Exec) Run(ctx context.Context, req Request, _ Delta) (json.RawMessage, 
 	}
 	cmd := exec.CommandContext(ctx, e.Path, e.Args...)
 	cmd.Stdin = bytes.NewReader(req.Payload)
-	var stdout limitedBuffer
-	stdout.max = maxBody
-	stderr := limitedBuffer{max: maxStderr}
+	stdout, stderr := procgroup.Output{Max: maxBody}, procgroup.Output{Max: maxStderr}
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.Env = childEnv(req)
 	cmd.WaitDelay = waitDelay
@@ -78,7 +76,7 @@ func (e *Exec) Run(ctx context.Context, req Request, _ Delta) (json.RawMessage, 
 		// The program exited 0 and only a child kept its output open:
 		// its answer is judged like any other, size first.
 	}
-	if stdout.overflow {
+	if stdout.Overflowed() {
 		return nil, Errorf(CodeInvalidResult, 0, "exec backend: result larger than %d bytes", maxBody)
 	}
 	return jsonResult(stdout.Bytes(), 0, "exec backend")
@@ -93,26 +91,3 @@ func childEnv(req Request) []string {
 	}
 	return env
 }
-
-// limitedBuffer keeps the first max bytes written and notes the overflow.
-// (Not an embedded bytes.Buffer: the copy from the program's pipe would
-// use its ReadFrom and read everything, past the limit.)
-type limitedBuffer struct {
-	buf      bytes.Buffer
-	max      int
-	overflow bool
-}
-
-func (b *limitedBuffer) Write(p []byte) (int, error) {
-	if room := b.max - b.buf.Len(); room < len(p) {
-		b.overflow = true
-		if room > 0 {
-			b.buf.Write(p[:room])
-		}
-		return len(p), nil
-	}
-	return b.buf.Write(p)
-}
-
-func (b *limitedBuffer) Bytes() []byte  { return b.buf.Bytes() }
-func (b *limitedBuffer) String() string { return b.buf.String() }

@@ -95,7 +95,7 @@ func (x *Executor) probeDimensions(parent context.Context, src *os.File) (int64,
 	cmd := exec.CommandContext(ctx, path, args...)
 	contain(cmd)
 	cmd.ExtraFiles = []*os.File{src}
-	stdout, stderr := headBuffer{max: maxToolOutput}, headBuffer{max: maxToolOutput}
+	stdout, stderr := procgroup.Output{Max: maxToolOutput}, procgroup.Output{Max: maxToolOutput}
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = procgroup.Run(cmd)
 	if _, serr := src.Seek(0, 0); serr != nil && err == nil {

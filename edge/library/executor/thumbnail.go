@@ -1,7 +1,6 @@
 package executor
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -312,7 +311,7 @@ func (x *Executor) renderFFmpeg(ctx context.Context, src *os.File, out string, t
 		cmd := exec.CommandContext(rctx, path, args...)
 		contain(cmd)
 		cmd.ExtraFiles = []*os.File{src}
-		stderr := headBuffer{max: maxToolOutput}
+		stderr := procgroup.Output{Max: maxToolOutput}
 		cmd.Stderr = &stderr
 		if err := procgroup.Run(cmd); err != nil {
 			return fmt.Errorf("%w: %s", err, stderr.String())
@@ -362,23 +361,6 @@ func contain(cmd *exec.Cmd) {
 // thumbnail timeout; the first messages name the problem (the -max_pixels
 // refusal among them) and a stored message keeps 512 bytes anyway.
 const maxToolOutput = 16 << 10
-
-// headBuffer keeps the first max bytes written and drops the rest. A write
-// never fails: the copy would stop and the tool block on a full pipe. (Not
-// an embedded bytes.Buffer: the copy would use its ReadFrom, unbounded.)
-type headBuffer struct {
-	buf bytes.Buffer
-	max int
-}
-
-func (b *headBuffer) Write(p []byte) (int, error) {
-	if room := b.max - b.buf.Len(); room > 0 {
-		b.buf.Write(p[:min(room, len(p))])
-	}
-	return len(p), nil
-}
-
-func (b *headBuffer) String() string { return b.buf.String() }
 
 // outputSize reads the dimensions of a rendered thumbnail.
 func outputSize(path string) (int, int, error) {

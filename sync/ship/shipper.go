@@ -348,11 +348,11 @@ func (s *Shipper) MoveOnce(ctx context.Context) (int, error) {
 	// The capture cap's drops are recorded on their own: failing to
 	// record them must not keep the mover from emptying the stream, or
 	// the cap would drop more.
-	if err := s.recordDrops(ctx); err != nil {
+	if err := s.recordDrops(ctx); err != nil && ctx.Err() == nil {
 		s.once("redisdropfail", func() {
 			s.log.Warn("sync: cannot record the deltas the capture stream's cap dropped; retrying", "err", err)
 		})
-	} else {
+	} else if err == nil {
 		s.clear("redisdropfail")
 	}
 	msgs, err := s.rdb.XRangeN(ctx, jobs.CaptureStream, "-", "+", s.cfg.MoveBatch).Result()

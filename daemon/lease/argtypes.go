@@ -165,11 +165,12 @@ func splitTop(set string) []string {
 }
 
 // fit converts v to what col's array holds: an int64 for an integer
-// column, a string for a text column, nil for NULL. A driver.Valuer is
-// judged by its Value and a pointer by what it points to, as database/sql
-// does. Any other value is refused with ErrArgType: a string is not
-// parsed into an integer, nor an integer formatted as text, nor a time
-// turned into micros, on either engine.
+// column, a string for a text column, nil for NULL (and for nil bytes,
+// which the drivers write as NULL). A driver.Valuer is judged by its
+// Value and a pointer by what it points to, as database/sql does. Any
+// other value is refused with ErrArgType: a string is not parsed into an
+// integer, nor an integer formatted as text, nor a time turned into
+// micros, on either engine.
 func fit(v any, col argCol) (any, error) {
 	if dv, ok := v.(driver.Valuer); ok {
 		if rv := reflect.ValueOf(v); rv.Kind() != reflect.Pointer || !rv.IsNil() {
@@ -205,6 +206,9 @@ func fit(v any, col argCol) (any, error) {
 		case rv.Kind() == reflect.String:
 			return rv.String(), nil
 		case rv.Kind() == reflect.Slice && rv.Type().Elem().Kind() == reflect.Uint8:
+			if rv.IsNil() {
+				return nil, nil // the drivers write nil bytes as NULL
+			}
 			return string(rv.Bytes()), nil
 		}
 	default:

@@ -37,6 +37,7 @@ func TestMoveEachValuesFitTheirColumns(t *testing.T) {
 		{"strings and NULL for a text column", "note = ?", [2][]any{{"a"}, {nil}}, "note", [2]any{"a", nil}, ""},
 		{"NULL for an integer column", "lease_expires_at = ?", [2][]any{{nil}, {int64(5)}}, "lease_expires_at", [2]any{nil, "5"}, ""},
 		{"bytes for a text column", "note = ?", [2][]any{{[]byte("b")}, {"c"}}, "note", [2]any{"b", "c"}, ""},
+		{"nil bytes for a text column are NULL, as Move writes them", "note = ?", [2][]any{{[]byte(nil)}, {"c"}}, "note", [2]any{nil, "c"}, ""},
 		{"valuers of the column's type", "note = ?, ready_at = ?", [2][]any{{sql.NullString{String: "v", Valid: true}, sql.NullInt64{Int64: 9, Valid: true}}, {sql.NullString{}, int64(1)}}, "note", [2]any{"v", nil}, ""},
 		{"COALESCE of the column", "note = COALESCE(note, ?)", [2][]any{{"x"}, {"y"}}, "note", [2]any{"x", "y"}, ""},
 		{"a ? in an expression is written by Move", "ready_at = ready_at + ?", [2][]any{{int64(5)}, {int32(6)}}, "ready_at", [2]any{"5", "6"}, ""},

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/labstack/echo/v4"
 	"github.com/vesta-cx/euterpe/central/inbox"
@@ -90,18 +91,31 @@ type jobsView struct {
 	Status   string
 	Statuses []string
 	Jobs     []*inbox.View
+	Limit    int
+	Next     string
 }
+
+// listPageSize is how many rows a page of the job and dead-letter lists
+// shows; tests make it small to page through a few rows.
+var listPageSize atomic.Int64
+
+func init() { listPageSize.Store(200) }
 
 func (r *Role) jobsPage(c echo.Context) error {
 	status := c.QueryParam("status")
 	if status != "" && !slices.Contains(jobStatuses, status) {
 		return daemon.Errorf(http.StatusBadRequest, "invalid_request", "status must be one of %s", strings.Join(jobStatuses, ", "))
 	}
-	jobs, err := r.inbox.List(c.Request().Context(), status, 200)
+	f := inbox.Filter{Status: status, Cursor: c.QueryParam("cursor"), Limit: int(listPageSize.Load())}
+	page, err := r.inbox.List(c.Request().Context(), f)
+	if errors.Is(err, inbox.ErrBadCursor) {
+		return daemon.Errorf(http.StatusBadRequest, "invalid_cursor", "cursor is not one this page made")
+	}
 	if err != nil {
 		return err
 	}
-	return r.render(c, r.ui.jobs, "Transcode jobs", pathJobs, jobsView{Status: status, Statuses: jobStatuses, Jobs: jobs})
+	return r.render(c, r.ui.jobs, "Transcode jobs", pathJobs, jobsView{Status: status, Statuses: jobStatuses, Jobs: page.Jobs,
+		Limit: f.Limit, Next: page.NextCursor})
 }
 
 type jobView struct {
@@ -139,14 +153,18 @@ func (r *Role) jobPage(c echo.Context) error {
 type deadView struct {
 	Events []outbox.Delivery
 	Back   string
+	Next   string
 }
 
 func (r *Role) deadPage(c echo.Context) error {
-	evs, err := r.outbox.DeadLetters(c.Request().Context(), 200)
+	page, err := r.outbox.DeadLetters(c.Request().Context(), outbox.DeadFilter{Cursor: c.QueryParam("cursor"), Limit: int(listPageSize.Load())})
+	if errors.Is(err, outbox.ErrBadCursor) {
+		return daemon.Errorf(http.StatusBadRequest, "invalid_cursor", "cursor is not one this page made")
+	}
 	if err != nil {
 		return err
 	}
-	return r.render(c, r.ui.dead, "Webhook dead letters", pathDead, deadView{Events: evs, Back: pathDead})
+	return r.render(c, r.ui.dead, "Webhook dead letters", pathDead, deadView{Events: page.Events, Back: pathDead, Next: page.NextCursor})
 }
 
 // redriveWebhook puts dead-lettered outbox events back through the same

@@ -206,35 +206,6 @@ func (s *Store) Get(ctx context.Context, jobID string) (*View, error) {
 	return v, nil
 }
 
-// List returns the latest jobs, newest first, at most limit (1-500,
-// default 100), optionally of one status: the console's job list. Like
-// Get, it never reads a credential column.
-func (s *Store) List(ctx context.Context, status string, limit int) ([]*View, error) {
-	if limit <= 0 || limit > 500 {
-		limit = 100
-	}
-	q, args := `SELECT `+viewCols+` FROM inbox_jobs`, []any{}
-	if status != "" {
-		q += ` WHERE status = ?`
-		args = append(args, status)
-	}
-	q += ` ORDER BY created_at DESC, id DESC LIMIT ?`
-	rows, err := s.db.QueryContext(ctx, s.db.Rebind(q), append(args, limit)...)
-	if err != nil {
-		return nil, fmt.Errorf("inbox: list: %w", err)
-	}
-	defer rows.Close()
-	out := []*View{}
-	for rows.Next() {
-		v, err := scanView(rows)
-		if err != nil {
-			return nil, fmt.Errorf("inbox: list: %w", err)
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
-}
-
 // Prune removes the details (credentials, routing, metadata, outputs) of
 // terminal jobs finished before cutoff, leaving a tombstone that status
 // reads answer with 410 Gone. It returns the number of jobs pruned.

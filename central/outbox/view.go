@@ -2,8 +2,12 @@ package outbox
 
 import (
 	"context"
+	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vesta-cx/euterpe/central/schema"
@@ -70,13 +74,71 @@ func (s *Store) Deliveries(ctx context.Context, jobID string) ([]Delivery, error
 	return s.deliveries(ctx, `job_id = ? ORDER BY sequence`, jobID)
 }
 
-// DeadLetters lists dead-lettered events, the latest first, at most limit
-// (1-500, default 100).
-func (s *Store) DeadLetters(ctx context.Context, limit int) ([]Delivery, error) {
-	if limit <= 0 || limit > 500 {
-		limit = 100
+// DeadFilter selects a page of dead letters.
+type DeadFilter struct {
+	Cursor string // opaque, from DeadPage.NextCursor
+	Limit  int    // 1-500, default 100
+}
+
+// DeadPage is one keyset page of dead letters, the latest first.
+type DeadPage struct {
+	Events     []Delivery
+	NextCursor string
+}
+
+// ErrBadCursor is returned for a cursor DeadLetters did not make.
+var ErrBadCursor = errors.New("outbox: invalid cursor")
+
+// DeadLetters lists dead-lettered events, the latest first by
+// (dead_lettered_at, event_id), a page at a time: the cursor is the
+// previous page's last event's position in that order. The
+// job_outbox_events_dead index (dead_lettered_at, dead letters only)
+// serves it; only events dead-lettered in the same microsecond are sorted.
+func (s *Store) DeadLetters(ctx context.Context, f DeadFilter) (DeadPage, error) {
+	if f.Limit <= 0 || f.Limit > 500 {
+		f.Limit = 100
 	}
-	return s.deliveries(ctx, `status = ? ORDER BY dead_lettered_at DESC, event_id LIMIT ?`, schema.OutboxDeadLetter, limit)
+	where, args := `status = ?`, []any{schema.OutboxDeadLetter}
+	if f.Cursor != "" {
+		at, id, err := decodeDeadCursor(f.Cursor)
+		if err != nil {
+			return DeadPage{}, err
+		}
+		where += ` AND (dead_lettered_at, event_id) < (?, ?)`
+		args = append(args, at, id)
+	}
+	evs, err := s.deliveries(ctx, where+` ORDER BY dead_lettered_at DESC, event_id DESC LIMIT ?`, append(args, f.Limit+1)...)
+	if err != nil {
+		return DeadPage{}, err
+	}
+	p := DeadPage{Events: evs}
+	if len(evs) > f.Limit {
+		p.Events = evs[:f.Limit]
+		last := p.Events[f.Limit-1]
+		if last.DeadLetteredAt != nil {
+			p.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(sqldb.Micros(*last.DeadLetteredAt), 10) + ":" + last.EventID))
+		}
+	}
+	return p, nil
+}
+
+// decodeDeadCursor reads a cursor DeadLetters made; anything else (bytes
+// that are not UTF-8 among them, which Postgres would refuse) is
+// ErrBadCursor.
+func decodeDeadCursor(c string) (int64, string, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return 0, "", ErrBadCursor
+	}
+	at, id, ok := strings.Cut(string(raw), ":")
+	if !ok || id == "" || len(id) > 64 || !sqldb.IsText(id) {
+		return 0, "", ErrBadCursor
+	}
+	n, err := strconv.ParseInt(at, 10, 64)
+	if err != nil || n < 0 || strconv.FormatInt(n, 10) != at {
+		return 0, "", ErrBadCursor
+	}
+	return n, id, nil
 }
 
 // webhookShown keeps scheme, host and path of a webhook URL.

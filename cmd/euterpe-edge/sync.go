@@ -58,14 +58,16 @@ func (s *syncSettings) register(c *daemon.Config) {
 		"while jobs are queued or running, the sync mover and sender each take one batch (≤ 500 events) per this period and catch up at full speed when the edge is idle; 0 never yields")
 	c.Int(&s.YieldCeiling, "sync-yield-ceiling", "EUTERPE_SYNC_YIELD_CEILING", ship.DefaultYieldCeiling, 1000, 10_000_000,
 		"captured events waiting in Redis (sync:events) past which the sync mover moves at full speed even while jobs run, bounding Redis memory")
-	c.Int(&s.RedisMaxEvents, "sync-redis-max-events", "EUTERPE_SYNC_REDIS_MAX_EVENTS", DefaultSyncRedisMaxEvents, 1000, 1_000_000_000,
-		"hard cap on captured events waiting in Redis (sync:events), above EUTERPE_SYNC_YIELD_CEILING: at the cap delta events are not captured (the job's own stream keeps them) and are reported to central as gaps; lifecycle and terminal events are always captured")
+	c.Int(&s.RedisMaxEvents, "sync-redis-max-events", "EUTERPE_SYNC_REDIS_MAX_EVENTS", 0, 0, 1_000_000_000,
+		"hard cap on captured events waiting in Redis (sync:events), above EUTERPE_SYNC_YIELD_CEILING (0: ten times it, 1,000,000 by default): at the cap delta events are not captured (the job's own stream keeps them) and are reported to central as gaps; lifecycle and terminal events are always captured")
 }
 
-// DefaultSyncRedisMaxEvents is ten times the yield ceiling: about 220 MB of
-// Redis memory with ~100-byte deltas, reached only when the mover cannot
-// write the spool (a full disk) or keep up for hours.
-const DefaultSyncRedisMaxEvents = 1_000_000
+// redisCapPerCeiling makes the default cap ten times the yield ceiling:
+// about 220 MB of Redis memory with ~100-byte deltas at the default
+// ceiling, reached only when the mover cannot write the spool (a full
+// disk) or keep up for hours. Derived rather than fixed, so an edge whose
+// ceiling was raised before the cap existed still starts.
+const redisCapPerCeiling = 10
 
 func checkSyncURL(v string) error {
 	if v == "" {
@@ -91,6 +93,9 @@ func checkSyncURL(v string) error {
 func (s *syncSettings) validate() error {
 	if s.URL == "" {
 		return nil
+	}
+	if s.RedisMaxEvents == 0 {
+		s.RedisMaxEvents = redisCapPerCeiling * s.YieldCeiling
 	}
 	switch {
 	case s.RedisMaxEvents <= s.YieldCeiling:

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/daemon/testsvc"
 	"github.com/vesta-cx/euterpe/edge/jobs"
 	"github.com/vesta-cx/euterpe/sync/ship/shiptest"
@@ -64,7 +65,8 @@ func TestSyncSettingsRefused(t *testing.T) {
 		{"negative yield pace", base(map[string]string{"EUTERPE_SYNC_YIELD_PACE": "-1s"}), "EUTERPE_SYNC_YIELD_PACE", ""},
 		{"yield pace over a minute", base(map[string]string{"EUTERPE_SYNC_YIELD_PACE": "2m"}), "EUTERPE_SYNC_YIELD_PACE", ""},
 		{"tiny yield ceiling", base(map[string]string{"EUTERPE_SYNC_YIELD_CEILING": "10"}), "EUTERPE_SYNC_YIELD_CEILING", ""},
-		{"no redis cap", base(map[string]string{"EUTERPE_SYNC_REDIS_MAX_EVENTS": "0"}), "EUTERPE_SYNC_REDIS_MAX_EVENTS", ""},
+		{"negative redis cap", base(map[string]string{"EUTERPE_SYNC_REDIS_MAX_EVENTS": "-1"}), "EUTERPE_SYNC_REDIS_MAX_EVENTS", ""},
+		{"tiny redis cap", base(map[string]string{"EUTERPE_SYNC_REDIS_MAX_EVENTS": "1"}), "EUTERPE_SYNC_REDIS_MAX_EVENTS", "EUTERPE_SYNC_YIELD_CEILING"},
 		{"redis cap not above the yield ceiling", base(map[string]string{"EUTERPE_SYNC_REDIS_MAX_EVENTS": "100000"}), "EUTERPE_SYNC_REDIS_MAX_EVENTS", "EUTERPE_SYNC_YIELD_CEILING"},
 	}
 	for _, tt := range tests {
@@ -80,6 +82,30 @@ func TestSyncSettingsRefused(t *testing.T) {
 			assert.Contains(t, out, tt.says)
 			assert.NotContains(t, out, syncTestSecret)
 		})
+	}
+}
+
+// The Redis cap, unless set, is ten times the yield ceiling: an edge whose
+// ceiling was raised past the cap's former fixed default still starts.
+func TestSyncRedisCapFollowsTheYieldCeiling(t *testing.T) {
+	for _, tc := range []struct {
+		ceiling, cap string
+		want         int
+	}{
+		{"", "", 1_000_000},
+		{"2000000", "", 20_000_000},
+		{"10000000", "", 100_000_000},
+		{"", "500000", 500_000},
+		{"2000000", "0", 20_000_000},
+	} {
+		env := map[string]string{"EUTERPE_SYNC_URL": "https://central.example", "EUTERPE_SYNC_EDGE_ID": "jetson-1",
+			"EUTERPE_SYNC_SECRET": syncTestSecret, "EUTERPE_SYNC_YIELD_CEILING": tc.ceiling, "EUTERPE_SYNC_REDIS_MAX_EVENTS": tc.cap}
+		var s syncSettings
+		cfg := daemon.NewConfig("euterpe-edge serve", envMap(env))
+		s.register(cfg)
+		require.NoError(t, cfg.Parse(nil))
+		require.NoError(t, s.validate(), "ceiling %q cap %q", tc.ceiling, tc.cap)
+		assert.Equal(t, tc.want, s.RedisMaxEvents, "ceiling %q cap %q", tc.ceiling, tc.cap)
 	}
 }
 

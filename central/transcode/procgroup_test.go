@@ -29,6 +29,28 @@ func wrapper(t *testing.T, cmd string) (program, pidFile string) {
 	return program, pidFile
 }
 
+// toolCase is one of the runner's two programs, run as program on src.
+type toolCase struct {
+	name string
+	run  func(program string) error
+}
+
+// bothTools runs ffmpeg (a transcode of src into dir) and ffprobe (a probe
+// of src) as a given program, for tests of what either program meets.
+func bothTools(src, dir string) []toolCase {
+	return []toolCase{
+		{"ffmpeg", func(program string) error {
+			r := transcode.Rendition{Name: "voice", Codec: "flac", SampleRate: 48000}
+			_, err := transcode.Tools{FFmpeg: program}.Transcode(context.Background(), r, src, filepath.Join(dir, "out.flac"), 0, nil)
+			return err
+		}},
+		{"ffprobe", func(program string) error {
+			_, err := transcode.Tools{FFprobe: program}.Probe(context.Background(), src)
+			return err
+		}},
+	}
+}
+
 // TestCancelKillsWrappedProgram: cancelling a transcode or a probe stops
 // every process the configured program started, not only the program
 // itself, and returns at once. A wrapper script that runs the real ffmpeg
@@ -100,20 +122,7 @@ func TestProgramsGetNoSecrets(t *testing.T) {
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "planted-cloud-secret")
 	t.Setenv("EUTERPE_SITE_NOTE", "planted-euterpe-setting")
 	t.Setenv("FFREPORT_KEPT", "kept-for-the-wrapper")
-	cases := []struct {
-		name string
-		run  func(program string) error
-	}{
-		{"ffmpeg", func(program string) error {
-			r := transcode.Rendition{Name: "voice", Codec: "flac", SampleRate: 48000}
-			_, err := transcode.Tools{FFmpeg: program}.Transcode(context.Background(), r, src, filepath.Join(dir, "out.flac"), 0, nil)
-			return err
-		}},
-		{"ffprobe", func(program string) error {
-			_, err := transcode.Tools{FFprobe: program}.Probe(context.Background(), src)
-			return err
-		}},
-	}
+	cases := bothTools(src, dir)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			real := testsvc.Program(t, tc.name)
@@ -151,20 +160,7 @@ func TestProgramExitsLeavingItsChild(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "short.wav")
 	transcodetest.WAV(t, src, 1, 48000, 2)
-	cases := []struct {
-		name string
-		run  func(program string) error
-	}{
-		{"ffmpeg", func(program string) error {
-			r := transcode.Rendition{Name: "voice", Codec: "flac", SampleRate: 48000}
-			_, err := transcode.Tools{FFmpeg: program}.Transcode(context.Background(), r, src, filepath.Join(dir, "out.flac"), 0, nil)
-			return err
-		}},
-		{"ffprobe", func(program string) error {
-			_, err := transcode.Tools{FFprobe: program}.Probe(context.Background(), src)
-			return err
-		}},
-	}
+	cases := bothTools(src, dir)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			program, pidFile := wrapper(t, "sleep 600")

@@ -51,11 +51,7 @@ func TestMoveEachValuesFitTheirColumns(t *testing.T) {
 	}
 	sqltest.Each(t, []sqldb.Migrations{migrations}, func(t *testing.T, db *sqldb.DB) {
 		ctx := context.Background()
-		q, clk := setup(t, db, 2*len(tests))
-		cs, err := q.Claim(ctx, "w", 2*len(tests), time.Minute)
-		if err != nil || len(cs) != 2*len(tests) {
-			t.Fatalf("claim: %d %v", len(cs), err)
-		}
+		q, clk, cs := setupClaimed(t, db, 2*len(tests))
 		for i, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
 				claims := []*lease.Claim{&cs[2*i], &cs[2*i+1]}

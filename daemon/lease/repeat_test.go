@@ -53,11 +53,7 @@ func TestBatchNamingARowTwiceIsRefused(t *testing.T) {
 	}
 	sqltest.Each(t, []sqldb.Migrations{migrations}, func(t *testing.T, db *sqldb.DB) {
 		ctx := context.Background()
-		q, clk := setup(t, db, 2*len(tests))
-		cs, err := q.Claim(ctx, "w", 2*len(tests), time.Minute)
-		if err != nil || len(cs) != 2*len(tests) {
-			t.Fatalf("claim: %d %v", len(cs), err)
-		}
+		q, clk, cs := setupClaimed(t, db, 2*len(tests))
 		for i, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
 				c, o := &cs[2*i], &cs[2*i+1]
@@ -96,4 +92,15 @@ func TestBatchNamingARowTwiceIsRefused(t *testing.T) {
 			})
 		}
 	})
+}
+
+// setupClaimed is setup with its n rows claimed at once by one worker.
+func setupClaimed(t *testing.T, db *sqldb.DB, n int) (*lease.Queue, *clock, []lease.Claim) {
+	t.Helper()
+	q, clk := setup(t, db, n)
+	cs, err := q.Claim(context.Background(), "w", n, time.Minute)
+	if err != nil || len(cs) != n {
+		t.Fatalf("claim: %d %v", len(cs), err)
+	}
+	return q, clk, cs
 }

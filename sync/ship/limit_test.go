@@ -123,13 +123,7 @@ func TestTimedOutBatchesAreHalved(t *testing.T) {
 		return false
 	})
 	ctx := context.Background()
-	var ids []string
-	for i := 0; i < 20; i++ {
-		ids = append(ids, h.jobs(1, 8, fmt.Sprintf(`{"text":"token %d"}`, i))...)
-	}
-	want := h.written(ids)
-	_, err := h.sh.MoveOnce(ctx)
-	require.NoError(t, err)
+	want := h.twentyJobsMoved(ctx)
 	for i := 0; ; i++ {
 		require.Less(t, i, 15, "the same batch times out again and again")
 		if r := h.sh.SendOnce(ctx); r.Idle {
@@ -240,13 +234,7 @@ func TestTimeoutAnswersHalveTheBatch(t *testing.T) {
 				return true
 			})
 			ctx := context.Background()
-			var ids []string
-			for i := 0; i < 20; i++ {
-				ids = append(ids, h.jobs(1, 8, fmt.Sprintf(`{"text":"token %d"}`, i))...)
-			}
-			want := h.written(ids)
-			_, err := h.sh.MoveOnce(ctx)
-			require.NoError(t, err)
+			want := h.twentyJobsMoved(ctx)
 
 			r := h.sh.SendOnce(ctx)
 			require.Equal(t, actBackoff, r.Action, "%+v", r)
@@ -265,4 +253,18 @@ func TestTimeoutAnswersHalveTheBatch(t *testing.T) {
 			assert.Equal(t, want, h.rc.Events())
 		})
 	}
+}
+
+// twentyJobsMoved writes 20 jobs of eight deltas each, each with a text of
+// its own, moves them into the spool and returns the events written.
+func (h *harness) twentyJobsMoved(ctx context.Context) map[string]wire.Event {
+	h.t.Helper()
+	var ids []string
+	for i := 0; i < 20; i++ {
+		ids = append(ids, h.jobs(1, 8, fmt.Sprintf(`{"text":"token %d"}`, i))...)
+	}
+	want := h.written(ids)
+	_, err := h.sh.MoveOnce(ctx)
+	require.NoError(h.t, err)
+	return want
 }

@@ -40,6 +40,11 @@ func WorkerID(getenv func(string) string) string {
 // PersistentWorkerID minted on the first start.
 const IdentityFile = "worker-id"
 
+// ErrIdentityNotKept is returned with an identity PersistentWorkerID could
+// not keep in the state directory: it holds for this run only, and the next
+// start takes another.
+var ErrIdentityNotKept = errors.New("worker identity not kept")
+
 // PersistentWorkerID is WorkerID for a daemon whose identity must survive
 // restarts (the edge: its Redis consumer name). POD_NAME, then HOSTNAME,
 // as WorkerID; without either (systemd sets neither) the identity kept in
@@ -47,6 +52,14 @@ const IdentityFile = "worker-id"
 // so two daemons on one host with their own state directories differ.
 // A restarted daemon then keeps its consumer instead of adding one more
 // to the group on every start.
+//
+// When that file does not exist and cannot be written (a full disk, a
+// read-only state directory) the identity is minted for this run only and
+// returned with an error wrapping ErrIdentityNotKept, for the caller to warn
+// and go on: the jobs matter more than a stable name, and the consumer
+// left behind by the next start is one a crashed daemon leaves too (its
+// pending entries are claimed by the others, then it is removed as idle).
+// A file that exists but cannot be read, or is damaged, is still an error.
 func PersistentWorkerID(getenv func(string) string, stateDir string) (string, error) {
 	for _, k := range []string{"POD_NAME", "HOSTNAME"} {
 		if v := getenv(k); v != "" {
@@ -57,26 +70,19 @@ func PersistentWorkerID(getenv func(string) string, stateDir string) (string, er
 	if id, err := readIdentity(path); !errors.Is(err, fs.ErrNotExist) {
 		return id, err
 	}
+	id := mintIdentity()
+	notKept := func(err error) (string, error) {
+		return id, fmt.Errorf("%w: %s: %w", ErrIdentityNotKept, path, err)
+	}
 	if err := os.MkdirAll(stateDir, 0o750); err != nil {
-		return "", fmt.Errorf("worker identity: %w", err)
+		return notKept(err)
 	}
-	host, _ := os.Hostname()
-	host = strings.Map(func(r rune) rune {
-		if r > ' ' && r < 0x7f {
-			return r
-		}
-		return -1
-	}, host)
-	if host == "" {
-		host = "edge"
-	}
-	id := host + "-" + strings.ReplaceAll(uuid.NewString(), "-", "")[:8]
 	// Written aside then linked into place: a crash leaves no half-written
 	// file, and of two daemons starting at once on one state directory the
 	// second finds the first one's identity instead of replacing it.
 	tmp, err := os.CreateTemp(stateDir, IdentityFile+".*")
 	if err != nil {
-		return "", fmt.Errorf("worker identity: %w", err)
+		return notKept(err)
 	}
 	defer os.Remove(tmp.Name())
 	_, err = tmp.WriteString(id + "\n")
@@ -93,13 +99,28 @@ func PersistentWorkerID(getenv func(string) string, stateDir string) (string, er
 		return readIdentity(path)
 	}
 	if err != nil {
-		return "", fmt.Errorf("worker identity: %w", err)
+		return notKept(err)
 	}
 	if d, err := os.Open(stateDir); err == nil {
 		_ = d.Sync()
 		_ = d.Close()
 	}
 	return id, nil
+}
+
+// mintIdentity is "<hostname>-<8 hex>".
+func mintIdentity() string {
+	host, _ := os.Hostname()
+	host = strings.Map(func(r rune) rune {
+		if r > ' ' && r < 0x7f {
+			return r
+		}
+		return -1
+	}, host)
+	if host == "" {
+		host = "edge"
+	}
+	return host + "-" + strings.ReplaceAll(uuid.NewString(), "-", "")[:8]
 }
 
 // readIdentity reads an identity file; one that is empty or holds anything

@@ -69,3 +69,23 @@ func TestPersistentWorkerIDCorruptFile(t *testing.T) {
 		require.ErrorContains(t, err, IdentityFile, "content %q", content)
 	}
 }
+
+// A state directory the identity cannot be written to (a full disk, a
+// read-only or unmountable card after the directory was wiped) does not
+// stop the start: this run gets an identity of its own and the error says
+// it is not kept, for the caller to warn that the next start takes another.
+func TestPersistentWorkerIDNotKept(t *testing.T) {
+	env := func(string) string { return "" }
+	dangling := filepath.Join(t.TempDir(), "state")
+	require.NoError(t, os.Symlink(filepath.Join(t.TempDir(), "card", "state"), dangling))
+	for name, dir := range map[string]string{"a link to a card not mounted": dangling} {
+		t.Run(name, func(t *testing.T) {
+			id, err := PersistentWorkerID(env, dir)
+			require.ErrorIs(t, err, ErrIdentityNotKept)
+			require.Regexp(t, `^.+-[0-9a-f]{8}$`, id)
+			again, err := PersistentWorkerID(env, dir)
+			require.ErrorIs(t, err, ErrIdentityNotKept)
+			require.NotEqual(t, id, again, "each start its own")
+		})
+	}
+}

@@ -46,8 +46,19 @@ type Deps struct {
 
 // Parts are built components other components may look at.
 type Parts struct {
-	Workers int              // the worker pool's concurrency, 0 without workers
-	Library *library.Library // nil when the library has no roots
+	Workers int // the worker pool's concurrency, 0 without workers
+	// Library returns the library once its database is open; the func
+	// is nil when the library has no roots.
+	Library func() *library.Library
+}
+
+// library is the open library, nil without roots or while its database
+// cannot be opened.
+func (p *Parts) library() *library.Library {
+	if p.Library == nil {
+		return nil
+	}
+	return p.Library()
 }
 
 // Plugin registers a component with `serve`. Each part of the daemon

@@ -6,7 +6,6 @@ import (
 
 	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/edge/console"
-	"github.com/vesta-cx/euterpe/edge/library"
 )
 
 func init() {
@@ -30,7 +29,7 @@ func init() {
 			parts := d.Parts
 			return console.New(console.Deps{
 				Log: d.Log.With("component", "console"), Jobs: d.Jobs, Metrics: d.Metrics, HistoryEvery: s.Every,
-				Library: func() *library.Library { return parts.Library },
+				Library: parts.library,
 			})
 		},
 	})

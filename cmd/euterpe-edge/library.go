@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vesta-cx/euterpe/edge/library"
 )
 
@@ -12,23 +14,31 @@ func init() {
 		Name:     "library",
 		Settings: s.Register,
 		Build: func(ctx context.Context, d Deps) (Component, error) {
-			l, err := library.New(ctx, d.Log, d.StateDir, d.WorkerID, s)
-			if err == nil && s.Roots != "" {
-				d.Parts.Library = l // its counts go into the sync heartbeat
-			}
+			// A setting error stops the start; a database that cannot be
+			// opened (a full disk, a read-only state directory) does not:
+			// the jobs run while the library retries the open.
+			o, err := library.NewOpening(ctx, d.Log.With("component", "library"), d.StateDir, d.WorkerID, s)
 			if err != nil {
 				return nil, err
 			}
-			return libraryComponent{l}, nil
+			if s.Roots != "" {
+				d.Parts.Library = o.Library // its counts go into the sync heartbeat
+			}
+			if d.Metrics != nil {
+				open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "euterpe_edge_library_open",
+					Help: "1 once the library database is open; 0 while it cannot be opened (its routes answer 503, jobs run as usual)."},
+					func() float64 {
+						if o.Library() != nil {
+							return 1
+						}
+						return 0
+					})
+				if err := d.Metrics.Register(open); err != nil {
+					o.Close()
+					return nil, fmt.Errorf("library metrics: %w", err)
+				}
+			}
+			return o, nil
 		},
 	})
 }
-
-// libraryComponent is the library as a component; its Run closes the
-// database when it ends, Close does for a library that never ran.
-type libraryComponent struct {
-	*library.Library
-}
-
-// Close releases the database of a library that never ran.
-func (l libraryComponent) Close() error { return l.Store.Close() }

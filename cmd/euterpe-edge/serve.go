@@ -124,7 +124,13 @@ func runDaemon(parent context.Context, log *slog.Logger, s *serveSettings, geten
 
 	// A stable identity: the worker pool's consumer name must survive restarts.
 	workerID, err := daemon.PersistentWorkerID(getenv, s.StateDir)
-	if err != nil {
+	if errors.Is(err, daemon.ErrIdentityNotKept) {
+		// Jobs come first: this run's consumer name holds until it stops,
+		// and the one the next start leaves behind is recovered like a
+		// crashed consumer (EUTERPE_CLAIM_IDLE, EUTERPE_CONSUMER_MAX_IDLE).
+		log.Warn("the worker identity cannot be kept in the state directory; this run uses its own, the next start takes another consumer name (set HOSTNAME to fix it)",
+			"worker_id", workerID, "err", daemon.CapMessage(err.Error()))
+	} else if err != nil {
 		return err
 	}
 	reg := prometheus.NewRegistry()

@@ -211,7 +211,7 @@ func edgeStatus(ctx context.Context, rdb redis.UniversalClient, st *jobs.Store, 
 	if n, err := rdb.XLen(ctx, jobs.DeadStream).Result(); err == nil {
 		s.DeadLetters = n
 	}
-	if l := parts.Library; l != nil {
+	if l := parts.library(); l != nil {
 		var ls wire.LibraryStatus
 		db := l.Store.DB
 		if db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(size_bytes), 0) FROM library_files WHERE is_missing = 0`).Scan(&ls.Files, &ls.Bytes) == nil &&

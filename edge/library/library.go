@@ -43,6 +43,12 @@ var rootWritable = func(root string) error { return unix.Access(root, unix.W_OK)
 // New opens <stateDir>/library.db (migrating it), checks every path
 // setting and assembles the library.
 func New(ctx context.Context, log *slog.Logger, stateDir, workerID string, s Settings) (*Library, error) {
+	return build(ctx, log, stateDir, workerID, s, true)
+}
+
+// build is New; warn says whether to log the roots this process cannot
+// write (once per start, not once per retry of the open).
+func build(ctx context.Context, log *slog.Logger, stateDir, workerID string, s Settings, warn bool) (*Library, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -58,6 +64,9 @@ func New(ctx context.Context, log *slog.Logger, stateDir, workerID string, s Set
 		return nil, &daemon.SettingError{Setting: "EUTERPE_LIBRARY_ROOTS", Value: s.Roots, Reason: err.Error()}
 	}
 	for _, root := range roots.List() {
+		if !warn {
+			break
+		}
 		if err := rootWritable(root); err != nil {
 			log.Warn("library root is not writable by this process: scans, hashes and thumbnails work, deleting duplicates fails",
 				"root", root, "err", err.Error(),

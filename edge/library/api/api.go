@@ -31,19 +31,40 @@ const (
 )
 
 // Mount registers every route on e.
-func (h *Handlers) Mount(e *echo.Echo) {
+func (h *Handlers) Mount(e *echo.Echo) { MountCurrent(e, func() *Handlers { return h }) }
+
+// MountCurrent registers every route on e, served by the handlers current
+// returns at each request: while it returns nil (the library database is
+// not open yet) they answer 503 library_unavailable, and the routes need
+// not wait for the database to be mounted.
+func MountCurrent(e *echo.Echo, current func() *Handlers) {
+	on := func(serve func(*Handlers, echo.Context) error) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			h := current()
+			if h == nil {
+				return errUnavailable
+			}
+			return serve(h, c)
+		}
+	}
 	// strictQuery is added per route: a group-wide Use would also answer
 	// every unknown path under /api/v1, which other components share.
 	g := e.Group("/api/v1")
-	g.POST("/scans", h.postScan, strictQuery)
-	g.GET("/jobs", h.listJobs, strictQuery)
-	g.GET("/jobs/:id", h.getJob, strictQuery)
-	g.GET("/duplicates/groups", h.listGroups, strictQuery)
-	g.GET("/duplicates/groups/:group_key/files", h.groupFiles, strictQuery)
-	g.POST("/duplicates/groups/:group_key/delete", h.deleteDuplicates, strictQuery)
-	g.GET("/files/:id/thumbnail", h.thumbnail, strictQuery)
-	g.POST("/maintenance/wal", h.postWAL, strictQuery)
+	g.POST("/scans", on((*Handlers).postScan), strictQuery)
+	g.GET("/jobs", on((*Handlers).listJobs), strictQuery)
+	g.GET("/jobs/:id", on((*Handlers).getJob), strictQuery)
+	g.GET("/duplicates/groups", on((*Handlers).listGroups), strictQuery)
+	g.GET("/duplicates/groups/:group_key/files", on((*Handlers).groupFiles), strictQuery)
+	g.POST("/duplicates/groups/:group_key/delete", on((*Handlers).deleteDuplicates), strictQuery)
+	g.GET("/files/:id/thumbnail", on((*Handlers).thumbnail), strictQuery)
+	g.POST("/maintenance/wal", on((*Handlers).postWAL), strictQuery)
 }
+
+// errUnavailable answers the library's routes while its database cannot be
+// opened (a full disk, a read-only state directory); the open is retried
+// with backoff of up to a minute, hence the Retry-After.
+var errUnavailable = &daemon.APIError{Status: http.StatusServiceUnavailable, Code: "library_unavailable",
+	Message: "the library database is not open (see the edge log); it is retried in the background", RetryAfter: 60}
 
 func badRequest(format string, args ...any) error {
 	return daemon.Errorf(http.StatusBadRequest, "bad_request", format, args...)

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
+)
+
+// A library database that cannot be opened at start does not stop the
+// edge: here library.db is a link onto a card that is not mounted yet (a
+// full disk or a read-only file system fail the open the same way). The
+// gateway and the workers run their jobs, the library's routes answer 503,
+// the failure is logged once, /metrics says the library is not open, and
+// once the card is there the library opens and answers.
+func TestEdgeRunsJobsWhileTheLibraryCannotBeOpened(t *testing.T) {
+	_, opt := testsvc.Redis(t)
+	state, card, root := t.TempDir(), filepath.Join(t.TempDir(), "card"), t.TempDir()
+	require.NoError(t, os.Symlink(filepath.Join(card, "library.db"), filepath.Join(state, "library.db")))
+	logs := &testsvc.LogBuffer{}
+	addr := freeAddr(t)
+	env := map[string]string{"EUTERPE_REDIS_URL": redisURLOf(opt), "EUTERPE_LIBRARY_ROOTS": root,
+		"EUTERPE_EDGE_ADDR": addr, "EUTERPE_STATE_DIR": state, "EUTERPE_LOG_LEVEL": "debug",
+		"EUTERPE_TASK_BACKENDS": "tool=exec:/bin/cat"}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"serve"}, io.Discard, logs, envMap(env)) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			t.Error("serve did not stop")
+		}
+	})
+	base := "http://" + addr
+	stopped := false
+	require.Eventually(t, func() bool {
+		select {
+		case code := <-done:
+			done <- code
+			stopped = true
+			return true
+		default:
+		}
+		resp, err := http.Get(base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	}, 10*time.Second, 20*time.Millisecond, "%s", logs)
+	require.False(t, stopped, "serve stopped:\n%s", logs)
+
+	runJobs(t, base, 2)
+	get := func(path string) (int, string) {
+		resp, err := http.Get(base + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	for _, path := range []string{"/api/v1/jobs", "/api/v1/duplicates/groups", "/api/v1/files/1/thumbnail"} {
+		code, body := get(path)
+		assert.Equal(t, http.StatusServiceUnavailable, code, path)
+		var e struct {
+			Error struct {
+				Code string `json:"code"`
+			} `json:"error"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(body), &e), body)
+		assert.Equal(t, "library_unavailable", e.Error.Code, body)
+	}
+	resp, err := http.Post(base+"/api/v1/scans", "application/json", strings.NewReader(`{}`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	code, body := get("/ready")
+	assert.Equal(t, http.StatusOK, code, "a library that is not open leaves the jobs ready: %s", body)
+
+	time.Sleep(2 * time.Second) // several attempts to open the library
+	assert.Equal(t, 1, strings.Count(logs.String(), "cannot open the library database"), "logged once:\n%s", logs)
+	_, metrics := get("/metrics")
+	assert.Contains(t, metrics, "euterpe_edge_library_open 0")
+
+	require.NoError(t, os.Mkdir(card, 0o700))
+	require.Eventually(t, func() bool {
+		code, _ := get("/api/v1/jobs")
+		return code == http.StatusOK
+	}, 20*time.Second, 50*time.Millisecond, "%s", logs)
+	_, metrics = get("/metrics")
+	assert.Contains(t, metrics, "euterpe_edge_library_open 1")
+	assert.Equal(t, 1, strings.Count(logs.String(), "the library database is open"), "%s", logs)
+	_, err = os.Stat(filepath.Join(card, "library.db"))
+	assert.NoError(t, err, "the database is where the link points")
+}
+
+// A state directory that cannot be written on a first start (a link onto a
+// card not mounted, as a full or read-only one) does not stop the edge: the
+// worker identity holds for this run only, with a warning, and jobs run.
+func TestEdgeRunsJobsWhenTheStateDirectoryCannotBeWritten(t *testing.T) {
+	_, opt := testsvc.Redis(t)
+	state := filepath.Join(t.TempDir(), "state")
+	require.NoError(t, os.Symlink(filepath.Join(t.TempDir(), "card", "state"), state))
+	logs := &testsvc.LogBuffer{}
+	addr := freeAddr(t)
+	env := map[string]string{"EUTERPE_REDIS_URL": redisURLOf(opt), "EUTERPE_LIBRARY_ROOTS": t.TempDir(),
+		"EUTERPE_EDGE_ADDR": addr, "EUTERPE_STATE_DIR": state, "EUTERPE_TASK_BACKENDS": "tool=exec:/bin/cat"}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"serve"}, io.Discard, logs, envMap(env)) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			t.Error("serve did not stop")
+		}
+	})
+	base := "http://" + addr
+	stopped := false
+	require.Eventually(t, func() bool {
+		select {
+		case code := <-done:
+			done <- code
+			stopped = true
+			return true
+		default:
+		}
+		resp, err := http.Get(base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	}, 10*time.Second, 20*time.Millisecond, "%s", logs)
+	require.False(t, stopped, "serve stopped:\n%s", logs)
+	runJobs(t, base, 1)
+	assert.Contains(t, logs.String(), "the worker identity cannot be kept in the state directory")
+}

@@ -50,6 +50,10 @@ type Parts struct {
 	// Library returns the library once its database is open; the func
 	// is nil when the library has no roots.
 	Library func() *library.Library
+	// LibraryErr returns why the library database is not open yet, nil
+	// once it is or when not known; the func may be nil. The console
+	// shows it (capped, URLs redacted) while the library is not open.
+	LibraryErr func() error
 }
 
 // library is the open library, nil without roots or while its database

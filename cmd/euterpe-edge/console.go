@@ -29,8 +29,18 @@ func init() {
 			parts := d.Parts
 			return console.New(console.Deps{
 				Log: d.Log.With("component", "console"), Jobs: d.Jobs, Metrics: d.Metrics, HistoryEvery: s.Every,
-				Library: parts.library,
+				Library: parts.library, LibraryState: parts.libraryState,
 			})
 		},
 	})
+}
+
+// libraryState tells the console a library with roots whose database is
+// not open yet from one without roots.
+func (p *Parts) libraryState() console.LibraryState {
+	st := console.LibraryState{Configured: p.Library != nil}
+	if st.Configured && p.LibraryErr != nil {
+		st.OpenErr = p.LibraryErr()
+	}
+	return st
 }

@@ -23,6 +23,7 @@ func init() {
 			}
 			if s.Roots != "" {
 				d.Parts.Library = o.Library // its counts go into the sync heartbeat
+				d.Parts.LibraryErr = o.Err  // the console says why it is not open
 			}
 			if d.Metrics != nil {
 				open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "euterpe_edge_library_open",

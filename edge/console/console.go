@@ -36,6 +36,10 @@ type Deps struct {
 	// Library returns the media library, nil when it has no roots. It is
 	// read at request time: the library is built after the console.
 	Library func() *library.Library
+	// LibraryState tells a library that is configured but whose database
+	// is not open yet (a full disk, a read-only state directory; the
+	// library retries) from one that is off. Nil: a nil Library is off.
+	LibraryState func() LibraryState
 	// Metrics is the daemon's registry: the console adds the queue's
 	// gauges and charts the worker's series from it.
 	Metrics *prometheus.Registry
@@ -43,6 +47,12 @@ type Deps struct {
 	HistoryEvery time.Duration
 	// Now is the clock pages compute ages with (tests may fix it).
 	Now func() time.Time
+}
+
+// LibraryState is what the library reports while Library returns nil.
+type LibraryState struct {
+	Configured bool  // the library has roots
+	OpenErr    error // the last failure to open its database, nil if not known
 }
 
 // Console is the edge's /ui/.
@@ -202,21 +212,52 @@ func (c *Console) readiness(ctx context.Context) []readiness {
 		return r
 	}
 	out := []readiness{probe("redis", func(ctx context.Context) error { return c.d.Jobs.Redis().Ping(ctx).Err() })}
-	if l := c.d.Library(); l != nil {
+	l, unavailable := c.library()
+	switch {
+	case l != nil:
 		out = append(out, probe("library", l.Store.Ping))
-	} else {
+	case unavailable != "":
+		out = append(out, readiness{Name: "library", Error: unavailable})
+	default:
 		out = append(out, readiness{Name: "library", Error: "not configured (EUTERPE_LIBRARY_ROOTS is empty)"})
 	}
 	return out
 }
 
+// library is the open library, or nil and, when the library is configured
+// but its database is not open, what to say about it ("" when it is off).
+func (c *Console) library() (*library.Library, string) {
+	if l := c.d.Library(); l != nil {
+		return l, ""
+	}
+	if c.d.LibraryState == nil {
+		return nil, ""
+	}
+	st := c.d.LibraryState()
+	if !st.Configured {
+		return nil, ""
+	}
+	// Not "off": an operator must not go and set EUTERPE_LIBRARY_ROOTS
+	// when the state directory is full or read-only.
+	reason := "the reason is in the edge log"
+	if st.OpenErr != nil {
+		reason = errorText(st.OpenErr)
+	}
+	return nil, "the library database cannot be opened: " + reason + "; jobs run as usual; retrying"
+}
+
 type libraryData struct {
-	Configured bool
-	View       LibraryView
+	Configured  bool
+	Unavailable string // why a configured library shows nothing
+	View        LibraryView
 }
 
 func (c *Console) libraryPage(ec echo.Context) error {
-	l := c.d.Library()
+	l, unavailable := c.library()
+	if unavailable != "" {
+		return c.render(ec, http.StatusServiceUnavailable, "library", "Library", "/ui/library",
+			libraryData{Configured: true, Unavailable: unavailable})
+	}
 	if l == nil {
 		return c.render(ec, http.StatusOK, "library", "Library", "/ui/library", libraryData{})
 	}

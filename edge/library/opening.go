@@ -32,6 +32,7 @@ type Opening struct {
 	backoff  lease.Backoff
 	firstErr error // why the open at NewOpening failed, logged by Run
 	lib      atomic.Pointer[Library]
+	lastErr  atomic.Pointer[error] // why the latest open failed, for the console
 }
 
 // NewOpening is New that does not fail when only the open fails: a
@@ -49,10 +50,23 @@ func NewOpening(ctx context.Context, log *slog.Logger, stateDir, workerID string
 		return nil, err
 	case err != nil:
 		o.firstErr = err
+		o.lastErr.Store(&err)
 	default:
 		o.lib.Store(l)
 	}
 	return o, nil
+}
+
+// Err is why the database could not be opened at the latest attempt;
+// nil once it is open (or before any attempt failed).
+func (o *Opening) Err() error {
+	if o.Library() != nil {
+		return nil
+	}
+	if p := o.lastErr.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // Library is the open library, nil until its database opens.
@@ -118,6 +132,7 @@ func (o *Opening) open(ctx context.Context) bool {
 		if ctx.Err() != nil {
 			return false
 		}
+		o.lastErr.Store(&err)
 		o.log.Debug("the library database still cannot be opened", "err", daemon.CapMessage(err.Error()))
 	}
 }

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -48,44 +46,10 @@ func TestConsoleLibraryPageWhileTheLibraryCannotBeOpened(t *testing.T) {
 	_, opt := testsvc.Redis(t)
 	state, card, root := t.TempDir(), filepath.Join(t.TempDir(), "card"), t.TempDir()
 	require.NoError(t, os.Symlink(filepath.Join(card, "library.db"), filepath.Join(state, "library.db")))
-	logs := &testsvc.LogBuffer{}
-	addr := freeAddr(t)
 	env := map[string]string{"EUTERPE_REDIS_URL": redisURLOf(opt), "EUTERPE_LIBRARY_ROOTS": root,
-		"EUTERPE_EDGE_ADDR": addr, "EUTERPE_STATE_DIR": state, "EUTERPE_TASK_BACKENDS": "tool=exec:/bin/cat"}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"serve"}, io.Discard, logs, envMap(env)) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			t.Error("serve did not stop")
-		}
-	})
-	base := "http://" + addr
-	get := func(path string) (int, string) {
-		resp, err := http.Get(base + path)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
-	}
-	stopped := false
-	require.Eventually(t, func() bool {
-		select {
-		case code := <-done:
-			done <- code
-			stopped = true
-			return true
-		default:
-		}
-		code, _ := get("/healthz")
-		return code == http.StatusOK
-	}, 10*time.Second, 20*time.Millisecond, "%s", logs)
-	require.False(t, stopped, "serve stopped:\n%s", logs)
+		"EUTERPE_STATE_DIR": state, "EUTERPE_TASK_BACKENDS": "tool=exec:/bin/cat"}
+	base, logs := serveHealthy(t, env)
+	get := func(path string) (int, string) { return getPage(base + path) }
 
 	code, body := get("/ui/library")
 	assert.Equal(t, http.StatusServiceUnavailable, code, body)

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -26,48 +24,13 @@ func TestEdgeRunsJobsWhileTheLibraryCannotBeOpened(t *testing.T) {
 	_, opt := testsvc.Redis(t)
 	state, card, root := t.TempDir(), filepath.Join(t.TempDir(), "card"), t.TempDir()
 	require.NoError(t, os.Symlink(filepath.Join(card, "library.db"), filepath.Join(state, "library.db")))
-	logs := &testsvc.LogBuffer{}
-	addr := freeAddr(t)
 	env := map[string]string{"EUTERPE_REDIS_URL": redisURLOf(opt), "EUTERPE_LIBRARY_ROOTS": root,
-		"EUTERPE_EDGE_ADDR": addr, "EUTERPE_STATE_DIR": state, "EUTERPE_LOG_LEVEL": "debug",
+		"EUTERPE_STATE_DIR": state, "EUTERPE_LOG_LEVEL": "debug",
 		"EUTERPE_TASK_BACKENDS": "tool=exec:/bin/cat"}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"serve"}, io.Discard, logs, envMap(env)) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			t.Error("serve did not stop")
-		}
-	})
-	base := "http://" + addr
-	stopped := false
-	require.Eventually(t, func() bool {
-		select {
-		case code := <-done:
-			done <- code
-			stopped = true
-			return true
-		default:
-		}
-		resp, err := http.Get(base + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil
-	}, 10*time.Second, 20*time.Millisecond, "%s", logs)
-	require.False(t, stopped, "serve stopped:\n%s", logs)
+	base, logs := serveHealthy(t, env)
 
 	runJobs(t, base, 2)
-	get := func(path string) (int, string) {
-		resp, err := http.Get(base + path)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
-	}
+	get := func(path string) (int, string) { return getPage(base + path) }
 	for _, path := range []string{"/api/v1/jobs", "/api/v1/duplicates/groups", "/api/v1/files/1/thumbnail"} {
 		code, body := get(path)
 		assert.Equal(t, http.StatusServiceUnavailable, code, path)
@@ -110,38 +73,9 @@ func TestEdgeRunsJobsWhenTheStateDirectoryCannotBeWritten(t *testing.T) {
 	_, opt := testsvc.Redis(t)
 	state := filepath.Join(t.TempDir(), "state")
 	require.NoError(t, os.Symlink(filepath.Join(t.TempDir(), "card", "state"), state))
-	logs := &testsvc.LogBuffer{}
-	addr := freeAddr(t)
 	env := map[string]string{"EUTERPE_REDIS_URL": redisURLOf(opt), "EUTERPE_LIBRARY_ROOTS": t.TempDir(),
-		"EUTERPE_EDGE_ADDR": addr, "EUTERPE_STATE_DIR": state, "EUTERPE_TASK_BACKENDS": "tool=exec:/bin/cat"}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"serve"}, io.Discard, logs, envMap(env)) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			t.Error("serve did not stop")
-		}
-	})
-	base := "http://" + addr
-	stopped := false
-	require.Eventually(t, func() bool {
-		select {
-		case code := <-done:
-			done <- code
-			stopped = true
-			return true
-		default:
-		}
-		resp, err := http.Get(base + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil
-	}, 10*time.Second, 20*time.Millisecond, "%s", logs)
-	require.False(t, stopped, "serve stopped:\n%s", logs)
+		"EUTERPE_STATE_DIR": state, "EUTERPE_TASK_BACKENDS": "tool=exec:/bin/cat"}
+	base, logs := serveHealthy(t, env)
 	runJobs(t, base, 1)
 	assert.Contains(t, logs.String(), "the worker identity cannot be kept in the state directory")
 }

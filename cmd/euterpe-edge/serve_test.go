@@ -26,6 +26,54 @@ import (
 
 func envMap(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
+// serveHealthy runs `serve` in this process with env and a free address
+// until the test ends, and returns once /healthz answers: its base URL and
+// its log. It fails the test if serve stops first.
+func serveHealthy(t *testing.T, env map[string]string) (base string, logs *testsvc.LogBuffer) {
+	t.Helper()
+	logs = &testsvc.LogBuffer{}
+	addr := freeAddr(t)
+	env["EUTERPE_EDGE_ADDR"] = addr
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"serve"}, io.Discard, logs, envMap(env)) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			t.Error("serve did not stop")
+		}
+	})
+	base = "http://" + addr
+	stopped := false
+	require.Eventually(t, func() bool {
+		select {
+		case code := <-done:
+			done <- code
+			stopped = true
+			return true
+		default:
+		}
+		code, _ := getPage(base + "/healthz")
+		return code == http.StatusOK
+	}, 10*time.Second, 20*time.Millisecond, "%s", logs)
+	require.False(t, stopped, "serve stopped:\n%s", logs)
+	return base, logs
+}
+
+// getPage GETs url and returns the status and body; 0 and the error's text
+// when it cannot be reached.
+func getPage(url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
 func TestBadSettingStopsWithOneLineNamingIt(t *testing.T) {
 	tests := []struct {
 		env     map[string]string

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"os"
@@ -28,40 +27,11 @@ func TestEdgeRunsJobsWhileTheSpoolCannotBeOpened(t *testing.T) {
 	rc := shiptest.NewReceiver(t, []byte(syncTestSecret))
 	state, card := t.TempDir(), filepath.Join(t.TempDir(), "card")
 	require.NoError(t, os.Symlink(filepath.Join(card, spool.File), filepath.Join(state, spool.File)))
-	logs := &testsvc.LogBuffer{}
-	addr := freeAddr(t)
 	env := map[string]string{"EUTERPE_REDIS_URL": redisURLOf(opt), "EUTERPE_SYNC_URL": rc.URL,
 		"EUTERPE_SYNC_EDGE_ID": "jetson-1", "EUTERPE_SYNC_SECRET": syncTestSecret, "EUTERPE_SYNC_BACKOFF_MAX": "1s",
-		"EUTERPE_EDGE_ADDR": addr, "EUTERPE_STATE_DIR": state, "EUTERPE_LOG_LEVEL": "debug",
+		"EUTERPE_STATE_DIR": state, "EUTERPE_LOG_LEVEL": "debug",
 		"EUTERPE_TASK_BACKENDS": "tool=exec:/bin/cat"}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"serve"}, io.Discard, logs, envMap(env)) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			t.Error("serve did not stop")
-		}
-	})
-	base := "http://" + addr
-	stopped := false
-	require.Eventually(t, func() bool {
-		select {
-		case code := <-done:
-			done <- code
-			stopped = true
-			return true
-		default:
-		}
-		resp, err := http.Get(base + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil
-	}, 10*time.Second, 20*time.Millisecond, "%s", logs)
-	require.False(t, stopped, "serve stopped:\n%s", logs)
+	base, logs := serveHealthy(t, env)
 
 	ids := runJobs(t, base, 3)
 	want := writtenEvents(t, rdb, "jetson-1", ids)

@@ -18,8 +18,9 @@ import (
 // edge: here library.db is a link onto a card that is not mounted yet (a
 // full disk or a read-only file system fail the open the same way). The
 // gateway and the workers run their jobs, the library's routes answer 503,
-// the failure is logged once, /metrics says the library is not open, and
-// once the card is there the library opens and answers.
+// the failure is logged once, /metrics says the library is not open, the
+// console's library page answers 503 saying why (not "the library is
+// off"), and once the card is there the library opens and answers.
 func TestEdgeRunsJobsWhileTheLibraryCannotBeOpened(t *testing.T) {
 	_, opt := testsvc.Redis(t)
 	state, card, root := t.TempDir(), filepath.Join(t.TempDir(), "card"), t.TempDir()
@@ -53,6 +54,15 @@ func TestEdgeRunsJobsWhileTheLibraryCannotBeOpened(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(logs.String(), "cannot open the library database"), "logged once:\n%s", logs)
 	_, metrics := get("/metrics")
 	assert.Contains(t, metrics, "euterpe_edge_library_open 0")
+	code, body = get("/ui/library")
+	assert.Equal(t, http.StatusServiceUnavailable, code, body)
+	assert.Contains(t, body, "the library database cannot be opened")
+	assert.Contains(t, body, "jobs run as usual; retrying")
+	assert.Contains(t, body, "unable to open database file", "the page says why")
+	assert.NotContains(t, body, "The media library is off")
+	_, body = get("/ui/queue")
+	assert.Contains(t, body, "the library database cannot be opened")
+	assert.NotContains(t, body, "not configured")
 
 	require.NoError(t, os.Mkdir(card, 0o700))
 	require.Eventually(t, func() bool {
@@ -62,6 +72,9 @@ func TestEdgeRunsJobsWhileTheLibraryCannotBeOpened(t *testing.T) {
 	_, metrics = get("/metrics")
 	assert.Contains(t, metrics, "euterpe_edge_library_open 1")
 	assert.Equal(t, 1, strings.Count(logs.String(), "the library database is open"), "%s", logs)
+	code, body = get("/ui/library")
+	assert.Equal(t, http.StatusOK, code, body)
+	assert.Contains(t, body, "Scan progress")
 	_, err = os.Stat(filepath.Join(card, "library.db"))
 	assert.NoError(t, err, "the database is where the link points")
 }

@@ -22,15 +22,19 @@ import (
 // stale record to replace ("" none), idempotency key as the client gave it
 // (for IdempotencyJobKey)
 //
-// Every key whose command could fail on another type (SET replaces any
-// type, so the record's other keys cannot) is checked before the first
-// write (reply "wrongtype", key, type; see luaWrongType): a command failing
-// halfway would keep what was written before it, say a job hash and event
-// with no queue entry, a job queued for ever. A taken idempotency key
-// whose fingerprint key holds another type is refused too, since its
-// request cannot be compared. The job's own hash and events stream are
-// not looked at: they are named by an id just drawn at random, which no
-// key can hold yet, and each TYPE is a call every create pays for.
+// Redis does not roll a script back: a command failing halfway keeps what
+// was written before it, say a job hash and event with no queue entry, a
+// job queued for ever. So every command that could fail comes before the
+// first write or is the first write. Keys of another type are refused with
+// the reply "wrongtype", key, type (see luaWrongType). A taken idempotency
+// key whose fingerprint key holds another type is refused too, since its
+// request cannot be compared. The queue entry is the first write, made
+// with redis.pcall: a queue stream that refuses it (another type, its last
+// possible id used, out of memory) fails the create with nothing written,
+// and only then is its type looked at. The job's own hash and events
+// stream are not looked at: they are named by an id just drawn at random,
+// which no key can hold yet. Each TYPE saved is a call every create would
+// pay for.
 var createScript = redis.NewScript(`
 redis.replicate_commands()
 ` + luaWrongType + `
@@ -47,8 +51,15 @@ if #KEYS >= 5 then
     return {'duplicate', prev, redis.call('GET', KEYS[5]) or ''}
   end
 end
-w = wrongtype(KEYS[3], 'stream', ARGV[8], 'stream')
+w = wrongtype(ARGV[8], 'stream')
 if w then return w end
+local msg
+if tonumber(ARGV[7]) > 0 then
+  msg = redis.pcall('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'job_id', ARGV[1], 'task', ARGV[2], 'payload', ARGV[3])
+else
+  msg = redis.pcall('XADD', KEYS[3], '*', 'job_id', ARGV[1], 'task', ARGV[2], 'payload', ARGV[3])
+end
+if type(msg) == 'table' then return wrongtype(KEYS[3], 'stream') or msg end
 if #KEYS >= 5 then
   redis.call('SET', KEYS[4], ARGV[1], 'EX', ARGV[5])
   redis.call('SET', KEYS[5], ARGV[6], 'EX', ARGV[5])
@@ -62,35 +73,38 @@ local ev = redis.call('XADD', KEYS[2], '*', 'type', 'queued', 'ts', ARGV[4],
   'step', 'gateway.enqueue', 'data', '{}')
 ` + captureLua("ARGV[8]", "ARGV[1]", "ev", "'queued'", "'gateway.enqueue'", "ARGV[4]", "ARGV[2]", "'{}'") + `
 redis.call('EXPIRE', KEYS[2], ARGV[5])
-local msg
-if tonumber(ARGV[7]) > 0 then
-  msg = redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'job_id', ARGV[1], 'task', ARGV[2], 'payload', ARGV[3])
-else
-  msg = redis.call('XADD', KEYS[3], '*', 'job_id', ARGV[1], 'task', ARGV[2], 'payload', ARGV[3])
-end
 return {'created', ev, msg}
 `)
 
 // transitionScript is every write after creation. It refuses unless the
-// current status is one of the allowed sources, then updates the hash, adds
-// the event, refreshes both TTLs from the hash's ttl_s (and those of the
-// job's idempotency record, see IdempotencyJobKey), publishes a cancel
-// and acknowledges the queue message as asked. The message is also
+// current status is one of the allowed sources, then adds the event,
+// updates the hash, refreshes both TTLs from the hash's ttl_s (and those
+// of the job's idempotency record, see IdempotencyJobKey), publishes a
+// cancel and acknowledges the queue message as asked. The message is also
 // acknowledged when the job is gone or already terminal, since there is
-// nothing left to do for it. A job hash or events key holding another type
-// (reply "corrupt") is refused before anything is written: a script is not
-// rolled back, and a failing XADD after the status update would leave a
-// terminal status without its event. For the same reason the queue stream
-// (when a message is to be acknowledged) and the capture stream are checked
-// before the first write (reply "wrongtype", key, type), and a message id
-// is checked by prepare, so XACK cannot fail after the status changed. The
-// refresh of the idempotency record's TTL is best effort: a record or
-// back-reference of another type, or a ttl_s that is no whole number of
-// seconds EXPIRE takes, skips it (redis.pcall) and the transition
-// completes, since refusing it would keep a job from ever finishing over a
-// key that only serves retries. An acknowledged message is then deleted
-// (XACK, then XDEL): that is what keeps jobs:stream bounded, by removing
-// exactly the finished entries and never one still pending or undelivered.
+// nothing left to do for it.
+//
+// As in createScript, every command that could fail comes before the
+// first write or is the first write, since a script is not rolled back: a
+// terminal status stored without its event, or an event whose
+// acknowledgement fails, would be a half-done transition. The hash is
+// read with redis.pcall (status, ttl_s and task in one HMGET) and the
+// event is the first write, also with redis.pcall; a job hash or events
+// key holding another type answers "corrupt" with both types, which are
+// looked at only when a call failed or the transition is refused (the
+// events key is not written then). Another failure of the event's XADD
+// (its last possible id used, out of memory) is returned as Redis's error,
+// with nothing written. The queue stream (when a message is to be
+// acknowledged) and the capture stream are checked before the first write
+// (reply "wrongtype", key, type), and a message id is checked by prepare,
+// so XACK cannot fail after the status changed. The refresh of the
+// idempotency record's TTL is best effort: a record or back-reference of
+// another type, or a ttl_s that is no whole number of seconds EXPIRE
+// takes, skips it (redis.pcall) and the transition completes, since
+// refusing it would keep a job from ever finishing over a key that only
+// serves retries. An acknowledged message is then deleted (XACK, then
+// XDEL): that is what keeps jobs:stream bounded, by removing exactly the
+// finished entries and never one still pending or undelivered.
 //
 // KEYS: job hash, events stream, queue stream
 // ARGV: 1 new status ("" keeps it), 2 now_ms, 3 event type, 4 step, 5 data,
@@ -106,21 +120,31 @@ local function ack()
     redis.call('XDEL', KEYS[3], ARGV[9])
   end
 end
-` + luaWrongType + `
-local ht = redis.call('TYPE', KEYS[1])['ok']
-local et = redis.call('TYPE', KEYS[2])['ok']
-if (ht ~= 'hash' and ht ~= 'none') or (et ~= 'stream' and et ~= 'none') then
-  return {'corrupt', ht .. '/' .. et}
+local function corrupt()
+  local ht = redis.call('TYPE', KEYS[1])['ok']
+  local et = redis.call('TYPE', KEYS[2])['ok']
+  if (ht ~= 'hash' and ht ~= 'none') or (et ~= 'stream' and et ~= 'none') then
+    return {'corrupt', ht .. '/' .. et}
+  end
 end
+` + luaWrongType + `
+local h = redis.pcall('HMGET', KEYS[1], 'status', 'ttl_s', 'task')
+if h['err'] then return corrupt() or h end
 local w = ARGV[9] ~= '' and wrongtype(KEYS[3], 'stream')
 if w then return w end
-local cur = redis.call('HGET', KEYS[1], 'status')
-if not cur then ack() return {'missing', ''} end
+local cur = h[1]
+if not cur then
+  w = corrupt()
+  if w then return w end
+  ack() return {'missing', ''}
+end
 local allowed = false
 for i = 13, #ARGV do
   if ARGV[i] == cur then allowed = true break end
 end
 if not allowed then
+  w = corrupt()
+  if w then return w end
   if ` + luaTerminalTest("cur") + ` then ack() end
   return {'refused', cur}
 end
@@ -132,20 +156,19 @@ if drop then
   w = wrongtype(ARGV[11] .. '` + dropsSuffix + `', 'hash', ARGV[11] .. '` + droppedTotalSuffix + `', 'string')
   if w then return w end
 end
-if ARGV[1] ~= '' then
-  redis.call('HSET', KEYS[1], 'status', ARGV[1], 'updated_ts', ARGV[2])
-else
-  redis.call('HSET', KEYS[1], 'updated_ts', ARGV[2])
-end
-if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], 'result', ARGV[6]) end
-if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'error', ARGV[7]) end
-local id = redis.call('XADD', KEYS[2], '*', 'type', ARGV[3], 'ts', ARGV[2], 'step', ARGV[4], 'data', ARGV[5])
+local id = redis.pcall('XADD', KEYS[2], '*', 'type', ARGV[3], 'ts', ARGV[2], 'step', ARGV[4], 'data', ARGV[5])
+if type(id) == 'table' then return corrupt() or id end
+local set = {'updated_ts', ARGV[2]}
+if ARGV[1] ~= '' then set[#set + 1] = 'status' set[#set + 1] = ARGV[1] end
+if ARGV[6] ~= '' then set[#set + 1] = 'result' set[#set + 1] = ARGV[6] end
+if ARGV[7] ~= '' then set[#set + 1] = 'error' set[#set + 1] = ARGV[7] end
+redis.call('HSET', KEYS[1], unpack(set))
 if drop then
 ` + dropLua("ARGV[11]", "ARGV[10]", "id", "ARGV[2]") + `
 else
-` + captureLua("ARGV[11]", "ARGV[10]", "id", "ARGV[3]", "ARGV[4]", "ARGV[2]", "redis.call('HGET', KEYS[1], 'task') or ''", "ARGV[5]") + `
+` + captureLua("ARGV[11]", "ARGV[10]", "id", "ARGV[3]", "ARGV[4]", "ARGV[2]", "h[3] or ''", "ARGV[5]") + `
 end
-local ttl = redis.call('HGET', KEYS[1], 'ttl_s')
+local ttl = h[2]
 if ttl and #ttl <= 10 and string.match(ttl, '^[1-9]%d*$') then
   redis.call('EXPIRE', KEYS[1], ttl)
   redis.call('EXPIRE', KEYS[2], ttl)

@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -35,6 +36,10 @@ func TestUnknownStatusRefusedAsUnknown(t *testing.T) {
 			// Refused before the status is written: a terminal status must
 			// not be stored without its event.
 			{"events key not a stream", "!events", jobs.Transition{To: jobs.Canceled}, true},
+			// The events key is looked at on the refused and missing paths
+			// too: the job is not finished or gone, it is damaged.
+			{"events key not a stream, job finished", "!events done", jobs.Transition{To: jobs.Canceled}, true},
+			{"events key not a stream, job hash gone", "!events gone", jobs.Transition{To: jobs.Canceled}, true},
 		}
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
@@ -44,15 +49,22 @@ func TestUnknownStatusRefusedAsUnknown(t *testing.T) {
 				case "":
 					require.NoError(t, rdb.Del(ctx, jobs.JobKey(id)).Err())
 					require.NoError(t, rdb.Set(ctx, jobs.JobKey(id), "not a hash", 0).Err())
-				case "!events":
+				case "!events", "!events done", "!events gone":
 					require.NoError(t, rdb.Del(ctx, jobs.EventsKey(id)).Err())
 					require.NoError(t, rdb.Set(ctx, jobs.EventsKey(id), "not a stream", 0).Err())
+					if tc.status == "!events done" {
+						require.NoError(t, rdb.HSet(ctx, jobs.JobKey(id), "status", jobs.Done).Err())
+					}
+					if tc.status == "!events gone" {
+						require.NoError(t, rdb.Del(ctx, jobs.JobKey(id)).Err())
+					}
 				default:
 					require.NoError(t, rdb.HSet(ctx, jobs.JobKey(id), "status", tc.status).Err())
 				}
 				before, _ := rdb.Dump(ctx, jobs.JobKey(id)).Result()
 				_, err := st.Apply(ctx, id, tc.to)
-				if tc.status != "" && tc.status != "!events" {
+				eventsSpoiled := strings.HasPrefix(tc.status, "!events")
+				if tc.status != "" && !eventsSpoiled {
 					require.ErrorIs(t, err, lease.ErrInvalidTransition)
 				}
 				assert.NotErrorIs(t, err, jobs.ErrFinished)
@@ -60,7 +72,7 @@ func TestUnknownStatusRefusedAsUnknown(t *testing.T) {
 				assert.Equal(t, tc.wantUnknown, jobs.IsUnknownStatus(err), "%v", err)
 				after, _ := rdb.Dump(ctx, jobs.JobKey(id)).Result()
 				assert.Equal(t, before, after)
-				if tc.status != "!events" {
+				if !eventsSpoiled {
 					assert.Len(t, rdb.XRange(ctx, jobs.EventsKey(id), "-", "+").Val(), 1)
 				}
 			})

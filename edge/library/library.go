@@ -43,12 +43,13 @@ var rootWritable = func(root string) error { return unix.Access(root, unix.W_OK)
 // New opens <stateDir>/library.db (migrating it), checks every path
 // setting and assembles the library.
 func New(ctx context.Context, log *slog.Logger, stateDir, workerID string, s Settings) (*Library, error) {
-	return build(ctx, log, stateDir, workerID, s, true)
+	return build(ctx, log, stateDir, workerID, s, new(sync.Once))
 }
 
-// build is New; warn says whether to log the roots this process cannot
-// write (once per start, not once per retry of the open).
-func build(ctx context.Context, log *slog.Logger, stateDir, workerID string, s Settings, warn bool) (*Library, error) {
+// build is New; rootsWarned logs the roots this process cannot write once
+// per start, by whichever attempt at the open first gets as far as the
+// roots, not once per retry (an Opening keeps one for all its attempts).
+func build(ctx context.Context, log *slog.Logger, stateDir, workerID string, s Settings, rootsWarned *sync.Once) (*Library, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -63,16 +64,15 @@ func build(ctx context.Context, log *slog.Logger, stateDir, workerID string, s S
 	if err != nil {
 		return nil, &daemon.SettingError{Setting: "EUTERPE_LIBRARY_ROOTS", Value: s.Roots, Reason: err.Error()}
 	}
-	for _, root := range roots.List() {
-		if !warn {
-			break
+	rootsWarned.Do(func() {
+		for _, root := range roots.List() {
+			if err := rootWritable(root); err != nil {
+				log.Warn("library root is not writable by this process: scans, hashes and thumbnails work, deleting duplicates fails",
+					"root", root, "err", err.Error(),
+					"hint", "under systemd make it writable in a drop-in (systemctl edit euterpe-edge): [Service] ReadWritePaths="+root)
+			}
 		}
-		if err := rootWritable(root); err != nil {
-			log.Warn("library root is not writable by this process: scans, hashes and thumbnails work, deleting duplicates fails",
-				"root", root, "err", err.Error(),
-				"hint", "under systemd make it writable in a drop-in (systemctl edit euterpe-edge): [Service] ReadWritePaths="+root)
-		}
-	}
+	})
 	thumbs, err := pathsafe.NewDir(filepath.Join(state.Path(), "thumbs"))
 	if err != nil {
 		return nil, fmt.Errorf("thumbnails directory: %w", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,8 +32,11 @@ type Opening struct {
 	s        Settings
 	backoff  lease.Backoff
 	firstErr error // why the open at NewOpening failed, logged by Run
-	lib      atomic.Pointer[Library]
-	lastErr  atomic.Pointer[error] // why the latest open failed, for the console
+	// rootsWarned is shared by every attempt at the open: the roots this
+	// process cannot write are logged by the first that reaches them.
+	rootsWarned sync.Once
+	lib         atomic.Pointer[Library]
+	lastErr     atomic.Pointer[error] // why the latest open failed, for the console
 }
 
 // NewOpening is New that does not fail when only the open fails: a
@@ -43,7 +47,7 @@ func NewOpening(ctx context.Context, log *slog.Logger, stateDir, workerID string
 		log = slog.Default()
 	}
 	o := &Opening{log: log, stateDir: stateDir, workerID: workerID, s: s, backoff: OpenBackoff}
-	l, err := build(ctx, log, stateDir, workerID, s, true)
+	l, err := build(ctx, log, stateDir, workerID, s, &o.rootsWarned)
 	var se *daemon.SettingError
 	switch {
 	case errors.As(err, &se):
@@ -112,18 +116,23 @@ func (o *Opening) Close() error {
 	return nil
 }
 
-// open retries the open until it succeeds (true) or ctx ends. The failure
-// is logged once: it lasts as long as the disk stays full.
+// open retries the open until it succeeds (true) or ctx ends. A failure is
+// logged when its reason is new, at debug level while it repeats: a full
+// disk lasts until someone acts, and the retries run every minute till
+// then. A reason that changes is news to the operator (a full disk that
+// became a permission problem, a setting that went wrong, or a fix that
+// left another failure behind), so each change is logged once again.
 func (o *Opening) open(ctx context.Context) bool {
+	logged := daemon.CapMessage(o.firstErr.Error())
 	o.log.Error("cannot open the library database; jobs run as usual, the library's routes answer 503 until it opens; retrying with backoff",
-		"err", daemon.CapMessage(o.firstErr.Error()))
+		"err", logged)
 	for failures := 1; ; failures++ {
 		// Shutdown during the wait ends it: another attempt would touch
 		// the state directory on the way out, maybe a card being unmounted.
 		if !daemon.Sleep(ctx, o.backoff.Delay(failures)) {
 			return false
 		}
-		l, err := build(ctx, o.log, o.stateDir, o.workerID, o.s, false)
+		l, err := build(ctx, o.log, o.stateDir, o.workerID, o.s, &o.rootsWarned)
 		if err == nil {
 			o.lib.Store(l)
 			o.log.Info("the library database is open; the library runs")
@@ -133,6 +142,23 @@ func (o *Opening) open(ctx context.Context) bool {
 			return false
 		}
 		o.lastErr.Store(&err)
-		o.log.Debug("the library database still cannot be opened", "err", daemon.CapMessage(err.Error()))
+		msg := daemon.CapMessage(err.Error())
+		var se *daemon.SettingError
+		switch {
+		case msg == logged:
+			o.log.Debug("the library database still cannot be opened", "err", msg)
+		case errors.As(err, &se):
+			// Unlike at start, a setting that is refused only on a retry does
+			// not stop the edge, and the open is still retried: what the
+			// start did not refuse is a path setting that leads elsewhere
+			// once the state directory exists or a card is mounted over part
+			// of it or of a root (or unmounted), and the next mount or
+			// unmount may set it right without a restart.
+			o.log.Error("a library setting is wrong now; the library's routes answer 503 until it is right; retrying with backoff",
+				"setting", se.Setting, "err", msg)
+		default:
+			o.log.Warn("the library database still cannot be opened, for another reason now; retrying with backoff", "err", msg)
+		}
+		logged = msg
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -83,6 +84,9 @@ func truncate(s string, n int) string {
 type Exec struct {
 	Path    string
 	Timeout time.Duration
+	// Logger receives warnings about a run that did not fail it; nil
+	// means slog.Default().
+	Logger *slog.Logger
 }
 
 // Run runs the program once.
@@ -106,6 +110,19 @@ func (x Exec) Run(ctx context.Context, m JobMessage) (string, error) {
 		}
 		return "", ctx.Err()
 	}
+	// os/exec reports ErrWaitDelay only for a program that exited 0 while
+	// something it started outside its process group (setsid, a daemon)
+	// still held its stdout or stderr. What it answered before it exited
+	// is judged as any exit 0's is; the holder outlives the run.
+	held := ""
+	if errors.Is(err, exec.ErrWaitDelay) {
+		err, held = nil, "the program exited 0 but something it started outside its process group (setsid, a daemon) still held its stdout or stderr open"
+		log := x.Logger
+		if log == nil {
+			log = slog.Default()
+		}
+		log.WarnContext(ctx, "exec job type: "+held+"; its answer is used, the holder is left running", "program", x.Path)
+	}
 	if out.Overflowed() {
 		return "", Fail(CodeInvalidAnswer, fmt.Sprintf("refused answer: more than %d bytes on stdout", MaxAnswerBytes))
 	}
@@ -117,6 +134,10 @@ func (x Exec) Run(ctx context.Context, m JobMessage) (string, error) {
 			return ref, perr
 		}
 		return "", Fail(CodeStageUnavailable, fmt.Sprintf("exec %s: %v: %s", x.Path, err, strings.TrimSpace(errb.String())))
+	}
+	var je *JobError
+	if held != "" && errors.As(perr, &je) && je.Code == CodeInvalidAnswer {
+		return "", Fail(CodeInvalidAnswer, je.Message+" ("+held+")")
 	}
 	return ref, perr
 }

@@ -53,6 +53,9 @@ var rules = []rule{
 	{transcode.ErrInvalidMedia, inbox.Permanent, "invalid_media"},
 	{transcode.ErrFailed, inbox.Permanent, "transcode_failed"},
 	{transcode.ErrLocalIO, inbox.Retryable, "local_io"}, // ffmpeg's output disk full
+	// The site's wrapper around ffmpeg left a holder of its output: the
+	// machine, not the media, is at fault, and another pod may not be.
+	{transcode.ErrOutputHeld, inbox.Retryable, "output_held"},
 	{fs.ErrPermission, inbox.Retryable, "local_io"},
 }
 

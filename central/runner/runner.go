@@ -106,7 +106,7 @@ func New(o Options) (*Runner, error) {
 	r := &Runner{
 		jobs: o.Jobs, secrets: o.Secrets, set: o.Settings, worker: o.WorkerID,
 		log:     o.Logger.With("role", "runner", "worker_id", o.WorkerID),
-		tools:   transcode.Tools{FFmpeg: o.Settings.FFmpeg, FFprobe: o.Settings.FFprobe},
+		tools:   transcode.Tools{FFmpeg: o.Settings.FFmpeg, FFprobe: o.Settings.FFprobe, Logger: o.Logger},
 		store:   storage.NewClient(storage.Options{HeaderTimeout: o.Settings.StorageTimeout, Control: o.StorageControl}),
 		refresh: refresher{client: o.RefreshClient, now: time.Now},
 		scratch: sc,

@@ -3,6 +3,7 @@ package transcode
 import (
 	"errors"
 	"fmt"
+	"os/exec"
 	"syscall"
 )
 
@@ -19,6 +20,11 @@ var (
 	// (full, or over quota). The machine, not the media, is at fault: a
 	// retry, perhaps elsewhere, can succeed.
 	ErrLocalIO = errors.New("local disk error")
+	// ErrOutputHeld: the program exited 0 without completing what it was
+	// asked for, while something it started outside its process group (a
+	// wrapper's daemonised child, setsid) still held its output open. The
+	// site's wrapper, not the media, is at fault.
+	ErrOutputHeld = errors.New("program output held open after it exited")
 )
 
 // MissingError reports a program that could not be found.
@@ -57,6 +63,29 @@ func (e *RunError) Error() string {
 
 func (e *RunError) Is(target error) bool { return target == e.kind }
 
+// HeldError reports a program that exited 0 without completing what it
+// was asked for (ffmpeg never reported the end of its output, ffprobe's
+// answer was not a whole document) while something it started outside its
+// process group still held its stdout or stderr open, past the time the
+// runner waits for them. Stderr is the tail of what was read of it.
+type HeldError struct {
+	Program string
+	Stderr  string
+}
+
+func (e *HeldError) Error() string {
+	msg := e.Program + " exited 0 without completing its output while something it started outside its process group (setsid, a daemon) still held its stdout or stderr open"
+	if e.Stderr != "" {
+		msg += ": " + e.Stderr
+	}
+	return msg
+}
+
+func (e *HeldError) Is(target error) bool { return target == ErrOutputHeld }
+
+// Unwrap gives os/exec's own report of it.
+func (e *HeldError) Unwrap() error { return exec.ErrWaitDelay }
+
 // Code is the short error code a job failure records for err, or "" when err
 // is not one of this package's errors.
 func Code(err error) string {
@@ -69,6 +98,8 @@ func Code(err error) string {
 		return "transcode_failed"
 	case errors.Is(err, ErrLocalIO):
 		return "local_io"
+	case errors.Is(err, ErrOutputHeld):
+		return "output_held"
 	}
 	return ""
 }

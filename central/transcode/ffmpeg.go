@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strconv"
@@ -24,6 +25,9 @@ import (
 type Tools struct {
 	FFmpeg  string // program name or path; "" means "ffmpeg"
 	FFprobe string // "" means "ffprobe"
+	// Logger receives warnings about a program's run that did not fail
+	// it; nil means slog.Default().
+	Logger *slog.Logger
 }
 
 func (t Tools) lookup(name, def string) (string, error) {
@@ -75,7 +79,8 @@ func (t Tools) Probe(ctx context.Context, path string) (Info, error) {
 	if ctx.Err() != nil {
 		return Info{}, ctx.Err()
 	}
-	if err != nil {
+	held := errors.Is(err, exec.ErrWaitDelay)
+	if err != nil && !held {
 		return Info{}, runErr("ffprobe", err, stderr.String(), ErrInvalidMedia)
 	}
 	var doc struct {
@@ -88,7 +93,16 @@ func (t Tools) Probe(ctx context.Context, path string) (Info, error) {
 		} `json:"streams"`
 	}
 	if err := json.Unmarshal(out, &doc); err != nil {
+		if held {
+			// Not the media's fault: what held the output may have
+			// written into it, or been what was to answer.
+			return Info{}, &HeldError{Program: "ffprobe", Stderr: stderr.String()}
+		}
 		return Info{}, &RunError{Program: "ffprobe", Stderr: "unreadable output", kind: ErrInvalidMedia}
+	}
+	if held {
+		// A whole document: ffprobe answered before it exited.
+		t.warnHeld(ctx, "ffprobe", bin)
 	}
 	var info Info
 	for _, s := range doc.Streams {
@@ -137,27 +151,56 @@ func (t Tools) Transcode(ctx context.Context, r Rendition, in, out string, total
 	// once it sees the program exit (WaitDelay bounds anything else).
 	pr, pw := io.Pipe()
 	cmd.Stdout = pw
-	progressDone := make(chan time.Duration, 1)
+	progressDone := make(chan progressEnd, 1)
 	go func() { progressDone <- readProgress(pr, total, progress) }()
 	err = procgroup.Run(cmd)
 	_ = pw.Close()
-	done := <-progressDone
+	res := <-progressDone
 	if ctx.Err() != nil {
 		return 0, ctx.Err()
+	}
+	if errors.Is(err, exec.ErrWaitDelay) {
+		// ffmpeg reports the end only once it has written its output's
+		// trailer: the output is whole, whatever still holds the pipes.
+		if !res.ended {
+			return 0, &HeldError{Program: "ffmpeg", Stderr: stderr.String()}
+		}
+		t.warnHeld(ctx, "ffmpeg", bin)
+		err = nil
 	}
 	if err != nil {
 		return 0, runErr("ffmpeg", err, stderr.String(), ErrFailed)
 	}
-	return done, nil
+	return res.done, nil
+}
+
+// warnHeld logs that program exited 0, its work complete, while something
+// it started outside its process group still held its stdout or stderr:
+// os/exec gave up on them after cmd.WaitDelay. That holder lives on,
+// beyond the reach of the group kill, until the service manager ends it.
+func (t Tools) warnHeld(ctx context.Context, program, bin string) {
+	log := t.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log.WarnContext(ctx, program+" exited 0 but something it started outside its process group (setsid, a daemon) still held its stdout or stderr open; its output is complete and used, the holder is left running",
+		"program", bin)
+}
+
+// progressEnd is what readProgress saw of ffmpeg's progress output.
+type progressEnd struct {
+	done  time.Duration // the last media time reported
+	ended bool          // "progress=end" was reported
 }
 
 // readProgress parses ffmpeg's key=value progress blocks until EOF and
-// returns the last media time reported. Each block ends with
-// "progress=continue" or "progress=end".
-func readProgress(r io.Reader, total time.Duration, progress func(Progress)) time.Duration {
+// returns the last media time reported and whether the end was. Each
+// block ends with "progress=continue" or "progress=end".
+func readProgress(r io.Reader, total time.Duration, progress func(Progress)) progressEnd {
 	sc := bufio.NewScanner(r)
 	var done time.Duration
 	var size int64
+	ended := false
 	for sc.Scan() {
 		k, v, ok := strings.Cut(sc.Text(), "=")
 		if !ok {
@@ -173,6 +216,7 @@ func readProgress(r io.Reader, total time.Duration, progress func(Progress)) tim
 				size = n
 			}
 		case "progress":
+			ended = ended || v == "end"
 			if progress == nil {
 				continue
 			}
@@ -187,7 +231,7 @@ func readProgress(r io.Reader, total time.Duration, progress func(Progress)) tim
 		}
 	}
 	_, _ = io.Copy(io.Discard, r)
-	return done
+	return progressEnd{done: done, ended: ended}
 }
 
 func runErr(program string, err error, stderr string, kind error) error {

@@ -96,6 +96,8 @@ func Types(ctx context.Context, cfg Config, d *serve.Deps) (*pipeline.Registry, 
 			if st, err := os.Stat(x.Path); err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
 				return nil, &daemon.SettingError{Setting: "EUTERPE_PIPELINE_TYPES", Value: cfg.Types, Reason: "job type " + t.Name + ": " + x.Path + " is not an executable file"}
 			}
+			x.Logger = d.Log
+			t.Runner = x
 		}
 		if err := types.Register(t); err != nil {
 			return nil, &daemon.SettingError{Setting: "EUTERPE_PIPELINE_TYPES", Value: cfg.Types, Reason: err.Error()}

@@ -100,9 +100,16 @@ type queryer interface {
 	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
 }
 
-// TableColumns lists the columns of table.
+// TableColumns lists the columns of table, bare or qualified by its
+// schema ("main.jobs").
 func TableColumns(ctx context.Context, q queryer, table string) (map[string]bool, error) {
-	rows, err := q.QueryContext(ctx, `SELECT name FROM pragma_table_info(?)`, table)
+	query, args := `SELECT name FROM pragma_table_info(?)`, []any{table}
+	if schema, name, ok := strings.Cut(table, "."); ok {
+		// pragma_table_info finds no table named "schema.table": the
+		// schema is an argument of its own.
+		query, args = `SELECT name FROM pragma_table_info(?, ?)`, []any{name, schema}
+	}
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}

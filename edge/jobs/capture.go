@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -68,14 +69,49 @@ type Drop struct {
 // scripts go on recording later drops in a fresh hash, and what was taken
 // stays in Redis until the taker says it is recorded elsewhere.
 //
-// KEYS: drops hash, taken drops hash
+// Either key holding another type than a hash (a value someone SET there)
+// would fail every take, and a drops hash of another type makes the
+// scripts refuse deltas at the cap. Such a key is renamed first, to its
+// name plus ":bad:<ARGV[1]>" (a suffix "-n" when that name is taken, so
+// nothing is replaced), and kept there, with no TTL, for an operator; the
+// take goes on without it. Reply: {set aside as name, key, type..., the
+// taken hash as HGETALL}.
+//
+// KEYS: drops hash, taken drops hash. ARGV: Unix ms, for the names.
 var takeDropsScript = redis.NewScript(`
-if redis.call('EXISTS', KEYS[2]) == 0 then
-  if redis.call('EXISTS', KEYS[1]) == 0 then return {} end
+local aside = {}
+local function setAside(k)
+  local t = redis.call('TYPE', k)['ok']
+  if t == 'none' or t == 'hash' then return t end
+  local base = k .. ':bad:' .. ARGV[1]
+  local name, n = base, 0
+  while redis.call('EXISTS', name) == 1 do
+    n = n + 1
+    name = base .. '-' .. n
+  end
+  redis.call('RENAME', k, name)
+  aside[#aside + 1] = name
+  aside[#aside + 1] = k
+  aside[#aside + 1] = t
+  return 'none'
+end
+local taken = setAside(KEYS[2])
+local drops = setAside(KEYS[1])
+if taken == 'none' then
+  if drops == 'none' then return {aside, {}} end
   redis.call('RENAME', KEYS[1], KEYS[2])
 end
-return redis.call('HGETALL', KEYS[2])
+return {aside, redis.call('HGETALL', KEYS[2])}
 `)
+
+// SetAside is a drops key TakeDrops found holding another type than the
+// hash the scripts write, and renamed: its content is kept, unread, for an
+// operator to look at and delete.
+type SetAside struct {
+	Key  string // the name it had (CaptureDrops or CaptureDropsTaken)
+	Name string // the name it has now: Key + ":bad:<unix ms>[-n]"
+	Type string // as TYPE answers: string, list, ...
+}
 
 // TakeDrops returns the drops recorded on the capture stream stream's cap,
 // by job id and first entry, and how many records it could not read
@@ -83,11 +119,29 @@ return redis.call('HGETALL', KEYS[2])
 // the same drops again (and none recorded since), so a taker that dies
 // before it has recorded them elsewhere loses none: it may at worst
 // record them twice. A taker that got anything, readable or not, releases
-// it, or no later drop is taken.
-func TakeDrops(ctx context.Context, rdb redis.UniversalClient, stream string) (drops []Drop, unreadable int, err error) {
-	kv, err := takeDropsScript.Run(ctx, rdb, []string{stream + dropsSuffix, stream + takenSuffix}).StringSlice()
+// it, or no later drop is taken. A drops key of another type is renamed
+// out of the way first and reported in aside, which the taker should make
+// known: it is not read, and nothing else reports it.
+func TakeDrops(ctx context.Context, rdb redis.UniversalClient, stream string) (drops []Drop, unreadable int, aside []SetAside, err error) {
+	res, err := takeDropsScript.Run(ctx, rdb, []string{stream + dropsSuffix, stream + takenSuffix},
+		time.Now().UnixMilli()).Slice()
 	if err != nil {
-		return nil, 0, fmt.Errorf("take capture drops: %w", err)
+		return nil, 0, nil, fmt.Errorf("take capture drops: %w", err)
+	}
+	var names, kv []string
+	if len(res) == 2 {
+		names, err = stringsOf(res[0])
+		if err == nil {
+			kv, err = stringsOf(res[1])
+		}
+	} else {
+		err = fmt.Errorf("a reply of %d parts", len(res))
+	}
+	if err != nil {
+		return nil, 0, nil, fmt.Errorf("take capture drops: %w", err)
+	}
+	for i := 0; i+2 < len(names); i += 3 {
+		aside = append(aside, SetAside{Name: names[i], Key: names[i+1], Type: names[i+2]})
 	}
 	out := make([]Drop, 0, len(kv)/2)
 	for i := 0; i+1 < len(kv); i += 2 {
@@ -100,7 +154,22 @@ func TakeDrops(ctx context.Context, rdb redis.UniversalClient, stream string) (d
 	sort.Slice(out, func(i, j int) bool {
 		return out[i].JobID < out[j].JobID || (out[i].JobID == out[j].JobID && out[i].FirstEntry < out[j].FirstEntry)
 	})
-	return out, unreadable, nil
+	return out, unreadable, aside, nil
+}
+
+// stringsOf is a script's array reply of strings.
+func stringsOf(v any) ([]string, error) {
+	a, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("a reply of %T, not an array", v)
+	}
+	out := make([]string, len(a))
+	for i, e := range a {
+		if out[i], ok = e.(string); !ok {
+			return nil, fmt.Errorf("an array holding %T, not strings", e)
+		}
+	}
+	return out, nil
 }
 
 // ReleaseDrops forgets the drops TakeDrops handed out; call it once they
@@ -113,7 +182,8 @@ func ReleaseDrops(ctx context.Context, rdb redis.UniversalClient, stream string)
 }
 
 // DroppedTotal is how many deltas the capture stream stream's cap kept
-// out of it, as counted in Redis (0 when none or unreadable as a number).
+// out of it, as counted in Redis: 0 when none was, an error when Redis
+// cannot be read or the count is not a number.
 func DroppedTotal(ctx context.Context, rdb redis.UniversalClient, stream string) (int64, error) {
 	n, err := rdb.Get(ctx, stream+droppedTotalSuffix).Int64()
 	if errors.Is(err, redis.Nil) {

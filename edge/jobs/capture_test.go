@@ -129,7 +129,7 @@ func testCaptureCapDropsDeltasOnly(t *testing.T) {
 	want := []jobs.Drop{{JobID: a, Count: 2, FirstEntry: first, LastEntry: last, FirstTS: ts(first), LastTS: ts(last)}}
 	assert.Equal(t, "2", rdb.Get(ctx, jobs.CaptureDroppedTotal).Val())
 	for i := 0; i < 2; i++ { // taken again: not yet released
-		got, bad, err := jobs.TakeDrops(ctx, rdb, jobs.CaptureStream)
+		got, bad, _, err := jobs.TakeDrops(ctx, rdb, jobs.CaptureStream)
 		require.NoError(t, err)
 		assert.Zero(t, bad)
 		assert.Equal(t, want, got, "take %d", i)
@@ -141,14 +141,14 @@ func testCaptureCapDropsDeltasOnly(t *testing.T) {
 	require.NoError(t, err)
 	late := delta(c)
 	require.NoError(t, jobs.ReleaseDrops(ctx, rdb, jobs.CaptureStream))
-	got, _, err := jobs.TakeDrops(ctx, rdb, jobs.CaptureStream)
+	got, _, _, err := jobs.TakeDrops(ctx, rdb, jobs.CaptureStream)
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	assert.Equal(t, c, got[0].JobID)
 	assert.Equal(t, late, got[0].FirstEntry)
 	assert.Equal(t, int64(1), got[0].Count)
 	require.NoError(t, jobs.ReleaseDrops(ctx, rdb, jobs.CaptureStream))
-	got, _, err = jobs.TakeDrops(ctx, rdb, jobs.CaptureStream)
+	got, _, _, err = jobs.TakeDrops(ctx, rdb, jobs.CaptureStream)
 	require.NoError(t, err)
 	assert.Empty(t, got)
 	assert.Equal(t, "3", rdb.Get(ctx, jobs.CaptureDroppedTotal).Val(), "every drop counted")
@@ -188,7 +188,7 @@ func testCaptureCapDropTimesStayOrdered(t *testing.T) {
 		require.NoError(t, err)
 		entries = append(entries, e)
 	}
-	got, bad, err := jobs.TakeDrops(ctx, rdb, jobs.CaptureStream)
+	got, bad, _, err := jobs.TakeDrops(ctx, rdb, jobs.CaptureStream)
 	require.NoError(t, err)
 	require.Zero(t, bad)
 	assert.Equal(t, []jobs.Drop{{JobID: a, Count: 3, FirstEntry: entries[0], LastEntry: entries[2],
@@ -214,7 +214,7 @@ func testCaptureCapUnreadableTotalDoesNotFailDeltas(t *testing.T) {
 	require.NoError(t, err)
 	e, err := st.AppendEvent(ctx, a, "delta", "worker.delta", json.RawMessage(`{"text":"t"}`))
 	require.NoError(t, err)
-	got, _, err := jobs.TakeDrops(ctx, rdb, jobs.CaptureStream)
+	got, _, _, err := jobs.TakeDrops(ctx, rdb, jobs.CaptureStream)
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	assert.Equal(t, e, got[0].FirstEntry)

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"testing"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 // clock (a gap whose times were out of order was refused and set aside on
 // the edge, and central never heard of the hole). A gap sent again (a
 // mover that died before Redis heard the spool had it) is counted once.
+// The edge's heartbeat carries the count of drops, which central shows.
 func TestRedisCapDropsReachCentralAsGaps(t *testing.T) {
 	for _, eng := range sqltest.Engines {
 		t.Run(string(eng), func(t *testing.T) {
@@ -68,7 +70,7 @@ func TestRedisCapDropsReachCentralAsGaps(t *testing.T) {
 			require.NoError(t, err)
 			require.Len(t, drops, 2)
 
-			sh, _, stop := c.shipTo(rdb, ship.Config{BackoffMax: time.Second})
+			sh, _, stop := c.shipTo(rdb, ship.Config{BackoffMax: time.Second, Heartbeat: 200 * time.Millisecond})
 			check := func() {
 				t.Helper()
 				got := c.stored()
@@ -107,6 +109,23 @@ func TestRedisCapDropsReachCentralAsGaps(t *testing.T) {
 			}, 30*time.Second, 20*time.Millisecond, "every event is stored or accounted for by a gap")
 			require.Eventually(t, func() bool { return sh.GapsSent() == 2 }, 10*time.Second, 10*time.Millisecond)
 			check()
+			// The heartbeat reports the cap's count too, and central shows it.
+			total := c.count(`SELECT dropped_total FROM edges WHERE id = ?`, c.EdgeID)
+			require.Eventually(t, func() bool {
+				req, _ := http.NewRequest(http.MethodGet, c.URL+"/v1/edges/"+c.EdgeID, nil)
+				req.Header.Set("Authorization", "Bearer "+c.Token)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					return false
+				}
+				defer resp.Body.Close()
+				var edge struct {
+					Status struct {
+						RedisDropped int `json:"redis_dropped"`
+					} `json:"status"`
+				}
+				return json.NewDecoder(resp.Body).Decode(&edge) == nil && edge.Status.RedisDropped == total
+			}, 10*time.Second, 50*time.Millisecond, "central shows the heartbeat's redis_dropped")
 
 			// The same drops taken again: sent again under their gap ids.
 			require.NoError(t, rdb.HSet(ctx, jobs.CaptureDropsTaken, drops).Err())

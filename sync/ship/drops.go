@@ -15,9 +15,15 @@ import (
 // ones again: the spool skips a gap it holds, and one central accepted
 // meanwhile goes out again under its gap id, which central deduplicates.
 func (s *Shipper) recordDrops(ctx context.Context) error {
-	drops, bad, err := jobs.TakeDrops(ctx, s.rdb, jobs.CaptureStream)
+	drops, bad, aside, err := jobs.TakeDrops(ctx, s.rdb, jobs.CaptureStream)
 	if err != nil {
 		return err
+	}
+	// Each key set aside is a new one, so each is logged: nothing else
+	// says that drops may have been lost or where to look.
+	for _, a := range aside {
+		s.log.Error("sync: a key of the capture stream's drops held another type than the hash the scripts write; it was renamed and kept for inspection (delete it once read), and drops are taken again",
+			"key", a.Key, "type", a.Type, "kept_as", a.Name)
 	}
 	if len(drops)+bad == 0 {
 		s.clear("redisdrop")

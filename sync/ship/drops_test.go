@@ -94,18 +94,18 @@ func TestTakenDropsAreNotLost(t *testing.T) {
 			h.sh = h.open(64<<20, nil)
 		}, 2},
 		{"died after the take", func(t *testing.T, h *harness) {
-			_, _, err := jobs.TakeDrops(context.Background(), h.rdb, jobs.CaptureStream)
+			_, _, _, err := jobs.TakeDrops(context.Background(), h.rdb, jobs.CaptureStream)
 			require.NoError(t, err)
 		}, 2},
 		{"died after the spool recorded them", func(t *testing.T, h *harness) {
-			d, _, err := jobs.TakeDrops(context.Background(), h.rdb, jobs.CaptureStream)
+			d, _, _, err := jobs.TakeDrops(context.Background(), h.rdb, jobs.CaptureStream)
 			require.NoError(t, err)
 			n, err := h.sh.Spool().AddGaps(context.Background(), gapsOf(d))
 			require.NoError(t, err)
 			require.Equal(t, 2, n)
 		}, 2},
 		{"died after central had them", func(t *testing.T, h *harness) {
-			d, _, err := jobs.TakeDrops(context.Background(), h.rdb, jobs.CaptureStream)
+			d, _, _, err := jobs.TakeDrops(context.Background(), h.rdb, jobs.CaptureStream)
 			require.NoError(t, err)
 			_, err = h.sh.Spool().AddGaps(context.Background(), gapsOf(d))
 			require.NoError(t, err)
@@ -164,4 +164,23 @@ func TestCancelledMoveLogsNoDropWarning(t *testing.T) {
 	cancel()
 	_, _ = h.sh.MoveOnce(ctx)
 	assert.NotContains(t, h.logs.String(), "cannot record the deltas")
+}
+
+// Taken drops of another type than the scripts write (a value someone SET
+// there) do not stop drops being reported: the move sets the key aside for
+// an operator, says at error level where it is, and ships the drops
+// recorded since as gaps.
+func TestTakenDropsOfAnotherTypeAreSetAside(t *testing.T) {
+	testsvc.EachRedis(t, func(t *testing.T) {
+		h, want := capped(t)
+		ctx := context.Background()
+		require.NoError(t, h.rdb.Set(ctx, jobs.CaptureDropsTaken, "by hand", 0).Err())
+
+		h.drain()
+		checkGaps(t, h, want)
+		keys := h.rdb.Keys(ctx, jobs.CaptureDropsTaken+":bad:*").Val()
+		require.Len(t, keys, 1)
+		assert.Equal(t, "by hand", h.rdb.Get(ctx, keys[0]).Val())
+		assert.Regexp(t, `level=ERROR msg=".*another type.*".*kept_as=`+keys[0], h.logs.String())
+	})
 }

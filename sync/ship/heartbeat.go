@@ -3,10 +3,19 @@ package ship
 import (
 	"context"
 	"net/http"
+	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	"github.com/vesta-cx/euterpe/edge/jobs"
 	"github.com/vesta-cx/euterpe/sync/wire"
 )
+
+// olderCentralFor is how long heartbeats leave out redis_dropped after a
+// central refused it: long enough that an older central is not sent a
+// heartbeat it refuses every time, short enough that an upgraded one
+// gets the count within the hour.
+const olderCentralFor = time.Hour
 
 // heartbeatLoop sends the status every Heartbeat, the first one at once.
 func (s *Shipper) heartbeatLoop(ctx context.Context) {
@@ -46,33 +55,79 @@ func (s *Shipper) Status(ctx context.Context) wire.Status {
 		st.Spool = wire.SpoolStatus{Events: ss.Events, Bytes: ss.Bytes, OldestTS: ss.OldestTS,
 			Dropped: sp.Dropped(), Quarantined: ss.Quarantined}
 	}
+	st.RedisDropped = redisDroppedTotal(ctx, s.rdb, &s.redisDropped)
 	return st
+}
+
+// redisDroppedTotal is the capture cap's drop count read from Redis, kept
+// in last; while Redis does not answer (or the count is not a number) it
+// is the last count read, so a report never falls back to 0 and up again,
+// which would read as a reset. It waits for Redis at most 2 s.
+func redisDroppedTotal(ctx context.Context, rdb redis.UniversalClient, last *atomic.Int64) int64 {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if n, err := jobs.DroppedTotal(ctx, rdb, jobs.CaptureStream); err == nil {
+		last.Store(n)
+	}
+	return last.Load()
 }
 
 // SendHeartbeat posts the status once and returns central's status code.
 // A clock_skew answer corrects the signing clock like a batch's does.
+//
+// A central older than redis_dropped refuses a heartbeat carrying it (it
+// refuses unknown fields), and the heartbeat is what keeps an idle edge
+// from being shown stale. So a heartbeat with the field that central
+// refuses as invalid is sent again at once without it, and when that one
+// is accepted, heartbeats leave the field out for olderCentralFor.
 func (s *Shipper) SendHeartbeat(ctx context.Context) (int, error) {
 	st := s.Status(ctx)
-	body, err := wire.EncodeStatus(st)
+	if st.RedisDropped != 0 && s.cfg.Now().UnixNano() < s.olderCentral.Load() {
+		st.RedisDropped = 0
+	}
+	code, resp, err := s.postStatus(ctx, st)
+	if err == nil && st.RedisDropped != 0 && code == http.StatusBadRequest && errorCode(resp) == wire.CodeInvalidBatch {
+		plain := st
+		plain.RedisDropped = 0
+		if code, _, err = s.postStatus(ctx, plain); err == nil && code/100 == 2 {
+			s.olderCentral.Store(s.cfg.Now().Add(olderCentralFor).UnixNano())
+			s.once("oldercentral", func() {
+				s.log.Info("sync: central refused the heartbeat's redis_dropped (central is older than this edge) and accepted it without; the Redis cap's drops still reach it as gaps",
+					"redis_dropped", st.RedisDropped, "retry_in", olderCentralFor)
+			})
+		}
+	} else if err == nil && code/100 == 2 && st.RedisDropped != 0 {
+		s.clear("oldercentral")
+	}
 	if err != nil {
 		return 0, err
+	}
+	if code/100 != 2 {
+		return code, &statusError{code: code}
+	}
+	return code, nil
+}
+
+// postStatus signs and posts st once and returns central's status code
+// and answer.
+func (s *Shipper) postStatus(ctx context.Context, st wire.Status) (int, []byte, error) {
+	body, err := wire.EncodeStatus(st)
+	if err != nil {
+		return 0, nil, err
 	}
 	gz := s.compress(body)
 	code, hdr, resp, err := s.post(ctx, wire.HeartbeatPath, gz, func(req *http.Request) error {
 		return wire.SignHeartbeat(req, st.SentAt, st, gz, s.cfg.Secret)
 	})
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if classify(code, errorCode(resp)) == actClockSkew {
 		if date, err := http.ParseTime(hdr.Get("Date")); err == nil {
 			s.offset.Store(int64(date.Sub(s.cfg.Now())))
 		}
 	}
-	if code/100 != 2 {
-		return code, &statusError{code: code}
-	}
-	return code, nil
+	return code, resp, nil
 }
 
 type statusError struct{ code int }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/vesta-cx/euterpe/edge/jobs"
 	"github.com/vesta-cx/euterpe/sync/spool"
 )
 
@@ -64,15 +63,12 @@ func (s *Shipper) Collectors() []prometheus.Collector {
 			count((*spool.Spool).Dropped)),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "euterpe_sync_redis_dropped_total", Help: "Delta events not captured because the capture stream in Redis was at its cap (reported to central as gaps); counted in Redis, so it also counts while the spool is not open."},
 			func() float64 {
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				defer cancel()
 				// A scrape Redis does not answer keeps the last value: a
 				// counter falling to 0 and back reads as a reset, and
-				// increase() would count every drop once more.
-				if n, err := jobs.DroppedTotal(ctx, s.rdb, jobs.CaptureStream); err == nil {
-					redisDropped.Store(n)
-				}
-				return float64(redisDropped.Load())
+				// increase() would count every drop once more. The
+				// heartbeat keeps its own last value, so neither can set
+				// the other's back with an older read.
+				return float64(redisDroppedTotal(context.Background(), s.rdb, &redisDropped))
 			}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "euterpe_sync_quarantined_batches_total", Help: "Batches (or single events) set aside because central refused them or they cannot be sent."},
 			func() float64 { return float64(s.Quarantined()) }),

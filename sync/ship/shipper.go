@@ -115,6 +115,12 @@ type Shipper struct {
 	started     time.Time   // process clock, for the uptime
 	yielding    atomic.Bool // the edge was busy at the last check
 
+	// redisDropped is the capture cap's drop count the last heartbeat
+	// read; olderCentral (Unix ns, Config.Now) is until when heartbeats
+	// leave it out because central refused it (see SendHeartbeat).
+	redisDropped atomic.Int64
+	olderCentral atomic.Int64
+
 	// moveMu serialises moves; unmoved is a move whose XDEL failed: its
 	// entries are in the spool and maybe still on the capture stream.
 	moveMu  sync.Mutex

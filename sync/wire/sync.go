@@ -117,6 +117,13 @@ type Status struct {
 	DeadLetters int64          `json:"dead_letters"`
 	Spool       SpoolStatus    `json:"spool"`
 	Library     *LibraryStatus `json:"library,omitempty"`
+	// RedisDropped is how many delta events the capture stream's cap in
+	// Redis kept out of it, as counted in Redis: it survives a restart of
+	// the edge (not of a Redis without persistence), and those deltas
+	// reach central as gaps once the spool takes them. Left out when 0:
+	// a central older than the field refuses unknown fields, so only an
+	// edge that has dropped sends it (see the shipper for such a central).
+	RedisDropped int64 `json:"redis_dropped,omitempty"`
 }
 
 // SpoolStatus describes the edge's on-disk spool of events not yet shipped.
@@ -168,7 +175,7 @@ func (s Status) Validate() error {
 	case strings.ContainsRune(s.Version, 0):
 		return fmt.Errorf("%w: version contains NUL", ErrInvalid)
 	case s.UptimeS < 0 || s.Workers < 0 || s.Backlog < 0 || s.Pending < 0 || s.DeadLetters < 0 ||
-		s.Spool.Events < 0 || s.Spool.Bytes < 0 || s.Spool.OldestTS < 0 || s.Spool.Dropped < 0 || s.Spool.Quarantined < 0:
+		s.Spool.Events < 0 || s.Spool.Bytes < 0 || s.Spool.OldestTS < 0 || s.Spool.Dropped < 0 || s.Spool.Quarantined < 0 || s.RedisDropped < 0:
 		return fmt.Errorf("%w: counts must not be negative", ErrInvalid)
 	}
 	return nil

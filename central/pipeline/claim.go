@@ -106,10 +106,10 @@ func (s *Store) Keep(ctx context.Context, j *Job, ttl time.Duration, work func(c
 	// they renew a copy of the claim, which needs only its id and fencing
 	// token, both fixed for the whole run, and log what j was at the start.
 	hb := lease.Claim{ID: j.ID, Version: j.Version, Status: j.Status, Worker: j.Worker}
-	lg := s.logJob(j.Msg, j.Status, nil)
+	m, status := j.Msg, j.Status
 	return lease.Keep(ctx, ttl, func(ctx context.Context) error { return s.q.Heartbeat(ctx, &hb, ttl) }, work,
 		lease.OnRenewError(func(err error) {
-			lg.Warn("pipeline heartbeat failed; retrying on the next beat", "err", Redact(err.Error()))
+			s.logJob(m, status, nil).Warn("pipeline heartbeat failed; retrying on the next beat", "err", Redact(err.Error()))
 		}),
 		lease.Until(j.Deadline))
 }

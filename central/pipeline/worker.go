@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -52,9 +53,27 @@ func (w *Worker) Wake() {
 // Run claims and runs jobs until ctx is done, then waits for the jobs it
 // started (cancelled with ctx: their messages reappear after the
 // visibility timeout, as for any worker that stops).
+//
+// Jobs run on long-lived goroutines, at most Concurrency, started as the
+// claims first need them and kept until ctx is done: a goroutine per job
+// would grow a fresh stack, copying it as it grows, for every job.
 func (w *Worker) Run(ctx context.Context) error {
 	sem := make(chan struct{}, w.Cfg.Concurrency)
+	runs := make(chan *Job)
+	runners := 0
 	var wg sync.WaitGroup
+	runner := func(j *Job) {
+		defer wg.Done()
+		for {
+			w.RunJob(ctx, j)
+			<-sem
+			select {
+			case <-ctx.Done():
+				return
+			case j = <-runs:
+			}
+		}
+	}
 	// The finisher outlives the jobs: it stops once they all returned.
 	finCtx, stopFin := context.WithCancel(context.WithoutCancel(ctx))
 	finDone := make(chan struct{})
@@ -72,12 +91,25 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		for _, j := range jobs {
 			sem <- struct{}{}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				w.RunJob(ctx, j)
-			}()
+			select {
+			case runs <- j:
+				continue
+			default:
+			}
+			if runners < cap(sem) {
+				runners++
+				wg.Add(1)
+				go runner(j)
+				continue
+			}
+			// Every runner is started and none is waiting yet: one is
+			// between its job and the next, since a slot was free.
+			select {
+			case runs <- j:
+			case <-ctx.Done():
+				// Left to its lease, like the jobs shutdown interrupts.
+				<-sem
+			}
 		}
 		if len(jobs) > 0 && len(jobs) == free {
 			continue
@@ -95,8 +127,8 @@ func (w *Worker) Run(ctx context.Context) error {
 // RunJob runs one claimed job under its lease and records the outcome.
 func (w *Worker) RunJob(ctx context.Context, j *Job) {
 	s := w.Store
-	lg := s.logJob(j.Msg, StatusRunning, nil)
-	lg.Info("pipeline job running", "worker_id", w.Cfg.ID)
+	m := j.Msg // as it was when the run started, for the lines after it
+	s.logJobAt(ctx, slog.LevelInfo, m, StatusRunning, "pipeline job running", "worker_id", w.Cfg.ID)
 	var ref string
 	var jerr error
 	err := s.Keep(ctx, j, w.Cfg.Visibility, func(ctx context.Context) error {
@@ -120,13 +152,13 @@ func (w *Worker) RunJob(ctx context.Context, j *Job) {
 	})
 	switch {
 	case err == nil && jerr == nil:
-		s.logJob(j.Msg, StatusSucceeded, nil).Info("pipeline job succeeded", "result_ref", ref)
+		s.logJobAt(ctx, slog.LevelInfo, j.Msg, StatusSucceeded, "pipeline job succeeded", "result_ref", ref)
 	case errors.Is(err, lease.ErrStale):
-		lg.Warn("pipeline job lease lost: the message reappeared for another worker; this run stops")
+		s.logJob(m, StatusRunning, nil).Warn("pipeline job lease lost: the message reappeared for another worker; this run stops")
 	case err != nil && ctx.Err() != nil:
-		lg.Info("pipeline job interrupted by shutdown; its message reappears after the visibility timeout")
+		s.logJob(m, StatusRunning, nil).Info("pipeline job interrupted by shutdown; its message reappears after the visibility timeout")
 	case err != nil:
-		lg.Error("pipeline job outcome not recorded; its message reappears after the visibility timeout", "err", Redact(err.Error()))
+		s.logJob(m, StatusRunning, nil).Error("pipeline job outcome not recorded; its message reappears after the visibility timeout", "err", Redact(err.Error()))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/vesta-cx/euterpe/daemon/lease"
@@ -41,17 +42,26 @@ func (p *Pool) runJob(bookCtx context.Context, j *job) (o outcome) {
 	start := time.Now()
 	defer func() { o.ran = time.Since(start) }()
 	defer j.cancel(nil)
+	// A delta that cannot be written is lost to the job's stream, not the
+	// job: the result still carries the whole answer. What refuses one
+	// (Redis out of memory, a key of another type) refuses the next too,
+	// so the first failure is logged and the rest are counted, for one
+	// line when the job ends instead of one per delta of a long answer.
+	var deltaFailed atomic.Int64
 	deltas := newCoalescer(p.s.DeltaInterval, p.s.DeltaBytes, func(text string) {
 		data, _ := json.Marshal(map[string]string{"text": text})
 		_, err := p.store.AppendEvent(bookCtx, j.id, "delta", StepStream, data)
 		if jobs.IsGone(err) {
 			j.cancel(errJobCanceled)
-		} else if err != nil {
-			p.log.Warn("write delta", "job_id", j.id, "err", err)
+		} else if err != nil && deltaFailed.Add(1) == 1 {
+			p.log.Warn("write delta", "job_id", j.id, "err", err, "note", "later failures of this job's deltas are counted, not logged")
 		}
 	})
 	res, err := p.backend.Run(j.ctx, backend.Request{JobID: j.id, Task: j.task, Payload: j.payload}, deltas.Add)
 	deltas.Close(j.ctx.Err() == nil)
+	if n := deltaFailed.Load(); n > 1 {
+		p.log.Warn("write delta: the job's streamed output was not all stored", "job_id", j.id, "failed", n)
+	}
 	if err == nil {
 		if len(res) == 0 {
 			res = json.RawMessage(`{}`)

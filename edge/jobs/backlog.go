@@ -159,11 +159,7 @@ func (s *Store) undelivered(ctx context.Context, lastDelivered string, pending, 
 		return n, nil
 	}
 	if max <= pending+aheadFirst {
-		msgs, err := s.rdb.XRangeN(ctx, QueueStream, id.Next().String(), "+", max).Result()
-		if err != nil {
-			return 0, fmt.Errorf("backlog: %w", err)
-		}
-		return int64(len(msgs)), nil
+		return s.countAfter(ctx, id, max)
 	}
 	behindMax := pending + behindSlack
 	var length *redis.IntCmd
@@ -179,11 +175,34 @@ func (s *Store) undelivered(ctx context.Context, lastDelivered string, pending, 
 	if n := int64(len(behind.Val())); n < behindMax {
 		return length.Val() - n, nil
 	}
-	msgs, err := s.rdb.XRangeN(ctx, QueueStream, id.Next().String(), "+", max).Result()
-	if err != nil {
-		return 0, fmt.Errorf("backlog: %w", err)
+	return s.countAfter(ctx, id, max)
+}
+
+// countPage is how many entries countAfter fetches at once: each comes
+// with its payload, up to 200 KB, so a page holds at most 20 MB.
+const countPage = 100
+
+// countAfter counts the entries after id, up to max, a page at a time: a
+// caller with no limit (the console, /metrics) would otherwise hold every
+// undelivered entry, payload and all, in one reply. Pages are not one
+// snapshot; the count is as exact as the stream is still.
+func (s *Store) countAfter(ctx context.Context, id StreamID, max int64) (int64, error) {
+	var n int64
+	for n < max {
+		page := min(max-n, countPage)
+		msgs, err := s.rdb.XRangeN(ctx, QueueStream, id.Next().String(), "+", page).Result()
+		if err != nil {
+			return 0, fmt.Errorf("backlog: %w", err)
+		}
+		n += int64(len(msgs))
+		if int64(len(msgs)) < page {
+			break
+		}
+		if id, err = ParseStreamID(msgs[len(msgs)-1].ID); err != nil {
+			return 0, fmt.Errorf("backlog: entry id %q: %w", msgs[len(msgs)-1].ID, err)
+		}
 	}
-	return int64(len(msgs)), nil
+	return n, nil
 }
 
 // ForceRange makes Backlog use the Redis 6.0 XRANGE path whatever the

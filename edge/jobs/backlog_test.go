@@ -217,3 +217,57 @@ func TestBacklogYieldCheckWithAcknowledgedEntriesKept(t *testing.T) {
 		}
 	})
 }
+
+// largestReply records the most stream entries one reply brought back.
+type largestReply struct {
+	fetchedEntries
+	most atomic.Int64
+}
+
+func (l *largestReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if c, ok := cmd.(*redis.XMessageSliceCmd); ok {
+			for n := int64(len(c.Val())); n > l.most.Load(); {
+				if l.most.CompareAndSwap(l.most.Load(), n) {
+					break
+				}
+			}
+		}
+		return err
+	}
+}
+
+// Where entries must be fetched to be counted (acknowledged entries kept
+// by another implementation's workers, and no lag to read), a count with
+// no limit fetches them a page at a time: before, the console and
+// /metrics read every undelivered entry, each with a payload of up to
+// 200 KB, in one reply.
+func TestBacklogCountsKeptEntriesByPages(t *testing.T) {
+	testsvc.EachRedis(t, func(t *testing.T) {
+		st, rdb := newStore(t)
+		ctx := context.Background()
+		st.ForceRange()
+		require.NoError(t, st.EnsureGroup(ctx))
+		const total, read, acked = 450, 130, 128
+		for range total {
+			create(t, st)
+		}
+		msgs := readGroup(t, rdb, read)
+		for _, m := range msgs[:acked] {
+			require.NoError(t, rdb.XAck(ctx, jobs.QueueStream, jobs.Group, m.ID).Err())
+		}
+		l := &largestReply{}
+		rdb.AddHook(l)
+		for _, limit := range []int64{1 << 40, total, 250} {
+			n, err := st.Backlog(ctx, limit)
+			require.NoError(t, err)
+			if limit >= total-acked {
+				assert.EqualValues(t, total-acked, n, "limit %d", limit)
+			} else {
+				assert.Greater(t, n, limit)
+			}
+		}
+		assert.LessOrEqual(t, l.most.Load(), int64(read-acked+100), "entries in one reply")
+	})
+}

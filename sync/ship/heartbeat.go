@@ -62,11 +62,14 @@ func (s *Shipper) Status(ctx context.Context) wire.Status {
 // redisDroppedTotal is the capture cap's drop count read from Redis, kept
 // in last; while Redis does not answer (or the count is not a number) it
 // is the last count read, so a report never falls back to 0 and up again,
-// which would read as a reset. It waits for Redis at most 2 s.
+// which would read as a reset. A count below zero is no count the cap
+// writes (someone SET or DECR it) and is taken as unreadable too: a
+// heartbeat carrying it fails validation and would not be sent at all.
+// It waits for Redis at most 2 s.
 func redisDroppedTotal(ctx context.Context, rdb redis.UniversalClient, last *atomic.Int64) int64 {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	if n, err := jobs.DroppedTotal(ctx, rdb, jobs.CaptureStream); err == nil {
+	if n, err := jobs.DroppedTotal(ctx, rdb, jobs.CaptureStream); err == nil && n >= 0 {
 		last.Store(n)
 	}
 	return last.Load()

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vesta-cx/euterpe/daemon/testsvc"
+	"github.com/vesta-cx/euterpe/edge/jobs"
 	"github.com/vesta-cx/euterpe/sync/ship/shiptest"
 	"github.com/vesta-cx/euterpe/sync/wire"
 )
@@ -45,6 +46,29 @@ func TestHeartbeatCarriesRedisCapDrops(t *testing.T) {
 		got = h.rc.Statuses()
 		require.Len(t, got, 3)
 		assert.Equal(t, int64(15), got[2].RedisDropped, "the last count read")
+	})
+}
+
+// A count in Redis that is not one the cap writes (not a number, or below
+// zero: someone SET or DECR it) is no count: the heartbeat, which would
+// be refused as invalid with it, and the metric both keep the last count
+// read, so the edge is not shown stale for it.
+func TestHeartbeatKeepsTheLastCountOverABadOne(t *testing.T) {
+	testsvc.EachRedis(t, func(t *testing.T) {
+		for _, bad := range []string{"-1", "many"} {
+			t.Run(bad, func(t *testing.T) {
+				h, _ := capped(t)
+				_, err := h.sh.SendHeartbeat(context.Background())
+				require.NoError(t, err)
+				require.NoError(t, h.rdb.Set(context.Background(), jobs.CaptureDroppedTotal, bad, 0).Err())
+				code, err := h.sh.SendHeartbeat(context.Background())
+				require.NoError(t, err)
+				require.Equal(t, http.StatusNoContent, code)
+				got := h.rc.Statuses()
+				require.Len(t, got, 2)
+				assert.Equal(t, int64(15), got[1].RedisDropped, "the last count read")
+			})
+		}
 	})
 }
 

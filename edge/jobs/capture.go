@@ -90,6 +90,9 @@ local function setAside(k)
     name = base .. '-' .. n
   end
   redis.call('RENAME', k, name)
+  -- RENAME keeps a TTL the key had; what is kept for an operator must not
+  -- expire before one has read it.
+  redis.call('PERSIST', name)
   aside[#aside + 1] = name
   aside[#aside + 1] = k
   aside[#aside + 1] = t

@@ -37,6 +37,9 @@ func testTakeDropsSetsAsideKeysOfAnotherType(t *testing.T) {
 		{"drops hold a string", func(ctx context.Context, rdb *redis.Client) error {
 			return rdb.Set(ctx, jobs.CaptureDrops, "kept", 0).Err()
 		}, map[string]string{jobs.CaptureDrops: "string"}},
+		{"taken drops hold a string that expires", func(ctx context.Context, rdb *redis.Client) error {
+			return rdb.Set(ctx, jobs.CaptureDropsTaken, "kept", time.Hour).Err()
+		}, map[string]string{jobs.CaptureDropsTaken: "string"}},
 		{"both hold a list", func(ctx context.Context, rdb *redis.Client) error {
 			if err := rdb.RPush(ctx, jobs.CaptureDropsTaken, "kept").Err(); err != nil {
 				return err

@@ -31,10 +31,11 @@ import (
 // request cannot be compared. The queue entry is the first write, made
 // with redis.pcall: a queue stream that refuses it (another type, its last
 // possible id used, out of memory) fails the create with nothing written,
-// and only then is its type looked at. The job's own hash and events
-// stream are not looked at: they are named by an id just drawn at random,
-// which no key can hold yet. Each TYPE saved is a call every create would
-// pay for.
+// and only then is its type looked at; a refused capture stream has it
+// looked at too, so a queue of another type is named first whichever
+// check fails first. The job's own hash and events stream are not looked
+// at: they are named by an id just drawn at random, which no key can hold
+// yet. Each TYPE saved is a call every create would pay for.
 var createScript = redis.NewScript(`
 redis.replicate_commands()
 ` + luaWrongType + `
@@ -52,7 +53,7 @@ if #KEYS >= 5 then
   end
 end
 w = wrongtype(ARGV[8], 'stream')
-if w then return w end
+if w then return wrongtype(KEYS[3], 'stream') or w end
 local msg
 if tonumber(ARGV[7]) > 0 then
   msg = redis.pcall('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'job_id', ARGV[1], 'task', ARGV[2], 'payload', ARGV[3])
@@ -91,10 +92,12 @@ return {'created', ev, msg}
 // read with redis.pcall (status, ttl_s and task in one HMGET) and the
 // event is the first write, also with redis.pcall; a job hash or events
 // key holding another type answers "corrupt" with both types, which are
-// looked at only when a call failed or the transition is refused (the
-// events key is not written then). Another failure of the event's XADD
-// (its last possible id used, out of memory) is returned as Redis's error,
-// with nothing written. The queue stream (when a message is to be
+// looked at only when a call or a check failed or the transition is
+// refused (the events key is not written then), and are answered before
+// any other key's type: the job's own damage is for good, so a worker
+// ends its message (ErrUnknownStatus) whatever else is wrong. Another
+// failure of the event's XADD (its last possible id used, out of memory)
+// is returned as Redis's error, with nothing written. The queue stream (when a message is to be
 // acknowledged) and the capture stream are checked before the first write
 // (reply "wrongtype", key, type), and a message id is checked by prepare,
 // so XACK cannot fail after the status changed. The refresh of the
@@ -131,7 +134,7 @@ end
 local h = redis.pcall('HMGET', KEYS[1], 'status', 'ttl_s', 'task')
 if h['err'] then return corrupt() or h end
 local w = ARGV[9] ~= '' and wrongtype(KEYS[3], 'stream')
-if w then return w end
+if w then return corrupt() or w end
 local cur = h[1]
 if not cur then
   w = corrupt()
@@ -149,12 +152,12 @@ if not allowed then
   return {'refused', cur}
 end
 w = wrongtype(ARGV[11], 'stream')
-if w then return w end
+if w then return corrupt() or w end
 local drop = ARGV[11] ~= '' and ARGV[3] == '` + CaptureDroppable + `' and tonumber(ARGV[12]) > 0 and
   redis.call('XLEN', ARGV[11]) >= tonumber(ARGV[12])
 if drop then
   w = wrongtype(ARGV[11] .. '` + dropsSuffix + `', 'hash', ARGV[11] .. '` + droppedTotalSuffix + `', 'string')
-  if w then return w end
+  if w then return corrupt() or w end
 end
 local id = redis.pcall('XADD', KEYS[2], '*', 'type', ARGV[3], 'ts', ARGV[2], 'step', ARGV[4], 'data', ARGV[5])
 if type(id) == 'table' then return corrupt() or id end

@@ -136,7 +136,7 @@ func openSQLite(ctx context.Context, o sqliteOptions) (*DB, error) {
 	sdb.SetConnMaxIdleTime(0)
 	if err := sdb.PingContext(ctx); err != nil {
 		_ = sdb.Close()
-		return nil, fmt.Errorf("sqlite %s: %w", path, err)
+		return nil, fmt.Errorf("sqlite %s: %w", path, ExplainOpen(path, err))
 	}
 	w, err := sdb.Conn(ctx)
 	if err == nil {

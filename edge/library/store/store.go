@@ -51,7 +51,7 @@ func OpenRaw(path string) (*Store, error) {
 	db.SetConnMaxIdleTime(time.Minute)
 	if err := db.Ping(); err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, fmt.Errorf("open %s: %w", path, sqldb.ExplainOpen(path, err))
 	}
 	return &Store{DB: db, Path: path, Now: time.Now}, nil
 }

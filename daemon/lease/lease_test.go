@@ -96,11 +96,16 @@ func TestKeepCancelsWorkWhenStale(t *testing.T) {
 
 func TestKeepSurvivesTransientRenewErrors(t *testing.T) {
 	var beats atomic.Int32
-	err := Keep(context.Background(), 90*time.Millisecond, func(context.Context) error {
+	// Beats at a third and two thirds of the lease; the work ends after the
+	// second failed one, a third of the lease before the fence, which
+	// leaves a loaded machine 300 ms of slack.
+	err := Keep(context.Background(), 900*time.Millisecond, func(context.Context) error {
 		beats.Add(1)
 		return errors.New("database busy")
 	}, func(ctx context.Context) error {
-		time.Sleep(70 * time.Millisecond) // shorter than the lease
+		for beats.Load() < 2 && ctx.Err() == nil {
+			time.Sleep(5 * time.Millisecond)
+		}
 		return ctx.Err()
 	})
 	require.NoError(t, err)

@@ -33,7 +33,9 @@ import (
 // possible id used, out of memory) fails the create with nothing written,
 // and only then is its type looked at; a refused capture stream has it
 // looked at too, so a queue of another type is named first whichever
-// check fails first. The job's own hash and events stream are not looked
+// check fails first. The event and its capture entry come next: a capture
+// stream that refuses the entry has the queue entry and the event taken
+// back (see captureLua) before anything else is written. The job's own hash and events stream are not looked
 // at: they are named by an id just drawn at random, which no key can hold
 // yet. Each TYPE saved is a call every create would pay for.
 var createScript = redis.NewScript(`
@@ -61,6 +63,10 @@ else
   msg = redis.pcall('XADD', KEYS[3], '*', 'job_id', ARGV[1], 'task', ARGV[2], 'payload', ARGV[3])
 end
 if type(msg) == 'table' then return wrongtype(KEYS[3], 'stream') or msg end
+local ev = redis.call('XADD', KEYS[2], '*', 'type', 'queued', 'ts', ARGV[4],
+  'step', 'gateway.enqueue', 'data', '{}')
+` + captureLua("ARGV[8]", "ARGV[1]", "ev", "'queued'", "'gateway.enqueue'", "ARGV[4]", "ARGV[2]", "'{}'",
+	"redis.call('XDEL', KEYS[3], msg) redis.call('DEL', KEYS[2])") + `
 if #KEYS >= 5 then
   redis.call('SET', KEYS[4], ARGV[1], 'EX', ARGV[5])
   redis.call('SET', KEYS[5], ARGV[6], 'EX', ARGV[5])
@@ -70,9 +76,6 @@ redis.call('HSET', KEYS[1], 'job_id', ARGV[1], 'task', ARGV[2], 'payload', ARGV[
   'status', 'queued', 'created_ts', ARGV[4], 'updated_ts', ARGV[4], 'ttl_s', ARGV[5],
   'result', '', 'error', '')
 redis.call('EXPIRE', KEYS[1], ARGV[5])
-local ev = redis.call('XADD', KEYS[2], '*', 'type', 'queued', 'ts', ARGV[4],
-  'step', 'gateway.enqueue', 'data', '{}')
-` + captureLua("ARGV[8]", "ARGV[1]", "ev", "'queued'", "'gateway.enqueue'", "ARGV[4]", "ARGV[2]", "'{}'") + `
 redis.call('EXPIRE', KEYS[2], ARGV[5])
 return {'created', ev, msg}
 `)
@@ -97,10 +100,12 @@ return {'created', ev, msg}
 // any other key's type: the job's own damage is for good, so a worker
 // ends its message (ErrUnknownStatus) whatever else is wrong. Another
 // failure of the event's XADD (its last possible id used, out of memory)
-// is returned as Redis's error, with nothing written. The queue stream (when a message is to be
-// acknowledged) and the capture stream are checked before the first write
-// (reply "wrongtype", key, type), and a message id is checked by prepare,
-// so XACK cannot fail after the status changed. The refresh of the
+// is returned as Redis's error, with nothing written; so is a capture
+// stream refusing the entry, the event taken back (see captureLua), which
+// is why the hash is written after the capture. The queue stream (when a
+// message is to be acknowledged) and the capture stream are checked before
+// the first write (reply "wrongtype", key, type), and a message id is
+// checked by prepare, so XACK cannot fail after the status changed. The refresh of the
 // idempotency record's TTL is best effort: a record or back-reference of
 // another type, or a ttl_s that is no whole number of seconds EXPIRE
 // takes, skips it (redis.pcall) and the transition completes, since
@@ -161,16 +166,17 @@ if drop then
 end
 local id = redis.pcall('XADD', KEYS[2], '*', 'type', ARGV[3], 'ts', ARGV[2], 'step', ARGV[4], 'data', ARGV[5])
 if type(id) == 'table' then return corrupt() or id end
+if drop then
+` + dropLua("ARGV[11]", "ARGV[10]", "id", "ARGV[2]") + `
+else
+` + captureLua("ARGV[11]", "ARGV[10]", "id", "ARGV[3]", "ARGV[4]", "ARGV[2]", "h[3] or ''", "ARGV[5]",
+	"redis.call('XDEL', KEYS[2], id)") + `
+end
 local set = {'updated_ts', ARGV[2]}
 if ARGV[1] ~= '' then set[#set + 1] = 'status' set[#set + 1] = ARGV[1] end
 if ARGV[6] ~= '' then set[#set + 1] = 'result' set[#set + 1] = ARGV[6] end
 if ARGV[7] ~= '' then set[#set + 1] = 'error' set[#set + 1] = ARGV[7] end
 redis.call('HSET', KEYS[1], unpack(set))
-if drop then
-` + dropLua("ARGV[11]", "ARGV[10]", "id", "ARGV[2]") + `
-else
-` + captureLua("ARGV[11]", "ARGV[10]", "id", "ARGV[3]", "ARGV[4]", "ARGV[2]", "h[3] or ''", "ARGV[5]") + `
-end
 local ttl = h[2]
 if ttl and #ttl <= 10 and string.match(ttl, '^[1-9]%d*$') then
   redis.call('EXPIRE', KEYS[1], ttl)
@@ -214,10 +220,19 @@ end`
 // The capture stream is named in ARGV rather than KEYS so that the
 // scripts' key layout stays the contract's; the edge runs on one Redis
 // server, never a cluster.
-func captureLua(stream, job, entry, typ, step, ts, task, data string) string {
-	return "if " + stream + " ~= '' then redis.call('XADD', " + stream + ", '*', 'job_id', " + job +
+//
+// The scripts checked the stream's type before their first write, but a
+// stream can still refuse an entry (its last possible id used): then undo
+// (Lua statements) takes back what the script wrote before it, which the
+// scripts keep to entries it can delete, and the script fails with
+// Redis's error, so no event is left uncaptured.
+func captureLua(stream, job, entry, typ, step, ts, task, data, undo string) string {
+	return "if " + stream + " ~= '' then\n" +
+		"  local captured = redis.pcall('XADD', " + stream + ", '*', 'job_id', " + job +
 		", 'entry', " + entry + ", 'type', " + typ + ", 'step', " + step + ", 'ts', " + ts +
-		", 'task', " + task + ", 'data', " + data + ") end"
+		", 'task', " + task + ", 'data', " + data + ")\n" +
+		"  if type(captured) == 'table' then " + undo + " return captured end\n" +
+		"end"
 }
 
 // dropLua renders the record of a delta not captured because the capture

@@ -109,6 +109,8 @@ func (w *Worker) Run(ctx context.Context) error {
 			case <-ctx.Done():
 				// Left to its lease, like the jobs shutdown interrupts.
 				<-sem
+				w.Store.logJob(j.Msg, StatusRunning, nil).Info("pipeline job interrupted by shutdown before it started; its message reappears after the visibility timeout",
+					"worker_id", w.Cfg.ID)
 			}
 		}
 		if len(jobs) > 0 && len(jobs) == free {

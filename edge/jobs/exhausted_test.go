@@ -116,3 +116,55 @@ func contents(t *testing.T, rdb *redis.Client) map[string]string {
 	}
 	return out
 }
+
+// A create refused by the capture stream leaves the queue as it was for
+// every reader, not only by its entries: on Redis 7 an entry added and
+// deleted ahead of the workers' group counts in entries-added and never in
+// the group's entries-read, so the lag (and the counters Backlog falls
+// back on) would count one job too many for as long as the stream lives;
+// and a queue cap's trim made on the way would drop entries for a job
+// never created.
+func TestCaptureRefusalLeavesQueueAsItWas(t *testing.T) {
+	testsvc.EachRedis(t, func(t *testing.T) {
+		ctx := context.Background()
+		refuse := func(t *testing.T, st *jobs.Store, rdb *redis.Client) {
+			t.Helper()
+			require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: jobs.CaptureStream, ID: lastStreamID,
+				Values: []string{"f", "v"}}).Err())
+			_, err := st.Create(ctx, jobs.NewJob{Task: "chat", Payload: json.RawMessage(`{}`), TTL: 60})
+			require.ErrorContains(t, err, "last possible ID")
+			require.NoError(t, rdb.Del(ctx, jobs.CaptureStream).Err())
+		}
+		t.Run("backlog", func(t *testing.T) {
+			st, rdb := newStore(t)
+			st.Capture = jobs.CaptureStream
+			require.NoError(t, st.EnsureGroup(ctx))
+			create(t, st)
+			readGroup(t, rdb, 1)
+			refuse(t, st, rdb)
+			create(t, st)
+			readGroup(t, rdb, 1)
+			for _, queued := range []int64{0, 1} {
+				n, err := st.Backlog(ctx, 100)
+				require.NoError(t, err)
+				assert.EqualValues(t, 2+queued, n, "2 pending, %d undelivered", queued)
+				create(t, st)
+			}
+		})
+		t.Run("queue cap", func(t *testing.T) {
+			st, rdb := newStore(t)
+			st.Capture = jobs.CaptureStream
+			// A cap far below the length: the approximate trim drops every
+			// whole node of entries (100 each by default) it can.
+			const queued = 250
+			for range queued {
+				create(t, st)
+			}
+			st.QueueMaxLen = 1
+			refuse(t, st, rdb)
+			n, err := rdb.XLen(ctx, jobs.QueueStream).Result()
+			require.NoError(t, err)
+			assert.EqualValues(t, queued, n, "queue entries")
+		})
+	})
+}

@@ -25,19 +25,29 @@ import (
 // Redis does not roll a script back: a command failing halfway keeps what
 // was written before it, say a job hash and event with no queue entry, a
 // job queued for ever. So every command that could fail comes before the
-// first write or is the first write. Keys of another type are refused with
-// the reply "wrongtype", key, type (see luaWrongType). A taken idempotency
-// key whose fingerprint key holds another type is refused too, since its
-// request cannot be compared. The queue entry is the first write, made
-// with redis.pcall: a queue stream that refuses it (another type, its last
-// possible id used, out of memory) fails the create with nothing written,
-// and only then is its type looked at; a refused capture stream has it
-// looked at too, so a queue of another type is named first whichever
-// check fails first. The event and its capture entry come next: a capture
-// stream that refuses the entry has the queue entry and the event taken
-// back (see captureLua) before anything else is written. The job's own hash and events stream are not looked
-// at: they are named by an id just drawn at random, which no key can hold
-// yet. Each TYPE saved is a call every create would pay for.
+// first write, is the first write, or is taken back by the script before
+// it fails. Keys of another type are refused with the reply "wrongtype",
+// key, type (see luaWrongType). A taken idempotency key whose fingerprint
+// key holds another type is refused too, since its request cannot be
+// compared.
+//
+// The event is the first write, made with redis.pcall, so that out of
+// memory fails the create with nothing written. Its capture entry comes
+// next: a capture stream that refuses it (its last possible id used) has
+// the event taken back (see captureLua). The queue entry comes last of the
+// three, also with redis.pcall: a queue stream that refuses it (another
+// type, its last possible id used) has the capture entry and the event
+// taken back, and only then is its type looked at. A refused capture
+// stream has it looked at too, so a queue of another type is named first
+// whichever check fails first. The queue entry is the one write never
+// taken back: deleting an entry ahead of the workers' group leaves Redis
+// 7's entries-added counting it and the group's entries-read never, so
+// its lag (see Backlog) would count a job too many from then on, and the
+// trim of a queue cap (ARGV[7]) could not be undone. An emptied capture
+// stream may be left behind; its readers take it for a missing one. The
+// job's own hash and events stream are not looked at: they are named by
+// an id just drawn at random, which no key can hold yet. Each TYPE saved
+// is a call every create would pay for.
 var createScript = redis.NewScript(`
 redis.replicate_commands()
 ` + luaWrongType + `
@@ -56,17 +66,22 @@ if #KEYS >= 5 then
 end
 w = wrongtype(ARGV[8], 'stream')
 if w then return wrongtype(KEYS[3], 'stream') or w end
+local ev = redis.pcall('XADD', KEYS[2], '*', 'type', 'queued', 'ts', ARGV[4],
+  'step', 'gateway.enqueue', 'data', '{}')
+if type(ev) == 'table' then return wrongtype(KEYS[3], 'stream') or ev end
+` + captureLua("ARGV[8]", "ARGV[1]", "ev", "'queued'", "'gateway.enqueue'", "ARGV[4]", "ARGV[2]", "'{}'",
+	"redis.call('DEL', KEYS[2]) return wrongtype(KEYS[3], 'stream') or captured") + `
 local msg
 if tonumber(ARGV[7]) > 0 then
   msg = redis.pcall('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'job_id', ARGV[1], 'task', ARGV[2], 'payload', ARGV[3])
 else
   msg = redis.pcall('XADD', KEYS[3], '*', 'job_id', ARGV[1], 'task', ARGV[2], 'payload', ARGV[3])
 end
-if type(msg) == 'table' then return wrongtype(KEYS[3], 'stream') or msg end
-local ev = redis.call('XADD', KEYS[2], '*', 'type', 'queued', 'ts', ARGV[4],
-  'step', 'gateway.enqueue', 'data', '{}')
-` + captureLua("ARGV[8]", "ARGV[1]", "ev", "'queued'", "'gateway.enqueue'", "ARGV[4]", "ARGV[2]", "'{}'",
-	"redis.call('XDEL', KEYS[3], msg) redis.call('DEL', KEYS[2])") + `
+if type(msg) == 'table' then
+  if captured then redis.call('XDEL', ARGV[8], captured) end
+  redis.call('DEL', KEYS[2])
+  return wrongtype(KEYS[3], 'stream') or msg
+end
 if #KEYS >= 5 then
   redis.call('SET', KEYS[4], ARGV[1], 'EX', ARGV[5])
   redis.call('SET', KEYS[5], ARGV[6], 'EX', ARGV[5])
@@ -170,7 +185,7 @@ if drop then
 ` + dropLua("ARGV[11]", "ARGV[10]", "id", "ARGV[2]") + `
 else
 ` + captureLua("ARGV[11]", "ARGV[10]", "id", "ARGV[3]", "ARGV[4]", "ARGV[2]", "h[3] or ''", "ARGV[5]",
-	"redis.call('XDEL', KEYS[2], id)") + `
+	"redis.call('XDEL', KEYS[2], id) return captured") + `
 end
 local set = {'updated_ts', ARGV[2]}
 if ARGV[1] ~= '' then set[#set + 1] = 'status' set[#set + 1] = ARGV[1] end
@@ -223,15 +238,18 @@ end`
 //
 // The scripts checked the stream's type before their first write, but a
 // stream can still refuse an entry (its last possible id used): then undo
-// (Lua statements) takes back what the script wrote before it, which the
-// scripts keep to entries it can delete, and the script fails with
-// Redis's error, so no event is left uncaptured.
+// (Lua statements ending in a return; the error is in captured) takes back
+// what the script wrote before it, which the scripts keep to entries of
+// streams no consumer group reads, and the script fails with Redis's
+// error, so no event is left uncaptured. captured, the capture entry's id,
+// stays in scope for a later write's undo.
 func captureLua(stream, job, entry, typ, step, ts, task, data, undo string) string {
-	return "if " + stream + " ~= '' then\n" +
-		"  local captured = redis.pcall('XADD', " + stream + ", '*', 'job_id', " + job +
+	return "local captured\n" +
+		"if " + stream + " ~= '' then\n" +
+		"  captured = redis.pcall('XADD', " + stream + ", '*', 'job_id', " + job +
 		", 'entry', " + entry + ", 'type', " + typ + ", 'step', " + step + ", 'ts', " + ts +
 		", 'task', " + task + ", 'data', " + data + ")\n" +
-		"  if type(captured) == 'table' then " + undo + " return captured end\n" +
+		"  if type(captured) == 'table' then " + undo + " end\n" +
 		"end"
 }
 

@@ -67,7 +67,8 @@ var ErrSkipped = errors.New("lease renewal skipped")
 // When work returns nil its last fenced write succeeded, so a beat that
 // found the row finished in the meantime (a terminal status is no longer
 // leased) is not a lost lease: Keep returns nil. Keep owns the heartbeat
-// goroutine and waits for it before returning.
+// goroutine (started when the first beat is due) and waits for it before
+// returning.
 func Keep(ctx context.Context, ttl time.Duration, renew func(context.Context) error, work func(context.Context) error, opts ...KeepOption) error {
 	var o keepOptions
 	for _, opt := range opts {
@@ -85,63 +86,25 @@ func Keep(ctx context.Context, ttl time.Duration, renew func(context.Context) er
 	}
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	// The fence and the first beat are timers, and the heartbeat goroutine
+	// starts only when the first beat is due: most work ends long before,
+	// and a goroutine for every job was most of what a no-op drain spent
+	// keeping its leases.
+	fence := time.AfterFunc(time.Until(deadline), func() { cancel(ErrLeaseDeadline) })
+	defer fence.Stop()
 	done := make(chan struct{})
 	hbDone := make(chan struct{})
-	go func() {
+	h := heartbeat{ttl: ttl, iv: iv, deadline: deadline, renew: renew, onRenewError: o.onRenewError,
+		wctx: wctx, cancel: cancel, fence: fence, done: done}
+	beats := time.AfterFunc(max(time.Until(deadline)-(ttl-iv), 0), func() {
 		defer close(hbDone)
-		beat := time.NewTimer(max(time.Until(deadline)-(ttl-iv), 0))
-		defer beat.Stop()
-		fence := time.NewTimer(time.Until(deadline))
-		defer fence.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-wctx.Done():
-				return
-			case <-fence.C:
-				cancel(ErrLeaseDeadline)
-				return
-			case <-beat.C:
-				sent := time.Now()
-				rctx, rcancel := context.WithDeadline(wctx, deadline)
-				// The renewal runs beside the fence: not every step of it
-				// watches rctx (a database clock measurement, the SQLite
-				// writer's mutex), and the work must stop at the deadline
-				// even while it is still blocked.
-				res := make(chan error, 1)
-				go func() { res <- renew(rctx) }()
-				var err error
-				select {
-				case err = <-res:
-				case <-fence.C:
-					cancel(ErrLeaseDeadline)
-					rcancel()
-					<-res
-					return
-				}
-				rcancel()
-				beat.Reset(iv - time.Since(sent))
-				switch {
-				case err == nil:
-					deadline = sent.Add(ttl)
-					fence.Reset(time.Until(deadline))
-				case errors.Is(err, ErrStale):
-					cancel(err)
-					return
-				case errors.Is(err, ErrSkipped):
-				case !time.Now().Before(deadline):
-					cancel(ErrLeaseDeadline)
-					return
-				case o.onRenewError != nil && wctx.Err() == nil:
-					o.onRenewError(err)
-				}
-			}
-		}
-	}()
+		h.run()
+	})
 	err := work(wctx)
 	close(done)
-	<-hbDone
+	if !beats.Stop() {
+		<-hbDone // the beats started: they end once they see done
+	}
 	if err == nil {
 		return nil
 	}
@@ -149,4 +112,77 @@ func Keep(ctx context.Context, ttl time.Duration, renew func(context.Context) er
 		return cause
 	}
 	return err
+}
+
+// heartbeat renews one lease every iv from its first beat until the work
+// is done (done closed) or cancelled: by the fence, whose timer calls
+// cancel with ErrLeaseDeadline when no renewal reached the database for a
+// whole TTL, or by a renewal that found the claim stale.
+type heartbeat struct {
+	ttl, iv      time.Duration
+	deadline     time.Time // the lease's end by this process's clock
+	renew        func(context.Context) error
+	onRenewError func(error)
+	wctx         context.Context
+	cancel       context.CancelCauseFunc
+	fence        *time.Timer
+	done         <-chan struct{}
+}
+
+func (h *heartbeat) run() {
+	var wait *time.Timer
+	for {
+		select {
+		case <-h.done:
+			return
+		case <-h.wctx.Done():
+			return
+		default:
+		}
+		sent := time.Now()
+		rctx, rcancel := context.WithDeadline(h.wctx, h.deadline)
+		// The renewal runs beside the fence: not every step of it watches
+		// rctx (a database clock measurement, the SQLite writer's mutex),
+		// and the work must stop at the deadline even while it is still
+		// blocked.
+		res := make(chan error, 1)
+		go func() { res <- h.renew(rctx) }()
+		var err error
+		select {
+		case err = <-res:
+		case <-h.wctx.Done():
+			rcancel()
+			<-res
+			return
+		}
+		rcancel()
+		switch {
+		case err == nil:
+			h.deadline = sent.Add(h.ttl)
+			h.fence.Reset(time.Until(h.deadline))
+		case errors.Is(err, ErrStale):
+			h.cancel(err)
+			return
+		case errors.Is(err, ErrSkipped):
+		case !time.Now().Before(h.deadline):
+			h.cancel(ErrLeaseDeadline)
+			return
+		case h.onRenewError != nil && h.wctx.Err() == nil:
+			h.onRenewError(err)
+		}
+		next := h.iv - time.Since(sent)
+		if wait == nil {
+			wait = time.NewTimer(next)
+			defer wait.Stop()
+		} else {
+			wait.Reset(next)
+		}
+		select {
+		case <-h.done:
+			return
+		case <-h.wctx.Done():
+			return
+		case <-wait.C:
+		}
+	}
 }

@@ -59,14 +59,9 @@ func (q *Queue) argCols(ctx context.Context, tx Execer, set string) ([]argCol, e
 // readColumnTypes returns the declared type of each column of the table,
 // by lower-case name.
 func (q *Queue) readColumnTypes(ctx context.Context, tx Execer) (map[string]string, error) {
-	query, args := `SELECT name, type FROM pragma_table_info(?)`, []any{q.Spec.Table}
-	if schema, table, ok := strings.Cut(q.Spec.Table, "."); ok {
-		// pragma_table_info finds no table named "schema.table": the
-		// schema is an argument of its own. (Postgres' regclass reads
-		// the qualified name as the statements do.)
-		query, args = `SELECT name, type FROM pragma_table_info(?, ?)`, []any{table, schema}
-	}
+	query, args := sqldb.SQLiteTableInfo("name, type", q.Spec.Table)
 	if q.DB.Engine == sqldb.Postgres {
+		// regclass reads a qualified name as the statements do.
 		query, args = `SELECT a.attname, format_type(a.atttypid, NULL) FROM pg_attribute a
 			WHERE a.attrelid = CAST(CAST(? AS text) AS regclass) AND a.attnum > 0 AND NOT a.attisdropped`, []any{q.Spec.Table}
 	}

@@ -103,12 +103,7 @@ type queryer interface {
 // TableColumns lists the columns of table, bare or qualified by its
 // schema ("main.jobs").
 func TableColumns(ctx context.Context, q queryer, table string) (map[string]bool, error) {
-	query, args := `SELECT name FROM pragma_table_info(?)`, []any{table}
-	if schema, name, ok := strings.Cut(table, "."); ok {
-		// pragma_table_info finds no table named "schema.table": the
-		// schema is an argument of its own.
-		query, args = `SELECT name FROM pragma_table_info(?, ?)`, []any{name, schema}
-	}
+	query, args := sqldb.SQLiteTableInfo("name", table)
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err

@@ -76,7 +76,7 @@ func TestErrorHandlerShape(t *testing.T) {
 
 func TestWatchdogOnlyWhileHealthy(t *testing.T) {
 	var healthy atomic.Bool
-	var pings atomic.Int32
+	var checks, pings atomic.Int32
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -85,13 +85,16 @@ func TestWatchdogOnlyWhileHealthy(t *testing.T) {
 			if healthy.Load() {
 				return nil
 			}
+			checks.Add(1)
 			return errors.New("redis down")
 		}, func() { pings.Add(1) }, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	}()
-	time.Sleep(60 * time.Millisecond)
+	// Failed checks are counted rather than waited for: a loop starved of
+	// its ticks would show no ping without having been gated.
+	require.Eventually(t, func() bool { return checks.Load() >= 3 }, 10*time.Second, 5*time.Millisecond)
 	require.Zero(t, pings.Load(), "no WATCHDOG=1 while unhealthy")
 	healthy.Store(true)
-	require.Eventually(t, func() bool { return pings.Load() >= 2 }, time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return pings.Load() >= 2 }, 10*time.Second, 5*time.Millisecond)
 	cancel()
 	<-done
 }

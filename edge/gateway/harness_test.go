@@ -169,6 +169,25 @@ func (c *sseClient) next() (frame, error) {
 	}
 }
 
+// beats reads until the stream has sent n heartbeats in all, failing on
+// anything else in between or when they take longer than within.
+func (c *sseClient) beats(t testing.TB, n int, within time.Duration) {
+	t.Helper()
+	// The body has no read deadline; closing it ends a blocked read.
+	timer := time.AfterFunc(within, func() { _ = c.resp.Body.Close() })
+	for c.Beat < n {
+		line, err := c.r.ReadString('\n')
+		require.NoError(t, err, "%d of %d heartbeats within %s", c.Beat, n, within)
+		switch {
+		case strings.HasPrefix(line, ":"):
+			c.Beat++
+		case line != "\n":
+			require.Failf(t, "not a heartbeat", "%q", line)
+		}
+	}
+	require.True(t, timer.Stop(), "%d heartbeats took longer than %s", n, within)
+}
+
 // rest reads frames, in a goroutine of its own, until the stream ends or
 // breaks, and then sends them. It needs no t, which may be gone by then:
 // a caller that stops waiting closes c.resp.Body, which ends it.

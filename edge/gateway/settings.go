@@ -19,6 +19,11 @@ type Settings struct {
 	Heartbeat       time.Duration // SSE heartbeat comment period
 	WriteTimeout    time.Duration // longest one SSE write may block before the client is dropped
 	QueueMaxLen     int           // emergency XADD MAXLEN ~ on jobs:stream (0 = no trim, the default)
+
+	// terminalGrace, when not 0, stands for the constant of that name:
+	// tests lengthen it, so that a starved machine does not end a stream
+	// before the terminal event they store comes.
+	terminalGrace time.Duration
 }
 
 // DefaultSettings are the values Declare starts from.

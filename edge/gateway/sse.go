@@ -110,6 +110,14 @@ func (g *Gateway) streamEvents(c echo.Context) error {
 // its clients.
 const terminalGrace = 2 * time.Second
 
+// gracePeriod is terminalGrace unless the settings replace it.
+func (g *Gateway) gracePeriod() time.Duration {
+	if g.set.terminalGrace != 0 {
+		return g.set.terminalGrace
+	}
+	return terminalGrace
+}
+
 // finish ends the stream of a job whose hash is terminal: it sends what is
 // stored after cursor and returns errStreamEnd after the terminal event,
 // or once the stream's last entry is a terminal event at or before the
@@ -126,7 +134,7 @@ func (g *Gateway) finish(ctx context.Context, id string, cursor *jobs.StreamID, 
 	if ended {
 		return errStreamEnd
 	}
-	return g.follow(ctx, id, *cursor, s, time.After(terminalGrace))
+	return g.follow(ctx, id, *cursor, s, time.After(g.gracePeriod()))
 }
 
 // endedAt reports whether the last entry of the job's events is a terminal
@@ -266,7 +274,7 @@ func (g *Gateway) pump(ctx context.Context, sub *Sub, cursor *jobs.StreamID, s *
 				if ended {
 					return errStreamEnd
 				}
-				*grace = time.After(terminalGrace)
+				*grace = time.After(g.gracePeriod())
 			}
 		}
 	}

@@ -2,6 +2,8 @@ package gateway_test
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vesta-cx/euterpe/daemon/testsvc"
+	"github.com/vesta-cx/euterpe/edge/gateway"
 	"github.com/vesta-cx/euterpe/edge/jobs"
 )
 
@@ -32,11 +35,18 @@ func testSSETwoStepFinishDeliversTerminalEvent(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			set := testSettings()
 			set.Heartbeat = 50 * time.Millisecond
-			s := startServer(t, set)
+			// Well past the pause between the steps, however starved the
+			// machine: what is checked is that the stream waits, not how
+			// long.
+			set = gateway.WithTerminalGrace(set, 10*time.Second)
+			seen := &doneReads{}
+			s := startHookedServer(t, set, nil, seen)
 			ctx := context.Background()
 			id := newJob(t, s)
 			_, err := s.Store.SetRunning(ctx, id, "foreign.start", nil)
 			require.NoError(t, err)
+			jobKey := jobs.JobKey(id)
+			seen.key.Store(&jobKey)
 			var cl *sseClient
 			if !tc.connect {
 				cl = s.events(t, id, nil, "")
@@ -47,11 +57,14 @@ func testSSETwoStepFinishDeliversTerminalEvent(t *testing.T) {
 				}
 			}
 			// Step one: the hash says done.
-			require.NoError(t, s.RDB.HSet(ctx, jobs.JobKey(id), "status", jobs.Done, "result", `{"ok":true}`).Err())
+			require.NoError(t, s.RDB.HSet(ctx, jobKey, "status", jobs.Done, "result", `{"ok":true}`).Err())
 			if tc.connect {
 				cl = s.events(t, id, nil, "")
 			} else {
-				time.Sleep(4 * set.Heartbeat) // several heartbeats see it
+				// Waited for rather than slept on: a starved stream may
+				// have sent no heartbeat by the time the event comes.
+				require.Eventually(t, func() bool { return seen.n.Load() > 0 }, 10*time.Second, 5*time.Millisecond,
+					"no heartbeat saw the hash terminal")
 			}
 			// Step two, a moment later: the terminal event.
 			time.Sleep(300 * time.Millisecond)
@@ -63,4 +76,31 @@ func testSSETwoStepFinishDeliversTerminalEvent(t *testing.T) {
 			assert.Equal(t, "done@"+done, fs[len(fs)-1].Event+"@"+fs[len(fs)-1].ID)
 		})
 	}
+}
+
+// doneReads counts the gateway's reads of a job's status that answered
+// done, once the job's key is set. A read sent before the job's hash
+// turned terminal may still answer done, so the count is taken from the
+// replies, not from the commands sent.
+type doneReads struct {
+	key atomic.Pointer[string]
+	n   atomic.Int64
+}
+
+func (h *doneReads) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *doneReads) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		args, k := cmd.Args(), h.key.Load()
+		if sc, ok := cmd.(*redis.StringCmd); ok && k != nil && cmd.Name() == "hget" && len(args) > 2 &&
+			fmt.Sprint(args[1]) == *k && fmt.Sprint(args[2]) == "status" && sc.Val() == jobs.Done {
+			h.n.Add(1)
+		}
+		return err
+	}
+}
+
+func (h *doneReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }

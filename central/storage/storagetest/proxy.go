@@ -6,6 +6,7 @@ package storagetest
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -38,6 +39,9 @@ type Proxy struct {
 	// loseInitiations is how many of the next multipart initiations reach
 	// the server while their answers never reach the client.
 	loseInitiations int
+	// lost has one channel per lost initiation, closed once the server
+	// has answered it.
+	lost []chan struct{}
 }
 
 // New starts a proxy to upstream (e.g. testsvc.S3Bucket.Endpoint), closed
@@ -84,16 +88,29 @@ func New(t testing.TB, upstream string) *Proxy {
 		}
 		_, initiation := r.URL.Query()["uploads"]
 		lose := initiation && r.Method == http.MethodPost && p.loseInitiations > 0
+		var created chan struct{}
 		if lose {
 			p.loseInitiations--
+			created = make(chan struct{})
+			p.lost = append(p.lost, created)
 		}
+		lost := p.lost
 		p.mu.Unlock()
 		if lose {
 			// The upload is created; its ID is held back until the
 			// client gives up waiting for it.
 			rp.ServeHTTP(httptest.NewRecorder(), r.WithContext(context.WithoutCancel(r.Context())))
+			close(created)
 			<-r.Context().Done()
 			return
+		}
+		if initiation && r.Method == http.MethodGet {
+			// A listing of the multipart uploads sees the lost ones: they
+			// reached the server before their client gave up, however
+			// late the forwarding ran on a loaded machine.
+			if !waitAll(r.Context(), lost) {
+				return
+			}
 		}
 		if delay > 0 {
 			t := time.NewTimer(delay)
@@ -127,6 +144,19 @@ func New(t testing.TB, upstream string) *Proxy {
 	t.Cleanup(srv.Close)
 	p.URL = srv.URL
 	return p
+}
+
+// waitAll waits until every channel in chs is closed or ctx ends, and
+// reports whether they all were.
+func waitAll(ctx context.Context, chs []chan struct{}) bool {
+	for _, ch := range chs {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
 }
 
 // Fail makes the next len(statuses) requests answer with those statuses.
@@ -182,6 +212,18 @@ func (p *Proxy) LoseInitiations(n int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.loseInitiations = n
+}
+
+// WaitLostInitiations waits until every initiation lost so far has been
+// answered by the server, so the upload it created can be listed there.
+func (p *Proxy) WaitLostInitiations(ctx context.Context) error {
+	p.mu.Lock()
+	lost := p.lost
+	p.mu.Unlock()
+	if !waitAll(ctx, lost) {
+		return fmt.Errorf("lost initiations not created upstream: %w", ctx.Err())
+	}
+	return nil
 }
 
 // Copies is how many server-side copy requests reached the proxy.

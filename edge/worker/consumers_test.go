@@ -41,8 +41,12 @@ func testPruneIdleConsumers(t *testing.T) {
 	read("dead-empty2", true) // another one
 	read("dead-busy", false)  // died holding an entry
 	s := testSettings()
-	s.ConsumerMaxIdle = 300 * time.Millisecond
-	time.Sleep(s.ConsumerMaxIdle + 100*time.Millisecond)
+	// A consumer's idle time is the server's to count: the dead ones age
+	// for real. The limit is long beside the few commands between the
+	// fresh consumer's last read and the listing, so a stalled machine
+	// does not age that one too.
+	s.ConsumerMaxIdle = 3 * time.Second
+	waitConsumersIdle(t, rdb, s.ConsumerMaxIdle, "self", "dead-empty", "dead-empty2", "dead-busy")
 	read("fresh", true) // alive, recently active
 	p, err := New(nil, rdb, st, "self", s, nil)
 	if err != nil {
@@ -84,5 +88,31 @@ func testPruneIdleConsumers(t *testing.T) {
 	}
 	if p, err := rdb.XPending(ctx, jobs.QueueStream, jobs.Group).Result(); err != nil || p.Count != 2 {
 		t.Fatalf("pending entries lost: %+v %v", p, err)
+	}
+}
+
+// waitConsumersIdle waits until each of names has been idle for at least d
+// by the server's clock.
+func waitConsumersIdle(t *testing.T, rdb *redis.Client, d time.Duration, names ...string) {
+	t.Helper()
+	deadline := time.Now().Add(d + 10*time.Second)
+	for {
+		infos, err := rdb.XInfoConsumers(context.Background(), jobs.QueueStream, jobs.Group).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		aged := 0
+		for _, c := range infos {
+			if slices.Contains(names, c.Name) && c.Idle >= d {
+				aged++
+			}
+		}
+		if aged == len(names) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("consumers %v not idle for %v: %+v", names, d, infos)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

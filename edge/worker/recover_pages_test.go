@@ -38,9 +38,13 @@ func TestFallbackRecoveryPassReadsPendingListOnce(t *testing.T) {
 		s := testSettings()
 		s.Concurrency, s.Batch = 2, 2
 		s.ClaimFallback = true
-		s.ClaimIdle = time.Second
+		s.ClaimIdle = time.Minute
 		s.ClaimInterval = time.Hour
-		time.Sleep(s.ClaimIdle + 100*time.Millisecond)
+		var orphaned []string
+		for _, m := range msgs[live:] {
+			orphaned = append(orphaned, m.ID)
+		}
+		makeIdle(t, rdb, "dead", orphaned...)
 		var held []string
 		for _, m := range msgs[:live] {
 			held = append(held, m.ID)
@@ -56,7 +60,7 @@ func TestFallbackRecoveryPassReadsPendingListOnce(t *testing.T) {
 			}),
 		}))
 		for _, id := range ids[live:] {
-			if j := waitTerminal(t, st, id, 900*time.Millisecond); j.Status != jobs.Done {
+			if j := waitTerminal(t, st, id, 10*time.Second); j.Status != jobs.Done {
 				t.Fatalf("job %s: %s", id, j.Status)
 			}
 		}

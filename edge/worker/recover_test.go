@@ -44,8 +44,8 @@ func testRecoveryPagesThroughPendingList(t *testing.T) {
 		}
 		s := testSettings()
 		s.ClaimFallback = fallback
-		s.ClaimIdle = 400 * time.Millisecond
-		time.Sleep(s.ClaimIdle + 100*time.Millisecond)
+		s.ClaimIdle = time.Minute
+		makeIdle(t, rdb, "dead", orphanIDs...)
 		// ... except that a live worker owns the first entries: they are
 		// not idle, and they sit before the idle ones.
 		if err := rdb.XClaimJustID(ctx, &redis.XClaimArgs{Stream: jobs.QueueStream, Group: jobs.Group,
@@ -116,7 +116,7 @@ func testRecoverySkipsEntriesStillRunningHere(t *testing.T) {
 		create(t, st, "chat", `{}`)
 		s := testSettings()
 		s.ClaimFallback = fallback
-		s.ClaimIdle = 200 * time.Millisecond
+		s.ClaimIdle = time.Minute
 		p, err := New(nil, rdb, st, "me", s, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -133,7 +133,7 @@ func testRecoverySkipsEntriesStillRunningHere(t *testing.T) {
 		p.mu.Lock()
 		p.byMsg[id] = &job{msgID: id} // running here
 		p.mu.Unlock()
-		time.Sleep(s.ClaimIdle + 100*time.Millisecond) // its heartbeat is late
+		makeIdle(t, rdb, "me", id) // its heartbeat is late
 		for range 3 {
 			es, _, err := p.claimer.claim(ctx, s.ClaimIdle, 16)
 			if err != nil {
@@ -149,6 +149,24 @@ func testRecoverySkipsEntriesStillRunningHere(t *testing.T) {
 			t.Fatalf("pending %+v, %v: want the entry delivered once", pend, err)
 		}
 	})
+}
+
+// makeIdle makes the pending entries ids, delivered to consumer, idle for an
+// hour (XCLAIM IDLE; JUSTID leaves their delivery counts as they are). An
+// entry's idle time only grows while the test waits, whereas a live one
+// sleeping out a short ClaimIdle could go idle too on a stalled machine:
+// with a long ClaimIdle only the entries made idle here are.
+func makeIdle(t testing.TB, rdb *redis.Client, consumer string, ids ...string) {
+	t.Helper()
+	args := []any{"XCLAIM", jobs.QueueStream, jobs.Group, consumer, 0}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	args = append(args, "IDLE", time.Hour.Milliseconds(), "JUSTID")
+	got, err := rdb.Do(context.Background(), args...).StringSlice()
+	if err != nil || len(got) != len(ids) {
+		t.Fatalf("XCLAIM IDLE %v: %v %v", ids, got, err)
+	}
 }
 
 // eachClaimer runs fn as a subtest per recovery path: the XPENDING+XCLAIM
@@ -198,8 +216,8 @@ func TestRecoveryFailureOfOneEntryKeepsTheOthers(t *testing.T) {
 				ids := []string{res[0].Messages[0].ID, res[0].Messages[1].ID, res[0].Messages[2].ID}
 				s := testSettings()
 				s.ClaimFallback = c.fallback
-				s.ClaimIdle = 200 * time.Millisecond
-				time.Sleep(s.ClaimIdle + 100*time.Millisecond)
+				s.ClaimIdle = time.Minute
+				makeIdle(t, rdb, "dead", ids...)
 
 				ro := *opts
 				faulty := redis.NewClient(&ro)

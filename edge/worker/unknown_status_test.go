@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/vesta-cx/euterpe/daemon/testsvc"
 	"github.com/vesta-cx/euterpe/edge/backend"
 	"github.com/vesta-cx/euterpe/edge/jobs"
@@ -60,16 +61,17 @@ func testUnknownStatusDeadLetteredOnce(t *testing.T) {
 			s.ClaimIdle = 200 * time.Millisecond
 			s.ClaimInterval = 50 * time.Millisecond
 			var ran atomic.Int32
+			rounds := recoveryRounds(rdb)
 			startPool(t, rdb, st, "w1", s, backend.NewRegistry(map[string]backend.Backend{
 				"chat": backend.Func(func(context.Context, backend.Request, backend.Delta) (json.RawMessage, error) {
 					ran.Add(1)
 					return json.RawMessage(`{}`), nil
 				}),
 			}))
-			waitDelivered(t, rdb, 3*time.Second)
-			waitNoPending(t, rdb, 3*time.Second)
+			waitDelivered(t, rdb, 10*time.Second)
+			waitNoPending(t, rdb, 10*time.Second)
 			// Several recovery rounds more: nothing comes back.
-			time.Sleep(4 * s.ClaimIdle)
+			waitRounds(t, rounds, 6)
 			dead := rdb.XRange(ctx, jobs.DeadStream, "-", "+").Val()
 			if len(dead) != 1 || dead[0].Values["job_id"] != id || dead[0].Values["reason"] != tc.wantReason ||
 				(msgID != "" && dead[0].Values["msg_id"] != msgID) {
@@ -144,10 +146,11 @@ func TestJobKeyNotAHashDeadLetteredOnce(t *testing.T) {
 		s := testSettings()
 		s.ClaimIdle = 200 * time.Millisecond
 		s.ClaimInterval = 50 * time.Millisecond
+		rounds := recoveryRounds(rdb)
 		startPool(t, rdb, st, "w1", s, backend.NewRegistry(nil))
-		waitDelivered(t, rdb, 3*time.Second)
-		waitNoPending(t, rdb, 3*time.Second)
-		time.Sleep(4 * s.ClaimIdle)
+		waitDelivered(t, rdb, 10*time.Second)
+		waitNoPending(t, rdb, 10*time.Second)
+		waitRounds(t, rounds, 6)
 		dead := rdb.XRange(ctx, jobs.DeadStream, "-", "+").Val()
 		if len(dead) != 1 || dead[0].Values["job_id"] != id || dead[0].Values["reason"] != CodeUnknownStatus {
 			t.Fatalf("jobs:dead = %v", dead)
@@ -189,4 +192,28 @@ func TestJobKeyNotAHashWhileRunning(t *testing.T) {
 			t.Fatalf("job key now %q", v)
 		}
 	})
+}
+
+// recoveryRounds counts the commands rdb sends that start a recovery
+// round's look at the pending list, whichever the claimer.
+func recoveryRounds(rdb *redis.Client) *testsvc.CommandCounter {
+	c := &testsvc.CommandCounter{Match: func(cmd redis.Cmder) bool {
+		return cmd.Name() == "xautoclaim" || cmd.Name() == "xpending"
+	}}
+	rdb.AddHook(c)
+	return c
+}
+
+// waitRounds waits for n more of the commands c counts: recovery rounds
+// that ran, rather than a sleep a stalled machine may not fill with any.
+func waitRounds(t *testing.T, c *testsvc.CommandCounter, n int64) {
+	t.Helper()
+	want := c.N() + n
+	deadline := time.Now().Add(10 * time.Second)
+	for c.N() < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d recovery commands in 10s, want %d", n-(want-c.N()), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

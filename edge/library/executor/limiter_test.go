@@ -83,13 +83,41 @@ func TestIOLimiterPacing(t *testing.T) {
 		t.Fatalf("next now%+d updated now%+d, want now+1000 and now", next-t1, upd-t1)
 	}
 
-	// A cancelled wait returns ctx.Err(); the booking stays.
-	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-	defer cancel()
-	if err := e.x.ReserveIO(cctx, executor.ThumbnailIOBucket, 500); err != context.DeadlineExceeded {
-		t.Fatalf("cancelled wait: %v, want context.DeadlineExceeded", err)
+	// A cancelled wait returns ctx.Err(); the booking stays. The context also
+	// covers the booking's write transaction, so it is cancelled only once the
+	// booking is committed; a long booking ahead keeps the wait far beyond any
+	// scheduling stall, so the cancel always lands inside the wait.
+	if _, err := executor.ReserveIOWait(ctx, e.x, executor.ThumbnailIOBucket, 60_000); err != nil {
+		t.Fatal(err)
 	}
-	if next, _, _ := bucketRow(t, e); next != t1+1500 {
-		t.Fatalf("next now%+d after the cancelled wait, want now+1500", next-t1)
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- e.x.ReserveIO(cctx, executor.ThumbnailIOBucket, 500) }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		next, _, _ := bucketRow(t, e)
+		if next == t1+61_500 {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("reservation returned %v before it was cancelled (next now%+d)", err, next-t1)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("booking never committed: next now%+d, want now+61500", next-t1)
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled wait: %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("cancelled wait did not return")
+	}
+	if next, _, _ := bucketRow(t, e); next != t1+61_500 {
+		t.Fatalf("next now%+d after the cancelled wait, want now+61500", next-t1)
 	}
 }

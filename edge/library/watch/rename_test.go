@@ -26,32 +26,33 @@ func TestDirectoryMovedAcrossDirectoriesStaysWatched(t *testing.T) {
 		Roots: []string{root}, Log: quietLog(), Debounce: 10 * time.Millisecond, RootCheck: time.Hour,
 		Enqueue: func(context.Context) (bool, error) { calls.Add(1); return false, nil },
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	time.Sleep(100 * time.Millisecond)
-
 	from, to := filepath.Join(root, "a", "album"), filepath.Join(root, "b", "album")
+	src := startFS(t, w, root, filepath.Join(root, "a"), from, filepath.Join(from, "disc1"), filepath.Join(root, "b"))
+
 	for i := 0; i < 30; i++ {
+		before, watches := calls.Load(), src.addedCount(to)
 		if err := os.Rename(from, to); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, func() bool { return calls.Load() >= int32(3*i+1) })
-		time.Sleep(30 * time.Millisecond) // quiet: the move's scan is made
+		// The move's Create watches the new name and the scan after the
+		// quiet period watches it again, right before it is requested.
+		waitFor(t, func() bool {
+			return src.addedCount(to) >= watches+2 && src.addedCount(filepath.Join(to, "disc1")) >= watches+2 && calls.Load() > before
+		})
 		for j, dir := range []string{to, filepath.Join(to, "disc1")} {
 			before := calls.Load()
-			if err := os.WriteFile(filepath.Join(dir, fmt.Sprint("f", i)), []byte("x"), 0o644); err != nil {
+			name := fmt.Sprintf("f%d-%d", i, j)
+			f := filepath.Join(dir, name)
+			if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(2 * time.Second)
-			for calls.Load() == before {
+			deadline := time.Now().Add(10 * time.Second)
+			for !src.saw(name) || calls.Load() == before {
 				if time.Now().After(deadline) {
-					t.Fatalf("move %d: a file written in %s after the move raised no scan (%d)", i, dir, j)
+					t.Fatalf("move %d: a file written in %s after the move raised no scan (event %v)", i, dir, src.saw(name))
 				}
 				time.Sleep(5 * time.Millisecond)
 			}
-			time.Sleep(30 * time.Millisecond)
 		}
 		from, to = to, from
 	}

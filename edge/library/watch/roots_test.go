@@ -55,20 +55,18 @@ func TestRootReplacedIsWatchedAgain(t *testing.T) {
 				Roots: []string{root}, Log: quietLog(), Debounce: 20 * time.Millisecond, RootCheck: 20 * time.Millisecond,
 				Enqueue: func(context.Context) (bool, error) { calls.Add(1); return false, nil },
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- w.Run(ctx) }()
-			defer func() { cancel(); <-done }()
-			time.Sleep(100 * time.Millisecond) // the watches are in place
+			// The root's identity is taken before its tree is watched.
+			src := startFS(t, w, root, filepath.Join(root, "sub"))
 
 			c.replace(t, root)
-			waitFor(t, func() bool { return calls.Load() >= 1 })
-			time.Sleep(200 * time.Millisecond) // ten root checks
+			// The root check watches the new directory and requests a scan.
+			waitFor(t, func() bool { return calls.Load() >= 1 && src.addedCount(root) >= 2 })
 			before := calls.Load()
-			if err := os.WriteFile(filepath.Join(root, "new.flac"), []byte("x"), 0o644); err != nil {
+			f := filepath.Join(root, "new.flac")
+			if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, func() bool { return calls.Load() > before })
+			waitFor(t, func() bool { return src.saw(f) && calls.Load() > before })
 		})
 	}
 }
@@ -96,11 +94,7 @@ func TestRootUnmountedAndMountedAgain(t *testing.T) {
 		Roots: []string{root}, Log: quietLog(), Debounce: 20 * time.Millisecond, RootCheck: 20 * time.Millisecond,
 		Enqueue: func(context.Context) (bool, error) { calls.Add(1); return false, nil },
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	time.Sleep(100 * time.Millisecond)
+	src := startFS(t, w, root)
 
 	if err := syscall.Unmount(root, 0); err != nil {
 		t.Fatal(err)
@@ -108,13 +102,13 @@ func TestRootUnmountedAndMountedAgain(t *testing.T) {
 	if err := syscall.Mount(disk, root, "", syscall.MS_BIND, ""); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return calls.Load() >= 1 })
-	time.Sleep(200 * time.Millisecond)
+	waitFor(t, func() bool { return calls.Load() >= 1 && src.addedCount(root) >= 2 })
 	before := calls.Load()
-	if err := os.WriteFile(filepath.Join(root, "new.flac"), []byte("x"), 0o644); err != nil {
+	f := filepath.Join(root, "new.flac")
+	if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return calls.Load() > before })
+	waitFor(t, func() bool { return src.saw(f) && calls.Load() > before })
 }
 
 // limitedSource refuses watches beyond the first limit, as inotify does
@@ -146,12 +140,21 @@ func TestWatchLimitReachedWarnsAndScans(t *testing.T) {
 		os.MkdirAll(filepath.Join(root, fmt.Sprint("d", i)), 0o755)
 	}
 	var logs testsvc.LogBuffer
-	var calls atomic.Int32
+	var calls, afterFull atomic.Int32
 	src := &limitedSource{fakeSource: newFakeSource(), limit: 2}
 	w := &Watcher{
 		Roots: []string{root}, Log: slog.New(slog.NewTextHandler(&logs, nil)),
 		Debounce: 10 * time.Millisecond, FallbackScan: 50 * time.Millisecond, RootCheck: time.Hour,
-		Enqueue: func(context.Context) (bool, error) { calls.Add(1); return false, nil },
+		Enqueue: func(context.Context) (bool, error) {
+			calls.Add(1)
+			// The root is watched again only by a pass begun after the limit
+			// was raised, which watches every directory; Enqueue runs on the
+			// loop, so that pass has ended and stopped the periodic scans.
+			if src.addedCount(root) >= 2 {
+				afterFull.Add(1)
+			}
+			return false, nil
+		},
 	}
 	startWatcher(t, w, src)
 	waitFor(t, func() bool { return calls.Load() >= 3 })
@@ -168,11 +171,13 @@ func TestWatchLimitReachedWarnsAndScans(t *testing.T) {
 	src.mu.Lock()
 	src.limit = 1 << 20
 	src.mu.Unlock()
-	time.Sleep(150 * time.Millisecond)
+	waitFor(t, func() bool { return afterFull.Load() >= 1 })
+	// The scan that pass requested is the last one: watch for more over
+	// many periods.
 	settled := calls.Load()
-	time.Sleep(200 * time.Millisecond)
-	if calls.Load() != settled {
-		t.Fatalf("periodic scans go on after every directory is watched: %d -> %d", settled, calls.Load())
+	time.Sleep(10 * w.FallbackScan)
+	if calls.Load() != settled || afterFull.Load() != 1 {
+		t.Fatalf("periodic scans go on after every directory is watched: %d -> %d (%d after the full pass)", settled, calls.Load(), afterFull.Load())
 	}
 	for i := 0; i < 5; i++ {
 		if src.addedCount(filepath.Join(root, fmt.Sprint("d", i))) == 0 {

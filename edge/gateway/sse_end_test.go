@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vesta-cx/euterpe/daemon/testsvc"
+	"github.com/vesta-cx/euterpe/edge/gateway"
 	"github.com/vesta-cx/euterpe/edge/jobs"
 )
 
@@ -27,8 +28,12 @@ func TestSSEResumeOfFinishedJobEnds(t *testing.T) {
 }
 
 func testSSEResumeOfFinishedJobEnds(t *testing.T) {
-	set := testSettings()
-	set.Heartbeat = 50 * time.Millisecond
+	// A stream that waited out the terminal grace instead of ending at
+	// once would still be open when the wait below gives up, however
+	// starved the machine; the heartbeat is long beside any stall, so a
+	// beat before the end means the stream lingered.
+	set := gateway.WithTerminalGrace(testSettings(), time.Minute)
+	set.Heartbeat = 5 * time.Second
 	s := startServer(t, set)
 	ctx := context.Background()
 	for _, terminal := range []string{jobs.Done, jobs.Error, jobs.Canceled} {
@@ -68,7 +73,7 @@ func testSSEResumeOfFinishedJobEnds(t *testing.T) {
 				case rest := <-done:
 					assert.Equal(t, c.want, ids(rest))
 					assert.Zero(t, cl.Beat, "no heartbeat before the end")
-				case <-time.After(2 * time.Second):
+				case <-time.After(20 * time.Second):
 					_ = cl.resp.Body.Close()
 					t.Fatalf("stream of a finished job still open after %v", time.Since(start))
 				}

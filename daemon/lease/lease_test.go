@@ -78,20 +78,34 @@ func TestStaleErrorIs(t *testing.T) {
 	require.Contains(t, err.Error(), "claim_version 3")
 }
 
+// TestKeepCancelsWorkWhenStale: a renewal that finds the claim stale
+// cancels the work at once, and Keep returns that renewal's error. The
+// claim's lease is long and its first beat due at once, so the fence (and
+// its ErrLeaseDeadline, also an ErrStale) is forty seconds off: only the
+// stale answer can have stopped the work before the work gives up on its
+// own.
 func TestKeepCancelsWorkWhenStale(t *testing.T) {
+	const ttl = time.Minute
 	var beats atomic.Int32
+	stale := &StaleError{Table: "t", ID: "1", Version: 1}
 	start := time.Now()
-	err := Keep(context.Background(), 30*time.Millisecond, func(context.Context) error {
-		if beats.Add(1) >= 2 {
-			return &StaleError{Table: "t", ID: "1", Version: 1}
-		}
-		return nil
+	err := Keep(context.Background(), ttl, func(context.Context) error {
+		beats.Add(1)
+		return stale
 	}, func(ctx context.Context) error {
-		<-ctx.Done()
-		return ctx.Err()
-	})
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Second):
+			return errors.New("work not cancelled by the stale renewal")
+		}
+	}, Until(start.Add(ttl-HeartbeatInterval(ttl))))
 	require.ErrorIs(t, err, ErrStale)
-	require.Less(t, time.Since(start), time.Second)
+	require.NotErrorIs(t, err, ErrLeaseDeadline, "stopped by the fence, not the stale renewal")
+	var se *StaleError
+	require.ErrorAs(t, err, &se)
+	require.Same(t, stale, se)
+	require.Equal(t, int32(1), beats.Load())
 }
 
 func TestKeepSurvivesTransientRenewErrors(t *testing.T) {

@@ -24,6 +24,8 @@ type Exec struct {
 	Path    string
 	Args    []string
 	Timeout time.Duration
+	// waitDelay, when not 0, stands for the constant of that name.
+	waitDelay time.Duration
 }
 
 // waitDelay is how long Wait keeps reading pipes after the program exited
@@ -46,6 +48,9 @@ func (e *Exec) Run(ctx context.Context, req Request, _ Delta) (json.RawMessage, 
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.Env = childEnv(req)
 	cmd.WaitDelay = waitDelay
+	if e.waitDelay != 0 {
+		cmd.WaitDelay = e.waitDelay
+	}
 	// Whatever happens, nothing of the group outlives the job, nor the
 	// program the edge daemon should it die.
 	procgroup.Contain(cmd)

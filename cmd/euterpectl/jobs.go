@@ -318,11 +318,16 @@ func (c *edgeClient) follow(ctx context.Context, env Env, id, after string) int 
 			return 1
 		}
 		failures++
-		if !daemon.Sleep(ctx, time.Duration(failures)*200*time.Millisecond) {
+		if !daemon.Sleep(ctx, time.Duration(failures)*followPause) {
 			return 1
 		}
 	}
 }
+
+// followPause is how long follow waits before reopening a stream after
+// the first one in a row that brought nothing; after the nth it waits n
+// times as long. A variable so that tests can lengthen it.
+var followPause = 200 * time.Millisecond
 
 // outcome is the exit status for a job that ended in status, -1 while it
 // has not ended.

@@ -34,6 +34,18 @@ func startGateway(t *testing.T) (string, *jobs.Store) {
 // (GET /v1/jobs/{id}/events) it was asked for: how often a command opened
 // a stream, whatever the time it took.
 func startCountingGateway(t *testing.T) (string, *jobs.Store, *atomic.Int64) {
+	var streams atomic.Int64
+	url, store := startWatchedGateway(t, func(r *http.Request) {
+		if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/jobs/") && strings.HasSuffix(r.URL.Path, "/events") {
+			streams.Add(1)
+		}
+	})
+	return url, store, &streams
+}
+
+// startWatchedGateway is startGateway that shows seen every request as it
+// arrives, before the gateway answers it.
+func startWatchedGateway(t *testing.T, seen func(*http.Request)) (string, *jobs.Store) {
 	rdb, opt := testsvc.Redis(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	store := jobs.NewStore(rdb)
@@ -45,16 +57,13 @@ func startCountingGateway(t *testing.T) (string, *jobs.Store, *atomic.Int64) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = gw.Run(ctx) }()
-	var streams atomic.Int64
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/jobs/") && strings.HasSuffix(r.URL.Path, "/events") {
-			streams.Add(1)
-		}
+		seen(r)
 		e.ServeHTTP(w, r)
 	})
 	go func() { defer close(done); _ = daemon.ServeUntil(ctx, daemon.NewHTTPServer(h), ln, 2*time.Second) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return "http://" + ln.Addr().String(), store, &streams
+	return "http://" + ln.Addr().String(), store
 }
 
 func runCtl(args ...string) (int, string, string) {
@@ -236,7 +245,10 @@ func cutProxy(t *testing.T, target string, frames int, clean bool) (string, *ato
 					return
 				}
 				defer out.Close()
-				go func() { _, _ = io.Copy(out, in) }()
+				// A client that goes away ends the connection to the
+				// server too, rather than leaving it to the server's idle
+				// timeout.
+				go func() { _, _ = io.Copy(out, in); _ = out.Close() }()
 				buf := make([]byte, 32<<10)
 				seen, prev := 0, byte(0)
 				for {
@@ -375,7 +387,22 @@ func TestServerURLChecked(t *testing.T) {
 // Waiting to resume a broken stream ends as soon as the command is
 // interrupted, not when the pause would have.
 func TestFollowPauseEndsOnInterrupt(t *testing.T) {
-	url, _ := startGateway(t)
+	// The pause is a minute: a command that waited it out rather than
+	// ending on the interrupt would still be waiting when the wait below
+	// gives up, however slow the machine.
+	defer func(d time.Duration) { followPause = d }(followPause)
+	followPause = time.Minute
+	status := make(chan struct{}, 1)
+	url, _ := startWatchedGateway(t, func(r *http.Request) {
+		// The job's status is asked for only once a stream has ended
+		// with nothing, just before the pause.
+		if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/jobs/") && !strings.HasSuffix(r.URL.Path, "/events") {
+			select {
+			case status <- struct{}{}:
+			default:
+			}
+		}
+	})
 	code, out, errOut := runCtl("jobs", "submit", "--server", url, "--task", "chat", "--payload", `{}`)
 	require.Equal(t, 0, code, errOut)
 	var cr struct {
@@ -383,8 +410,13 @@ func TestFollowPauseEndsOnInterrupt(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &cr))
 
-	// hello only: every stream breaks before the job moves
-	proxy, conns := cutProxy(t, strings.TrimPrefix(url, "http://"), 1, false)
+	// hello only: every stream ends, as a server closing it would, before
+	// the job moves, and the command asks whether the job has finished
+	// before it pauses
+	proxy, _ := cutProxy(t, strings.TrimPrefix(url, "http://"), 1, true)
+	// The connection the status came over is kept for the next request;
+	// the proxy waits for its connections to end before it closes.
+	t.Cleanup(http.DefaultClient.CloseIdleConnections)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	type result struct {
@@ -397,16 +429,19 @@ func TestFollowPauseEndsOnInterrupt(t *testing.T) {
 		code, out, errOut := runCtlCtx(ctx, nil, "jobs", "events", "--server", proxy, cr.JobID)
 		done <- result{code, out, errOut, time.Now()}
 	}()
-	require.Eventually(t, func() bool { return conns.Load() >= 3 }, 10*time.Second, 5*time.Millisecond)
-	time.Sleep(50 * time.Millisecond) // into the pause after the third stream
+	select {
+	case <-status: // the first stream broke: the pause is next
+	case r := <-done:
+		t.Fatalf("jobs events ended (%d) before its first pause: %s", r.code, r.errs)
+	}
 	canceled := time.Now()
 	cancel()
 	select {
 	case r := <-done:
 		assert.Equal(t, 1, r.code, r.errs)
-		assert.Less(t, r.at.Sub(canceled), 250*time.Millisecond, "the pause outlived the interrupt")
-	case <-time.After(10 * time.Second):
-		t.Fatal("jobs events did not stop")
+	case <-time.After(20 * time.Second):
+		r := <-done
+		t.Fatalf("the pause outlived the interrupt: jobs events ended %v after it", r.at.Sub(canceled))
 	}
 }
 

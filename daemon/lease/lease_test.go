@@ -129,42 +129,60 @@ func TestKeepSurvivesTransientRenewErrors(t *testing.T) {
 // TestKeepFencesItselfWithoutRenewal: when no renewal succeeds for a whole
 // TTL (the database unreachable, or renewals hanging), the work is
 // cancelled on the local clock with ErrLeaseDeadline (an ErrStale), not
-// left running past the lease's end in the database.
+// left running past the lease's end in the database. The TTL is long
+// enough that half of it is left to a slow machine as slack, while work
+// fenced a TTL late, or not at all (it gives up on its own after a
+// minute), misses the bound; and the renewals tried, counted, show the
+// fence came within a TTL of the last one that succeeded, whatever the
+// machine's speed: they are a beat apart, none goes out once the work is
+// cancelled, and one failing past the lease's end cancels it.
 func TestKeepFencesItselfWithoutRenewal(t *testing.T) {
-	const ttl = 300 * time.Millisecond
-	for _, tc := range []struct {
-		name  string
-		renew func(ctx context.Context) error
-	}{
-		{"renewals fail", func(context.Context) error { return errors.New("dial tcp: connection refused") }},
-		{"renewals hang", func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }},
-		{"one renewal, then failures", func() func(context.Context) error {
-			var n atomic.Int32
-			return func(context.Context) error {
-				if n.Add(1) == 1 {
-					return nil
-				}
-				return errors.New("database unreachable")
+	const ttl = 3 * time.Second
+	iv := HeartbeatInterval(ttl)
+	failing := func(n *atomic.Int32, ok int32) func(context.Context) error {
+		return func(context.Context) error {
+			if n.Add(1) <= ok {
+				return nil
 			}
-		}()},
+			return errors.New("database unreachable")
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		// renew counts its calls in n.
+		renew func(n *atomic.Int32) func(ctx context.Context) error
+		// most is the most renewals a fence on time lets be tried: the
+		// success, if any, then one a beat apart while the lease lasts
+		// (a TTL after the success, or after Keep's start, the first a
+		// beat in), ttl/iv-1 of them, and one past its end.
+		most int32
+	}{
+		{"renewals fail", func(n *atomic.Int32) func(context.Context) error { return failing(n, 0) }, int32(ttl / iv)},
+		{"renewals hang", func(n *atomic.Int32) func(context.Context) error {
+			return func(ctx context.Context) error { n.Add(1); <-ctx.Done(); return ctx.Err() }
+		}, 1},
+		{"one renewal, then failures", func(n *atomic.Int32) func(context.Context) error { return failing(n, 1) }, 1 + int32(ttl/iv)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var renewals atomic.Int32
 			start := time.Now()
 			var stopped time.Duration
-			err := Keep(context.Background(), ttl, tc.renew, func(ctx context.Context) error {
+			err := Keep(context.Background(), ttl, tc.renew(&renewals), func(ctx context.Context) error {
 				select {
 				case <-ctx.Done():
 					stopped = time.Since(start)
 					return ctx.Err()
-				case <-time.After(5 * time.Second):
+				case <-time.After(time.Minute):
 					return errors.New("work ran on past its lease")
 				}
 			})
 			require.ErrorIs(t, err, ErrLeaseDeadline)
 			require.ErrorIs(t, err, ErrStale)
 			// At most a TTL after the last successful renewal (one beat in
-			// for the third case), with scheduling slack.
-			require.Less(t, stopped, ttl+HeartbeatInterval(ttl)+150*time.Millisecond)
+			// for the third case), with half a TTL of scheduling slack.
+			require.Less(t, stopped, ttl+iv+ttl/2)
+			require.LessOrEqual(t, renewals.Load(), tc.most, "renewals tried after the lease's end")
 		})
 	}
 }

@@ -93,6 +93,12 @@ func TestBadAnswersKeepTheBatchAndBackOff(t *testing.T) {
 			assert.Equal(t, int64(len(want)), st.Events, "the batch is kept")
 			assert.Zero(t, st.Quarantined)
 
+			// The drain's batches are central's ordinary answers, however
+			// long a slow machine takes over them: the answer timeout was
+			// for the sends above.
+			cl := *h.sh.cfg.Client
+			cl.Timeout = time.Minute
+			h.sh.cfg.Client = &cl
 			h.rc.SetHook(nil)
 			h.drain()
 			assert.Equal(t, want, h.rc.Events())

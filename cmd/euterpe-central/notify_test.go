@@ -59,7 +59,7 @@ func TestServeSpeaksSdNotify(t *testing.T) {
 	// after READY=1, leaving two thirds of it to a slow machine before
 	// the bound, WatchdogSec, that a first ping coming a WatchdogSec or
 	// more late would miss.
-	const watchdogSec = 3 * time.Second
+	const watchdogPeriod = 3 * time.Second
 	roleSets := []struct{ name, roles string }{
 		{"api", "api,sweeper"},
 		{"no api", "sweeper"},
@@ -71,7 +71,7 @@ func TestServeSpeaksSdNotify(t *testing.T) {
 				sock, notes := notifySocket(t)
 				c := startChild(t, []string{"EUTERPE_DATABASE_URL=" + f.url, "EUTERPE_KEYRING=" + f.keyring,
 					"EUTERPE_CENTRAL_ROLES=" + rs.roles, "EUTERPE_STATE_DIR=" + t.TempDir(), "EUTERPE_SHUTDOWN_GRACE=2s",
-					"NOTIFY_SOCKET=" + sock, "WATCHDOG_USEC=" + strconv.FormatInt(watchdogSec.Microseconds(), 10)}, "serve")
+					"NOTIFY_SOCKET=" + sock, "WATCHDOG_USEC=" + strconv.FormatInt(watchdogPeriod.Microseconds(), 10)}, "serve")
 				next := func(want string, within time.Duration) note {
 					t.Helper()
 					deadline := time.After(within)
@@ -92,11 +92,11 @@ func TestServeSpeaksSdNotify(t *testing.T) {
 					}
 				}
 				ready := next("READY=1", 20*time.Second)
-				first := next("WATCHDOG=1", 2*watchdogSec)
-				if d := first.at.Sub(ready.at); d > watchdogSec {
-					t.Errorf("first WATCHDOG=1 %v after READY=1, want within WATCHDOG_USEC (%v)", d, watchdogSec)
+				first := next("WATCHDOG=1", 2*watchdogPeriod)
+				if d := first.at.Sub(ready.at); d > watchdogPeriod {
+					t.Errorf("first WATCHDOG=1 %v after READY=1, want within WATCHDOG_USEC (%v)", d, watchdogPeriod)
 				}
-				next("WATCHDOG=1", 2*watchdogSec)
+				next("WATCHDOG=1", 2*watchdogPeriod)
 				if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 					t.Fatal(err)
 				}

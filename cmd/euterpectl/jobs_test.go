@@ -384,8 +384,9 @@ func TestServerURLChecked(t *testing.T) {
 	}
 }
 
-// Waiting to resume a broken stream ends as soon as the command is
-// interrupted, not when the pause would have.
+// Waiting to reopen a stream that brought nothing (ended or broken: the
+// pause is the same) ends as soon as the command is interrupted, not when
+// the pause would have.
 func TestFollowPauseEndsOnInterrupt(t *testing.T) {
 	// The pause is a minute: a command that waited it out rather than
 	// ending on the interrupt would still be waiting when the wait below

@@ -56,6 +56,13 @@ func startRecordedServer(t testing.TB, set gateway.Settings, cmds *testsvc.Comma
 // pool (not the SSE reader's connection) as well.
 func startHookedServer(t testing.TB, set gateway.Settings, cmds *testsvc.CommandLog, hooks ...redis.Hook) *server {
 	t.Helper()
+	return startServerFull(t, set, 5*time.Second, cmds, hooks...)
+}
+
+// startServerFull is startHookedServer with the time the HTTP server gives
+// open requests to end on Stop set by the caller.
+func startServerFull(t testing.TB, set gateway.Settings, shutdownGrace time.Duration, cmds *testsvc.CommandLog, hooks ...redis.Hook) *server {
+	t.Helper()
 	rdb, opt := testsvc.Redis(t)
 	// A name of its own, so connection counts never include another
 	// test's connections that the server has not finished closing.
@@ -84,7 +91,7 @@ func startHookedServer(t testing.TB, set gateway.Settings, cmds *testsvc.Command
 	go func() {
 		defer close(s.done)
 		go func() { _ = gw.Run(ctx) }()
-		_ = daemon.ServeUntil(ctx, daemon.NewHTTPServer(e), ln, 5*time.Second)
+		_ = daemon.ServeUntil(ctx, daemon.NewHTTPServer(e), ln, shutdownGrace)
 	}()
 	t.Cleanup(s.Stop)
 	return s

@@ -125,8 +125,10 @@ func testSSEStalledClientDropped(t *testing.T) {
 	require.NoError(t, err)
 
 	// The server must give up on its own while the client does not read.
+	// The sleep only lets the writes block; the wait after it is long, as a
+	// handler that never gave up would hold its feed for good.
 	time.Sleep(10 * set.WriteTimeout)
-	require.Eventually(t, func() bool { return s.GW.Hub().Feeds() == 0 }, 5*time.Second, 20*time.Millisecond,
+	require.Eventually(t, func() bool { return s.GW.Hub().Feeds() == 0 }, 30*time.Second, 20*time.Millisecond,
 		"the stalled stream's handler is still running")
 
 	// What reached the socket before the drop ends without the terminal

@@ -67,12 +67,24 @@ func TestStreamRefusingEntriesWritesNothing(t *testing.T) {
 			refusal{"create, capture stream", capture, tests[1].apply},
 			refusal{"start, capture stream", capture, tests[2].apply},
 			refusal{"finish, capture stream", capture, tests[3].apply},
+			refusal{"start, capture stream, events stream deleted", capture, tests[2].apply},
+			refusal{"finish, capture stream, events stream deleted", capture, tests[3].apply},
 		)
+		// These delete the job's events stream first, as an operator might
+		// by hand: the refused event must not leave behind an empty stream
+		// that no TTL would ever remove.
+		noEvents := map[string]bool{
+			"start, capture stream, events stream deleted":  true,
+			"finish, capture stream, events stream deleted": true,
+		}
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
 				st, rdb := newStore(t)
 				st.Capture = jobs.CaptureStream
 				id := create(t, st)
+				if noEvents[tc.name] {
+					require.NoError(t, rdb.Del(ctx, jobs.EventsKey(id)).Err())
+				}
 				key := tc.exhaust(id)
 				require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: key, ID: lastStreamID,
 					Values: []string{"f", "v"}}).Err())

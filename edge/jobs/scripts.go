@@ -117,7 +117,10 @@ return {'created', ev, msg}
 // failure of the event's XADD (its last possible id used, out of memory)
 // is returned as Redis's error, with nothing written; so is a capture
 // stream refusing the entry, the event taken back (see captureLua), which
-// is why the hash is written after the capture. The queue stream (when a
+// is why the hash is written after the capture. An events stream the
+// taken-back event leaves empty and without a TTL is one that event
+// created (the job's own stream always has one, so it was deleted by
+// hand): it is deleted too, or nothing would ever remove it. The queue stream (when a
 // message is to be acknowledged) and the capture stream are checked before
 // the first write (reply "wrongtype", key, type), and a message id is
 // checked by prepare, so XACK cannot fail after the status changed. The refresh of the
@@ -185,7 +188,9 @@ if drop then
 ` + dropLua("ARGV[11]", "ARGV[10]", "id", "ARGV[2]") + `
 else
 ` + captureLua("ARGV[11]", "ARGV[10]", "id", "ARGV[3]", "ARGV[4]", "ARGV[2]", "h[3] or ''", "ARGV[5]",
-	"redis.call('XDEL', KEYS[2], id) return captured") + `
+	"redis.call('XDEL', KEYS[2], id) "+
+		"if redis.call('XLEN', KEYS[2]) == 0 and redis.call('TTL', KEYS[2]) == -1 then redis.call('DEL', KEYS[2]) end "+
+		"return captured") + `
 end
 local set = {'updated_ts', ARGV[2]}
 if ARGV[1] ~= '' then set[#set + 1] = 'status' set[#set + 1] = ARGV[1] end

@@ -192,8 +192,18 @@ func BenchmarkSpoolDrain(b *testing.B) {
 // shipping to a receiver in another process. It reports the rates,
 // the wall-clock time sync adds (added-%) and the CPU time it adds to this
 // process (cpu-added-%; Redis and the receiver run elsewhere).
+// EUTERPE_BENCH_YIELD_PACE (a duration; unset is the default pace) sets
+// the shipper's YieldPace, so "1h" keeps it from shipping anything while
+// the workers are busy and leaves capture's own cost in added-%.
 func BenchmarkBurnDownWithSync(b *testing.B) {
 	n := benchEnv("EUTERPE_BENCH_JOBS", 20_000)
+	var pace time.Duration
+	if v := os.Getenv("EUTERPE_BENCH_YIELD_PACE"); v != "" {
+		var err error
+		if pace, err = time.ParseDuration(v); err != nil {
+			b.Fatalf("EUTERPE_BENCH_YIELD_PACE: %v", err)
+		}
+	}
 	ctx := context.Background()
 	rdb, _ := testsvc.Redis(b)
 	url, received := receiverProcess(b, "bench-secret")
@@ -224,7 +234,7 @@ func BenchmarkBurnDownWithSync(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer sp.Close()
-			sh, err := New(quiet, rdb, sp, Config{URL: url, EdgeID: "jetson-bench", Secret: []byte("bench-secret")})
+			sh, err := New(quiet, rdb, sp, Config{URL: url, EdgeID: "jetson-bench", Secret: []byte("bench-secret"), YieldPace: pace})
 			if err != nil {
 				b.Fatal(err)
 			}

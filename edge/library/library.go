@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 
 	"github.com/labstack/echo/v4"
@@ -112,6 +113,12 @@ func build(ctx context.Context, log *slog.Logger, stateDir, workerID string, s S
 	if err != nil {
 		return nil, err
 	}
+	algo, why, err := resolveHashAlgorithm(ctx, st, s.HashAlgorithm, runtime.GOARCH)
+	if err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	log.Info("library hash algorithm", "algorithm", algo, "chosen_by", why)
 	backoff := lease.Backoff{Base: 2 * s.Poll, Cap: 10 * s.LeaseTTL}
 	x := &executor.Executor{
 		Store: st, Catalog: st, Roots: roots, Thumbs: thumbs, Trash: trashDir, Log: log.With("component", "library-executor"),
@@ -120,7 +127,7 @@ func build(ctx context.Context, log *slog.Logger, stateDir, workerID string, s S
 		MaxPixels: int64(s.ThumbMaxPixels), ThumbTimeout: s.ThumbTimeout,
 	}
 	p := &policy.Policy{
-		Store: st, HashAlgorithm: s.HashAlgorithm, ThumbQueueCapacity: s.ThumbQueueCapacity,
+		Store: st, HashAlgorithm: algo, ThumbQueueCapacity: s.ThumbQueueCapacity,
 		ThumbMaxAttempts: s.ThumbMaxAttempts, ThumbsDir: thumbs.Path(), CleanupDelay: s.CleanupDelay,
 		MaxJobRetries: s.MaxJobRetries, Wake: x.Wake,
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/daemon/testsvc"
 	"github.com/vesta-cx/euterpe/edge/library"
+	"github.com/vesta-cx/euterpe/edge/library/store"
 )
 
 // TestTrashDirMustBeInsideState: EUTERPE_LIBRARY_TRASH_DIR outside the
@@ -250,5 +251,42 @@ func TestUnwritableRootWarns(t *testing.T) {
 	}
 	if strings.Contains(out, "ReadWritePaths="+rw+`"`) {
 		t.Fatalf("a writable root was warned about:\n%s", out)
+	}
+}
+
+// TestDefaultHashKeepsCatalogAlgorithm: under the default setting New hands
+// hash jobs the algorithm of the digests library.db already holds (here
+// SHA-256, on a machine whose own choice would be BLAKE3 or SHA-256 alike),
+// so starting a new version never re-hashes a library; it logs the choice.
+func TestDefaultHashKeepsCatalogAlgorithm(t *testing.T) {
+	ctx := context.Background()
+	state := filepath.Join(t.TempDir(), "state")
+	mkdir(t, state)
+	st, err := store.Open(ctx, filepath.Join(state, "library.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.DB.ExecContext(ctx, `INSERT INTO library_files(root, path, size_bytes, mtime_ns, hash_algorithm, content_hash, is_missing, needs_hash)
+VALUES ('/lib', '/lib/a', 1, 1, 'sha256', ?, 0, 0)`, strings.Repeat("cd", 32)); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	var logs testsvc.LogBuffer
+	s := library.Defaults()
+	s.Watch = false
+	if s.HashAlgorithm != library.HashAuto {
+		t.Fatalf("default EUTERPE_LIBRARY_HASH = %q, want %q", s.HashAlgorithm, library.HashAuto)
+	}
+	lib, err := library.New(ctx, slog.New(slog.NewJSONHandler(&logs, nil)), state, "w", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib.Store.Close()
+	if lib.Policy.HashAlgorithm != store.AlgoSHA256 {
+		t.Fatalf("hash jobs use %q, want the catalog's sha256", lib.Policy.HashAlgorithm)
+	}
+	if out := logs.String(); !strings.Contains(out, `"algorithm":"sha256"`) || !strings.Contains(out, "the catalog's digests") {
+		t.Fatalf("the choice is not logged:\n%s", out)
 	}
 }

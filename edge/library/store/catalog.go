@@ -515,6 +515,22 @@ WHERE `+hashedWithSQL+` AND hash_algorithm IN (?`+strings.Repeat(",?", len(other
 	return found, nil
 }
 
+// CatalogAlgorithm is the algorithm most of the catalog's current digests
+// (live, hashed files) were made with, or "" while it holds none; a tie
+// goes to the name that sorts first.
+func (s *Store) CatalogAlgorithm(ctx context.Context) (string, error) {
+	var algo string
+	err := s.DB.QueryRowContext(ctx, `SELECT hash_algorithm FROM library_files WHERE `+hashedWithSQL+`
+GROUP BY hash_algorithm ORDER BY COUNT(*) DESC, hash_algorithm LIMIT 1`).Scan(&algo)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read the algorithm of the catalog's digests: %w", err)
+	}
+	return algo, nil
+}
+
 // Decision is one recorded delete decision.
 type Decision struct {
 	JobID     int64   `json:"job_id"`

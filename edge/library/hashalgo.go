@@ -1,0 +1,52 @@
+package library
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/vesta-cx/euterpe/edge/library/store"
+)
+
+// HashAuto is EUTERPE_LIBRARY_HASH's default: keep the algorithm the
+// catalog's digests were made with, and give a new catalog the faster
+// algorithm of the machine (machineHashAlgorithm).
+const HashAuto = "auto"
+
+// machineHashAlgorithm is the algorithm a new catalog gets under HashAuto.
+// On arm64 (the Jetson) neither BLAKE3 package has assembly, so BLAKE3 is
+// pure Go there, while Go's SHA-256 runs on the ARMv8 SHA-2 instructions:
+// published figures put pure-Go BLAKE3 at about 1 GB/s on an Apple M4 and
+// SHA-256 at 1.5 GB/s on a Neoverse-N1 and 2.3 GB/s on an M1, and on an
+// edge box that shares its cores with model servers the CPU per byte is
+// what counts. Elsewhere BLAKE3 has AVX2 and AVX-512 kernels.
+func machineHashAlgorithm(goarch string) string {
+	if goarch == "arm64" {
+		return store.AlgoSHA256
+	}
+	return store.AlgoBLAKE3
+}
+
+// catalogAlgorithm reads the algorithm of a catalog's digests ("" none).
+type catalogAlgorithm interface {
+	CatalogAlgorithm(ctx context.Context) (string, error)
+}
+
+// resolveHashAlgorithm turns the setting into the algorithm hash jobs use,
+// and says why. An algorithm set by name is used as it is (changing it
+// re-hashes the library); HashAuto never does: a catalog that holds
+// digests keeps their algorithm, so neither an upgrade nor a machine of
+// another architecture starts re-hashing a library, and only an empty
+// catalog takes the machine's algorithm.
+func resolveHashAlgorithm(ctx context.Context, cat catalogAlgorithm, setting, goarch string) (algo, why string, err error) {
+	if setting != HashAuto {
+		return setting, "EUTERPE_LIBRARY_HASH", nil
+	}
+	held, err := cat.CatalogAlgorithm(ctx)
+	if err != nil {
+		return "", "", fmt.Errorf("choose the library's hash algorithm: %w", err)
+	}
+	if held != "" {
+		return held, "the catalog's digests", nil
+	}
+	return machineHashAlgorithm(goarch), "new catalog on " + goarch, nil
+}

@@ -517,14 +517,30 @@ WHERE `+hashedWithSQL+` AND hash_algorithm IN (?`+strings.Repeat(",?", len(other
 
 // CatalogAlgorithm is the algorithm most of the catalog's current digests
 // (live, hashed files) were made with, or "" while it holds none; a tie
-// goes to the name that sorts first.
+// goes to the name that sorts first. A catalog of one algorithm, the usual
+// case, is answered by one probe of the group index per algorithm; only a
+// mixed one is counted (a quarter of a second for a million files).
 func (s *Store) CatalogAlgorithm(ctx context.Context) (string, error) {
+	var held []any
+	for _, algo := range otherAlgorithms("") { // every algorithm: none is ""
+		var found bool
+		if err := s.DB.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM library_files
+WHERE `+hashedWithSQL+` AND hash_algorithm = ?)`, algo).Scan(&found); err != nil {
+			return "", fmt.Errorf("read the algorithm of the catalog's digests: %w", err)
+		}
+		if found {
+			held = append(held, algo)
+		}
+	}
+	switch len(held) {
+	case 0:
+		return "", nil
+	case 1:
+		return held[0].(string), nil
+	}
 	var algo string
 	err := s.DB.QueryRowContext(ctx, `SELECT hash_algorithm FROM library_files WHERE `+hashedWithSQL+`
 GROUP BY hash_algorithm ORDER BY COUNT(*) DESC, hash_algorithm LIMIT 1`).Scan(&algo)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", nil
-	}
 	if err != nil {
 		return "", fmt.Errorf("read the algorithm of the catalog's digests: %w", err)
 	}

@@ -7,3 +7,6 @@ func SetRootWritable(fn func(root string) error) (restore func()) {
 	rootWritable = fn
 	return func() { rootWritable = old }
 }
+
+// MachineHashAlgorithm is the algorithm a new catalog gets on this machine.
+func MachineHashAlgorithm() string { return machineHashAlgorithm(thisMachine()) }

@@ -22,14 +22,16 @@ func TestResolveHashAlgorithm(t *testing.T) {
 		setting string
 		held    string // algorithm of the catalog's one hashed file, "" none
 		goarch  string
+		sha2    bool
 		want    string
 	}{
-		{"new catalog on arm64", HashAuto, "", "arm64", store.AlgoSHA256},
-		{"new catalog on amd64", HashAuto, "", "amd64", store.AlgoBLAKE3},
-		{"blake3 catalog on arm64 is kept", HashAuto, store.AlgoBLAKE3, "arm64", store.AlgoBLAKE3},
-		{"sha256 catalog on amd64 is kept", HashAuto, store.AlgoSHA256, "amd64", store.AlgoSHA256},
-		{"named setting wins over the catalog", store.AlgoSHA256, store.AlgoBLAKE3, "amd64", store.AlgoSHA256},
-		{"named setting wins over the machine", store.AlgoBLAKE3, "", "arm64", store.AlgoBLAKE3},
+		{"new catalog on arm64", HashAuto, "", "arm64", true, store.AlgoSHA256},
+		{"new catalog on arm64 without SHA-2 instructions", HashAuto, "", "arm64", false, store.AlgoBLAKE3},
+		{"new catalog on amd64", HashAuto, "", "amd64", false, store.AlgoBLAKE3},
+		{"blake3 catalog on arm64 is kept", HashAuto, store.AlgoBLAKE3, "arm64", true, store.AlgoBLAKE3},
+		{"sha256 catalog on amd64 is kept", HashAuto, store.AlgoSHA256, "amd64", false, store.AlgoSHA256},
+		{"named setting wins over the catalog", store.AlgoSHA256, store.AlgoBLAKE3, "amd64", false, store.AlgoSHA256},
+		{"named setting wins over the machine", store.AlgoBLAKE3, "", "arm64", true, store.AlgoBLAKE3},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -42,7 +44,7 @@ func TestResolveHashAlgorithm(t *testing.T) {
 VALUES ('/lib', '/lib/a', 1, 1, ?, ?, 0, 0)`, c.held, strings.Repeat("ab", 32))
 				require.NoError(t, err)
 			}
-			got, why, err := resolveHashAlgorithm(ctx, st, c.setting, c.goarch)
+			got, why, err := resolveHashAlgorithm(ctx, st, c.setting, c.goarch, c.sha2)
 			require.NoError(t, err)
 			assert.Equal(t, c.want, got)
 			assert.NotEmpty(t, why)
@@ -59,8 +61,8 @@ func (failingCatalog) CatalogAlgorithm(context.Context) (string, error) {
 // A catalog that cannot be read stops the start: guessing an algorithm
 // could re-hash the whole library.
 func TestResolveHashAlgorithmUnreadableCatalog(t *testing.T) {
-	_, _, err := resolveHashAlgorithm(context.Background(), failingCatalog{}, HashAuto, "arm64")
+	_, _, err := resolveHashAlgorithm(context.Background(), failingCatalog{}, HashAuto, "arm64", true)
 	require.ErrorContains(t, err, "disk I/O error")
-	_, _, err = resolveHashAlgorithm(context.Background(), failingCatalog{}, store.AlgoSHA256, "arm64")
+	_, _, err = resolveHashAlgorithm(context.Background(), failingCatalog{}, store.AlgoSHA256, "arm64", true)
 	require.NoError(t, err, "a named setting needs no catalog read")
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sync"
 
 	"github.com/labstack/echo/v4"
@@ -113,7 +112,8 @@ func build(ctx context.Context, log *slog.Logger, stateDir, workerID string, s S
 	if err != nil {
 		return nil, err
 	}
-	algo, why, err := resolveHashAlgorithm(ctx, st, s.HashAlgorithm, runtime.GOARCH)
+	goarch, sha2 := thisMachine()
+	algo, why, err := resolveHashAlgorithm(ctx, st, s.HashAlgorithm, goarch, sha2)
 	if err != nil {
 		_ = st.Close()
 		return nil, err

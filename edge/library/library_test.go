@@ -255,11 +255,15 @@ func TestUnwritableRootWarns(t *testing.T) {
 }
 
 // TestDefaultHashKeepsCatalogAlgorithm: under the default setting New hands
-// hash jobs the algorithm of the digests library.db already holds (here
-// SHA-256, on a machine whose own choice would be BLAKE3 or SHA-256 alike),
-// so starting a new version never re-hashes a library; it logs the choice.
+// hash jobs the algorithm of the digests library.db already holds (the one
+// this machine would not choose for a new catalog), so starting a new
+// version never re-hashes a library; it logs the choice.
 func TestDefaultHashKeepsCatalogAlgorithm(t *testing.T) {
 	ctx := context.Background()
+	held := store.AlgoSHA256
+	if library.MachineHashAlgorithm() == held {
+		held = store.AlgoBLAKE3
+	}
 	state := filepath.Join(t.TempDir(), "state")
 	mkdir(t, state)
 	st, err := store.Open(ctx, filepath.Join(state, "library.db"))
@@ -267,7 +271,7 @@ func TestDefaultHashKeepsCatalogAlgorithm(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := st.DB.ExecContext(ctx, `INSERT INTO library_files(root, path, size_bytes, mtime_ns, hash_algorithm, content_hash, is_missing, needs_hash)
-VALUES ('/lib', '/lib/a', 1, 1, 'sha256', ?, 0, 0)`, strings.Repeat("cd", 32)); err != nil {
+VALUES ('/lib', '/lib/a', 1, 1, ?, ?, 0, 0)`, held, strings.Repeat("cd", 32)); err != nil {
 		t.Fatal(err)
 	}
 	st.Close()
@@ -283,10 +287,10 @@ VALUES ('/lib', '/lib/a', 1, 1, 'sha256', ?, 0, 0)`, strings.Repeat("cd", 32)); 
 		t.Fatal(err)
 	}
 	lib.Store.Close()
-	if lib.Policy.HashAlgorithm != store.AlgoSHA256 {
-		t.Fatalf("hash jobs use %q, want the catalog's sha256", lib.Policy.HashAlgorithm)
+	if lib.Policy.HashAlgorithm != held {
+		t.Fatalf("hash jobs use %q, want the catalog's %s", lib.Policy.HashAlgorithm, held)
 	}
-	if out := logs.String(); !strings.Contains(out, `"algorithm":"sha256"`) || !strings.Contains(out, "the catalog's digests") {
+	if out := logs.String(); !strings.Contains(out, `"algorithm":"`+held+`"`) || !strings.Contains(out, `"chosen_by":"the catalog"`) {
 		t.Fatalf("the choice is not logged:\n%s", out)
 	}
 }

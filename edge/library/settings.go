@@ -63,7 +63,7 @@ func (s *Settings) Register(cfg *daemon.Config) {
 	cfg.String(&s.Roots, "library-roots", "EUTERPE_LIBRARY_ROOTS", "",
 		"comma-separated library root directories to scan (empty disables the library's scans)", checkRoots)
 	cfg.String(&s.HashAlgorithm, "library-hash", "EUTERPE_LIBRARY_HASH", HashAuto,
-		"content hash of library files: blake3, sha256 or auto (the catalog's own; a new catalog: sha256 on arm64, blake3 elsewhere)",
+		"content hash of library files: blake3, sha256 or auto (the catalog's own; a new catalog: sha256 on arm64 with SHA-2 instructions, blake3 elsewhere)",
 		daemon.CheckOneOf(store.AlgoBLAKE3, store.AlgoSHA256, HashAuto))
 	cfg.String(&s.ThumbFormat, "library-thumbnail-format", "EUTERPE_LIBRARY_THUMBNAIL_FORMAT", store.FormatJPEG,
 		"thumbnail output format: jpeg or webp (webp is encoded by ffmpeg/libwebp)", daemon.CheckOneOf(store.FormatJPEG, store.FormatWebP))

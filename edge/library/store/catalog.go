@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -515,11 +516,18 @@ WHERE `+hashedWithSQL+` AND hash_algorithm IN (?`+strings.Repeat(",?", len(other
 	return found, nil
 }
 
-// CatalogAlgorithm is the algorithm most of the catalog's current digests
-// (live, hashed files) were made with, or "" while it holds none; a tie
-// goes to the name that sorts first. A catalog of one algorithm, the usual
-// case, is answered by one probe of the group index per algorithm; only a
-// mixed one is counted (a quarter of a second for a million files).
+// CatalogAlgorithm is the algorithm the catalog already uses, or "" for
+// one that never hashed anything: that of most current digests (live,
+// hashed files; a tie goes to the name that sorts first); failing those,
+// that of most digests recorded at all (files missing since, or awaiting a
+// new hash, which keep theirs); failing those, that of the newest hash
+// job (one queued before a restart). So a root taken away for a while, or
+// a restart before the first digest, never makes the catalog look new.
+//
+// A catalog of one algorithm, the usual case, is answered by one probe of
+// the group index per algorithm; a mixed one is counted (a quarter of a
+// second for a million files), and so are the recorded digests of a
+// catalog with no current digest.
 func (s *Store) CatalogAlgorithm(ctx context.Context) (string, error) {
 	var held []any
 	for _, algo := range otherAlgorithms("") { // every algorithm: none is ""
@@ -532,19 +540,39 @@ WHERE `+hashedWithSQL+` AND hash_algorithm = ?)`, algo).Scan(&found); err != nil
 			held = append(held, algo)
 		}
 	}
-	switch len(held) {
-	case 0:
-		return "", nil
-	case 1:
+	if len(held) == 1 {
 		return held[0].(string), nil
 	}
+	where := hashedWithSQL
+	if len(held) == 0 {
+		where = `hash_algorithm IS NOT NULL AND content_hash IS NOT NULL`
+	}
 	var algo string
-	err := s.DB.QueryRowContext(ctx, `SELECT hash_algorithm FROM library_files WHERE `+hashedWithSQL+`
+	err := s.DB.QueryRowContext(ctx, `SELECT hash_algorithm FROM library_files WHERE `+where+`
 GROUP BY hash_algorithm ORDER BY COUNT(*) DESC, hash_algorithm LIMIT 1`).Scan(&algo)
-	if err != nil {
+	if err == nil {
+		return algo, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
 		return "", fmt.Errorf("read the algorithm of the catalog's digests: %w", err)
 	}
-	return algo, nil
+	var payload string
+	err = s.DB.QueryRowContext(ctx, `SELECT payload FROM jobs WHERE kind = ? ORDER BY id DESC LIMIT 1`, KindHash).Scan(&payload)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read the algorithm of the newest hash job: %w", err)
+	}
+	var p struct {
+		Algorithm string `json:"algorithm"`
+	}
+	// A payload that names no algorithm this version knows is no choice
+	// to keep; the caller then chooses as for a new catalog.
+	if json.Unmarshal([]byte(payload), &p) != nil || !slices.Contains(otherAlgorithms(""), any(p.Algorithm)) {
+		return "", nil
+	}
+	return p.Algorithm, nil
 }
 
 // Decision is one recorded delete decision.

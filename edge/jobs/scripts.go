@@ -120,11 +120,11 @@ return {'created', ev, msg}
 // is why the hash is written after the capture. An events stream the
 // taken-back event leaves empty and without a TTL is one that event
 // created (the job's own stream always has one, so it was deleted by
-// hand): it is deleted too, or nothing would ever remove it. The queue stream (when a
-// message is to be acknowledged) and the capture stream are checked before
-// the first write (reply "wrongtype", key, type), and a message id is
-// checked by prepare, so XACK cannot fail after the status changed. The refresh of the
-// idempotency record's TTL is best effort: a record or back-reference of
+// hand): it is deleted too, or nothing would ever remove it. The queue
+// stream (when a message is to be acknowledged) and the capture stream
+// are checked before the first write (reply "wrongtype", key, type), and
+// a message id is checked by prepare, so XACK cannot fail after the
+// status changed. The refresh of the idempotency record's TTL is best effort: a record or back-reference of
 // another type, or a ttl_s that is no whole number of seconds EXPIRE
 // takes, skips it (redis.pcall) and the transition completes, since
 // refusing it would keep a job from ever finishing over a key that only

@@ -11,8 +11,8 @@ import (
 )
 
 // HashAuto is EUTERPE_LIBRARY_HASH's default: keep the algorithm the
-// catalog's digests were made with, and give a new catalog the faster
-// algorithm of the machine (machineHashAlgorithm).
+// catalog already uses, and give a catalog that never hashed anything the
+// faster algorithm of the machine (machineHashAlgorithm).
 const HashAuto = "auto"
 
 // machineHashAlgorithm is the algorithm a new catalog gets under HashAuto

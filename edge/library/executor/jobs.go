@@ -167,9 +167,7 @@ func (x *Executor) RunJobOnce(ctx context.Context) (bool, error) {
 			return x.scan(wctx, c)
 		case store.KindHash:
 			code = CodeHashFailed
-			var p struct {
-				Algorithm string `json:"algorithm"`
-			}
+			var p store.HashPayload
 			if err := json.Unmarshal([]byte(c.Job.Payload), &p); err != nil {
 				code = CodeBadPayload
 				return err

@@ -100,7 +100,7 @@ func (p *Policy) EnqueueHash(ctx context.Context) (store.Job, error) {
 	if _, err := p.Store.MarkOtherAlgorithm(ctx, algo); err != nil {
 		return store.Job{}, fmt.Errorf("enqueue hash: %w", err)
 	}
-	return p.insertJob(ctx, store.KindHash, map[string]string{"algorithm": algo})
+	return p.insertJob(ctx, store.KindHash, store.HashPayload{Algorithm: algo})
 }
 
 // DeleteRequest is what a user selected for one group.

@@ -459,17 +459,27 @@ func (s *Store) MarkNeedsHash(ctx context.Context, id int64) error {
 // scanning it for "<> algo".
 func otherAlgorithms(algo string) []any {
 	var out []any
-	for _, l := range LegalValues {
-		if l.Table != "library_files" || l.Column != "hash_algorithm" {
-			continue
-		}
-		for _, v := range l.Values {
-			if v != algo {
-				out = append(out, v)
-			}
+	for _, v := range hashAlgorithms() {
+		if v != algo {
+			out = append(out, v)
 		}
 	}
 	return out
+}
+
+// hashAlgorithms lists the legal hash algorithms.
+func hashAlgorithms() []string {
+	for _, l := range LegalValues {
+		if l.Table == "library_files" && l.Column == "hash_algorithm" {
+			return l.Values
+		}
+	}
+	return nil
+}
+
+// HashPayload is a hash job's payload: the algorithm the pass hashes with.
+type HashPayload struct {
+	Algorithm string `json:"algorithm"`
 }
 
 const hashedWithSQL = `is_missing = 0 AND needs_hash = 0 AND hash_algorithm IS NOT NULL AND content_hash IS NOT NULL`
@@ -529,8 +539,8 @@ WHERE `+hashedWithSQL+` AND hash_algorithm IN (?`+strings.Repeat(",?", len(other
 // second for a million files), and so are the recorded digests of a
 // catalog with no current digest.
 func (s *Store) CatalogAlgorithm(ctx context.Context) (string, error) {
-	var held []any
-	for _, algo := range otherAlgorithms("") { // every algorithm: none is ""
+	var held []string
+	for _, algo := range hashAlgorithms() {
 		var found bool
 		if err := s.DB.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM library_files
 WHERE `+hashedWithSQL+` AND hash_algorithm = ?)`, algo).Scan(&found); err != nil {
@@ -541,7 +551,7 @@ WHERE `+hashedWithSQL+` AND hash_algorithm = ?)`, algo).Scan(&found); err != nil
 		}
 	}
 	if len(held) == 1 {
-		return held[0].(string), nil
+		return held[0], nil
 	}
 	where := hashedWithSQL
 	if len(held) == 0 {
@@ -564,12 +574,10 @@ GROUP BY hash_algorithm ORDER BY COUNT(*) DESC, hash_algorithm LIMIT 1`).Scan(&a
 	if err != nil {
 		return "", fmt.Errorf("read the algorithm of the newest hash job: %w", err)
 	}
-	var p struct {
-		Algorithm string `json:"algorithm"`
-	}
+	var p HashPayload
 	// A payload that names no algorithm this version knows is no choice
 	// to keep; the caller then chooses as for a new catalog.
-	if json.Unmarshal([]byte(payload), &p) != nil || !slices.Contains(otherAlgorithms(""), any(p.Algorithm)) {
+	if json.Unmarshal([]byte(payload), &p) != nil || !slices.Contains(hashAlgorithms(), p.Algorithm) {
 		return "", nil
 	}
 	return p.Algorithm, nil

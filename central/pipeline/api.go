@@ -96,12 +96,12 @@ func (a *API) authUnavailable(auth echo.MiddlewareFunc) echo.MiddlewareFunc {
 				}
 				d := a.Backoff.Delay(attempt)
 				if attempt >= a.Attempts || time.Now().Add(d).After(deadline) || c.Request().Context().Err() != nil {
-					a.Log.Error("pipeline: database unreachable", "error_code", code, "stage", "operator lookup", "attempts", attempt)
+					a.Log.Error("pipeline: database unreachable", "error_code", code, "stage", "operator lookup", "tries", attempt)
 					e := daemon.Errorf(http.StatusServiceUnavailable, code, "the pipeline queue database cannot be reached; retry later")
 					e.RetryAfter = 5
 					return e
 				}
-				a.Log.Warn("pipeline: database unreachable; retrying", "error_code", code, "stage", "operator lookup", "attempt", attempt, "retry_in", d.String())
+				a.Log.Warn("pipeline: database unreachable; retrying", "error_code", code, "stage", "operator lookup", "try", attempt, "retry_in", d.String())
 				time.Sleep(d)
 			}
 		}
@@ -157,7 +157,7 @@ func (a *API) submit(c echo.Context) error {
 		}
 		d := a.Backoff.Delay(attempt)
 		jobLog(a.Log, m, "", nil).Warn("pipeline enqueue: queue unavailable; retrying", "error_code", CodeQueueUnavailable, "reason", ue.Reason,
-			"attempt", attempt, "retry_in", d.String())
+			"try", attempt, "retry_in", d.String())
 		select {
 		case <-bctx.Done():
 		case <-time.After(d):

@@ -76,12 +76,15 @@ func (s *Store) onExpire(ctx context.Context, tx *sql.Tx, expired []lease.Claim,
 		c := expired[i]
 		j := &Job{Claim: c}
 		var maxAttempts int
-		err := tx.QueryRowContext(ctx, s.DB.Rebind(`SELECT idempotency_key, job_type, symbol, asof, max_attempts FROM pipeline_jobs WHERE job_id = ?`), c.ID).
-			Scan(&j.Msg.IdempotencyKey, &j.Msg.JobType, &j.Msg.Symbol, &j.Msg.Asof, &maxAttempts)
+		var created int64
+		// created_at too: a job dead-lettered here ends, and its latency
+		// (enqueue to its end) is measured from it.
+		err := tx.QueryRowContext(ctx, s.DB.Rebind(`SELECT idempotency_key, job_type, symbol, asof, requested_by, created_at, max_attempts FROM pipeline_jobs WHERE job_id = ?`), c.ID).
+			Scan(&j.Msg.IdempotencyKey, &j.Msg.JobType, &j.Msg.Symbol, &j.Msg.Asof, &j.Msg.RequestedBy, &created, &maxAttempts)
 		if err != nil {
 			return err
 		}
-		j.Msg.JobID, j.Msg.Attempt = c.ID, c.Attempt
+		j.Msg.JobID, j.Msg.Attempt, j.Msg.CreatedAt = c.ID, c.Attempt, sqldb.FromMicros(created)
 		f := Fail(CodeVisibilityTimeout, fmt.Sprintf("no heartbeat within the visibility timeout (attempt %d): the worker stopped", c.Attempt))
 		r, err := s.failTx(ctx, tx, j, now, f, maxAttempts, 0)
 		if err != nil {

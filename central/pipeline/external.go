@@ -121,7 +121,9 @@ func (x Exec) Run(ctx context.Context, m JobMessage) (string, error) {
 		if log == nil {
 			log = slog.Default()
 		}
-		log.WarnContext(ctx, "exec job type: "+held+"; its answer is used, the holder is left running", "program", x.Path)
+		// §8: the line carries the job's tracing fields like every line
+		// about a run.
+		jobLog(log, m, StatusRunning, nil).WarnContext(ctx, "exec job type: "+held+"; its answer is used, the holder is left running", "program", x.Path)
 	}
 	if out.Overflowed() {
 		return "", Fail(CodeInvalidAnswer, fmt.Sprintf("refused answer: more than %d bytes on stdout", MaxAnswerBytes))

@@ -19,7 +19,7 @@ import (
 // contract answer stands, with a warning naming the holder; no answer is
 // refused as INVALID_ANSWER (a wrapper that daemonises the real stage
 // fails the same way on every attempt), its message naming the holder,
-// never os/exec's bare "WaitDelay expired".
+// never os/exec's bare "WaitDelay expired". The warning names the job.
 func TestExecOutputHeldAfterExit(t *testing.T) {
 	cases := []struct {
 		name, then string // then: the program's last line
@@ -53,6 +53,13 @@ func TestExecOutputHeldAfterExit(t *testing.T) {
 			}
 			if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "outside its process group") {
 				t.Fatalf("no warning naming the holder logged: %q", logs.String())
+			}
+			// §2, §8: a line about a job run carries its tracing fields.
+			for _, f := range []string{"job_id=" + msg.JobID, "idempotency_key=" + msg.IdempotencyKey, "symbol=" + msg.Symbol,
+				"asof=" + msg.Asof, "status=" + StatusRunning, "attempt=1"} {
+				if !strings.Contains(logs.String(), f) {
+					t.Errorf("warning lacks %s: %q", f, logs.String())
+				}
 			}
 		})
 	}

@@ -3,11 +3,13 @@ package pipeline
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"time"
 
+	"github.com/vesta-cx/euterpe/daemon/lease"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 )
 
@@ -38,7 +40,11 @@ type Scheduler struct {
 	// Tick is the longest sleep between checks (new edges are picked up
 	// within it); default a minute.
 	Tick time.Duration
-	Log  *slog.Logger
+	// Backoff spaces the tries after a run that failed (the queue
+	// unavailable: §3.3 has a producer retry with exponential back-off),
+	// each wait at most Tick; zero: from 1 s up to Tick.
+	Backoff lease.Backoff
+	Log     *slog.Logger
 	// Now is the clock the days owed and the slots are judged by; nil is
 	// the database's (Store.Now), the one clock of the lease protocol, so
 	// a pod whose own clock is off by hours owes the same days, at the same
@@ -169,7 +175,11 @@ func (s *Scheduler) schedule(ctx context.Context, jobType, sym, asof string) (bo
 		return err
 	})
 	if err != nil {
-		return false, unavailable(CodeQueueUnavailable, fmt.Errorf("pipeline scheduler: %w", err))
+		err = unavailable(CodeQueueUnavailable, fmt.Errorf("pipeline scheduler: %w", err))
+		// The message has its job id: the line names the job (§8), as the
+		// API's retries of a submit do.
+		jobLog(s.Log, m, "", nil).Warn("pipeline scheduler: enqueue failed; retrying with back-off", unavailableAttrs(err)...)
+		return false, err
 	}
 	if marked {
 		st.submitted(m, out)
@@ -207,18 +217,33 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	if tick <= 0 {
 		tick = time.Minute
 	}
+	backoff := s.Backoff
+	if backoff.Base <= 0 {
+		backoff.Base = time.Second
+	}
+	if backoff.Cap <= 0 || backoff.Cap > tick {
+		backoff.Cap = tick
+	}
+	failures := 0
 	for {
-		if n, err := s.RunOnce(ctx); err != nil && ctx.Err() == nil {
-			s.Log.Warn("pipeline scheduler: will retry", "err", Redact(err.Error()))
-		} else if n > 0 {
-			s.Log.Info("pipeline scheduler: enqueued the daily jobs", "jobs", n)
-		}
+		n, err := s.RunOnce(ctx)
 		now := s.now().UTC()
 		next := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC).Add(s.At)
 		if !next.After(now) {
 			next = next.AddDate(0, 0, 1)
 		}
 		wait := min(next.Sub(now)+time.Second, tick)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			failures++
+			wait = min(wait, backoff.Delay(failures))
+			s.Log.Warn("pipeline scheduler: will retry", append(unavailableAttrs(err), "failures", failures, "retry_in", wait.String())...)
+		case err == nil:
+			failures = 0
+			if n > 0 {
+				s.Log.Info("pipeline scheduler: enqueued the daily jobs", "jobs", n)
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -271,4 +296,15 @@ func ParseSymbols(v string) (map[string][]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// unavailableAttrs are the log attributes of a failed run: the contract
+// code and /ready reason of an unreachable database, and the redacted
+// error.
+func unavailableAttrs(err error) []any {
+	var ue *UnavailableError
+	if errors.As(err, &ue) {
+		return []any{"error_code", ue.Code, "reason", ue.Reason, "err", Redact(err.Error())}
+	}
+	return []any{"err", Redact(err.Error())}
 }

@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
 
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
@@ -20,23 +18,9 @@ import (
 // errCut is the connection dropping while a result is being read.
 var errCut = io.ErrUnexpectedEOF
 
-// cutConnector opens real connections whose reads of the schedule marks
-// end with errCut after the first row, as a connection lost halfway
-// through a result would.
-type cutConnector struct {
-	open func() (driver.Conn, error)
-}
-
-func (c cutConnector) Connect(context.Context) (driver.Conn, error) {
-	cn, err := c.open()
-	if err != nil {
-		return nil, err
-	}
-	return cutConn{cn}, nil
-}
-
-func (c cutConnector) Driver() driver.Driver { return nil }
-
+// cutConn is a real connection whose reads of the schedule marks end
+// with errCut after the first row, as a connection lost halfway through a
+// result would.
 type cutConn struct{ driver.Conn }
 
 func (c cutConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
@@ -61,15 +45,7 @@ func (r *cutRows) Next(dest []driver.Value) error {
 
 // cutDB is a handle on db's database whose schedule-mark reads are cut.
 func cutDB(t *testing.T, db *sqldb.DB) *sqldb.DB {
-	t.Helper()
-	open := func() (driver.Conn, error) { return stdlib.GetDefaultDriver().Open(dbURL(t, db)) }
-	if db.Engine == sqldb.SQLite {
-		drv, dsn := db.DB.Driver(), sqldb.SQLiteDSN(db.Path)
-		open = func() (driver.Conn, error) { return drv.Open(dsn) }
-	}
-	h := sql.OpenDB(cutConnector{open: open})
-	t.Cleanup(func() { _ = h.Close() })
-	return &sqldb.DB{DB: h, Engine: db.Engine}
+	return wrapDB(t, db, func(c driver.Conn) driver.Conn { return cutConn{c} })
 }
 
 // TestSchedulerCutMarksRead: a read of the schedule marks cut off halfway

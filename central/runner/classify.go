@@ -21,7 +21,7 @@ var storageClasses = map[storage.Class]inbox.Class{
 
 // Errors of the runner's own making.
 var (
-	// ErrOutputTooLarge: an output of a >1 GiB source grew past 200 % of it.
+	// ErrOutputTooLarge: an output of a >1 GB source grew past 200 % of it.
 	ErrOutputTooLarge = errors.New("output exceeds 200% of the source size")
 	// ErrRefreshExhausted: storage kept refusing the credentials and the
 	// job's refresh budget is spent (or it has no refresh_url).

@@ -16,6 +16,10 @@ func SetGuardThreshold(n int64) func() {
 	return func() { guardThreshold = old }
 }
 
+// OutputLimit is the §11 guardrail's cap on each output of a source of
+// srcSize bytes (0: none).
+func OutputLimit(srcSize int64) int64 { return outputLimit(srcSize) }
+
 // SetBeforeOutputs makes r call fn after transcoding, before it writes any
 // output object: where a test pauses an attempt.
 func SetBeforeOutputs(r *Runner, fn func(j *inbox.Job)) { r.beforeOutputs = fn }

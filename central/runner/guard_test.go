@@ -15,7 +15,7 @@ import (
 // TestOutputGuardrail: for a source above the guardrail size, an output
 // growing past 200 % of the source fails the job with output_too_large
 // (no retry), and ffmpeg is stopped as soon as it passes the limit. The
-// 1 GiB threshold is lowered for the test: a small lossy source decoded to
+// 1 GB threshold is lowered for the test: a small lossy source decoded to
 // lossless 96 kHz FLAC grows far past twice its size.
 func TestOutputGuardrail(t *testing.T) {
 	defer runner.SetGuardThreshold(1)()
@@ -36,4 +36,25 @@ func TestOutputGuardrail(t *testing.T) {
 		}
 		e.scratchEmpty()
 	})
+}
+
+// TestOutputLimitThreshold: the §11 guardrail applies to sources above
+// 1 GB (10^9 bytes, so a source between 1 GB and 1 GiB is capped too) and
+// caps each output at 200 % of the source (an output of exactly twice the
+// source passes); smaller sources have no cap.
+func TestOutputLimitThreshold(t *testing.T) {
+	const gb, gib = int64(1_000_000_000), int64(1) << 30
+	for _, c := range []struct {
+		src, want int64
+	}{
+		{0, 0},
+		{gb, 0},
+		{gb + 1, 2 * (gb + 1)},
+		{gib, 2 * gib},
+		{4 * gib, 8 * gib},
+	} {
+		if got := runner.OutputLimit(c.src); got != c.want {
+			t.Errorf("source of %d bytes: each output capped at %d, want %d", c.src, got, c.want)
+		}
+	}
 }

@@ -21,12 +21,23 @@ import (
 	"github.com/vesta-cx/euterpe/daemon/lease"
 )
 
-// guardThreshold is the source size (1 GiB) above which each output must
-// stay within guardFactor times the source (contract §11). A variable only
-// so tests can lower it instead of moving gigabytes.
-var guardThreshold int64 = 1 << 30
+// guardThreshold is the source size (1 GB, §11's ">1GB" read as 10^9
+// bytes: the stricter reading, so no source the contract caps escapes it)
+// above which each output must stay within guardFactor times the source.
+// A variable only so tests can lower it instead of moving gigabytes.
+var guardThreshold int64 = 1_000_000_000
 
 const guardFactor = 2
+
+// outputLimit is the most bytes each output of a source of srcSize bytes
+// may take, or 0 for no limit: guardFactor times a source above
+// guardThreshold. An output of exactly that size is within the limit.
+func outputLimit(srcSize int64) int64 {
+	if srcSize > guardThreshold {
+		return guardFactor * srcSize
+	}
+	return 0
+}
 
 // Process runs one claimed job to its end: success, a recorded failure, or
 // a silent stop when the lease turns out to be lost. Its scratch directory
@@ -140,12 +151,8 @@ func (r *Runner) execute(ctx context.Context, j *inbox.Job, dir string, log *slo
 	if err := r.jobs.Advance(ctx, j, schema.StatusProcessing); err != nil {
 		return err
 	}
-	var limit int64
-	if srcSize > guardThreshold {
-		limit = guardFactor * srcSize
-	}
 	wd.touch()
-	outs, err := r.transcodeAll(ctx, j, wd, rends, srcPath, dir, limit)
+	outs, err := r.transcodeAll(ctx, j, wd, rends, srcPath, dir, outputLimit(srcSize))
 	if err != nil {
 		return err
 	}

@@ -245,3 +245,42 @@ func TestVerifyReplayOutlivesNonceWindow(t *testing.T) {
 		})
 	}
 }
+
+// expiryRecorder is a NonceStore that keeps the expiry it was asked for.
+type expiryRecorder struct{ expires time.Time }
+
+func (r *expiryRecorder) Remember(_ context.Context, _ string, expires, _ time.Time) error {
+	r.expires = expires
+	return nil
+}
+
+// TestNonceRememberedAtLeastFiveMinutes: whatever Skew and NonceWindow
+// say, a verified nonce is remembered for at least five minutes (contract
+// §8), longer when the window or the skew asks for more.
+func TestNonceRememberedAtLeastFiveMinutes(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	body := []byte(`{"event_id":"evt_1"}`)
+	for _, c := range []struct {
+		name         string
+		skew, window time.Duration
+		atLeast      time.Duration
+	}{
+		{"defaults", 0, 0, 2 * DefaultSkew},
+		{"short skew and window", time.Minute, time.Minute, 5 * time.Minute},
+		{"short skew, default window", 30 * time.Second, 0, 5 * time.Minute},
+		{"default skew, window of a second", 0, time.Second, 5 * time.Minute},
+		{"window longer than the floor", time.Minute, 7 * time.Minute, 7 * time.Minute},
+		{"skew longer than the window", 10 * time.Minute, time.Minute, 10 * time.Minute},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := &expiryRecorder{}
+			v := &Verifier{Secrets: [][]byte{[]byte("k")}, Skew: c.skew, NonceWindow: c.window, Nonces: rec}
+			if _, err := v.Verify(context.Background(), signed(t, now, body, "k"), body, now); err != nil {
+				t.Fatal(err)
+			}
+			if got := rec.expires.Sub(now); got < c.atLeast {
+				t.Fatalf("nonce remembered for %s, want at least %s", got, c.atLeast)
+			}
+		})
+	}
+}

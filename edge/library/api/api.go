@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -358,10 +360,31 @@ func (h *Handlers) thumbnail(c echo.Context) error {
 		if t.Format == store.FormatWebP {
 			ct = "image/webp"
 		}
+		f, err := h.Policy.OpenReady(t)
+		if err != nil {
+			// Admission found the file a moment ago: gone since (a
+			// cleanup, a cleared cache), the next request renders it again.
+			if errors.Is(err, fs.ErrNotExist) {
+				return &daemon.APIError{Status: http.StatusServiceUnavailable, Code: "thumbnail_gone",
+					Message: "the thumbnail's cache file was removed; ask again to render it", RetryAfter: 1}
+			}
+			return fmt.Errorf("thumbnail %d: %w", t.ID, err)
+		}
+		defer f.Close()
+		st, err := f.Stat()
+		if err != nil {
+			return fmt.Errorf("thumbnail %d: %w", t.ID, err)
+		}
 		c.Response().Header().Set(echo.HeaderContentType, ct)
 		c.Response().Header().Set("Cache-Control", "private, max-age=3600")
-		return c.File(t.OutputPath)
+		http.ServeContent(c.Response(), c.Request(), "", st.ModTime(), f)
+		return nil
 	case store.StatusFailed:
+		if h.Policy.ThumbMaxAttempts > 0 && t.ErrorCount >= int64(h.Policy.ThumbMaxAttempts) {
+			// Not retried: saying "later" would have clients ask for ever.
+			return daemon.Errorf(http.StatusUnprocessableEntity, "thumbnail_failed",
+				"thumbnail failed (%s) after %d attempts; it is rendered again once the file changes", deref(t.ErrorCode), t.ErrorCount)
+		}
 		ae := daemon.Errorf(http.StatusServiceUnavailable, "thumbnail_failed", "thumbnail failed (%s); retried later", deref(t.ErrorCode))
 		if t.RetryAfter != nil {
 			if s := (*t.RetryAfter - h.Store.NowMS() + 999) / 1000; s > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/vesta-cx/euterpe/edge/library/policy"
@@ -177,5 +178,63 @@ func TestCleanupOfUngroupedRowsStaysInThumbs(t *testing.T) {
 				t.Fatalf("original changed: %v", err)
 			}
 		})
+	}
+}
+
+// TestCleanupDeletesOnlyTerminalRows: the group's rows admitted after the
+// cleanup was claimed (pending, or running with its output already renamed
+// into place) are neither deleted nor have their cache files removed; only
+// ready and failed rows go (§4.4, terminal-state safe). The admissions are
+// made by a trigger on the claim itself, so they land between the claim and
+// the work.
+func TestCleanupDeletesOnlyTerminalRows(t *testing.T) {
+	e := newEnv(t, true)
+	ctx := context.Background()
+	group := "blake3:" + strings.Repeat("ab", 32)
+	out := func(name string) string {
+		p := filepath.Join(e.x.Thumbs.Path(), name)
+		if err := os.WriteFile(p, []byte("cache"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	rows := map[string]struct {
+		status, path string
+		stays        bool
+	}{
+		"ready":   {store.StatusReady, out("1_16.jpg"), false},
+		"failed":  {store.StatusFailed, out("2_16.jpg"), false},
+		"pending": {store.StatusPending, out("3_16.jpg"), true},
+		"running": {store.StatusRunning, out("4_16.jpg"), true},
+	}
+	for _, name := range []string{"ready", "failed"} {
+		r := rows[name]
+		insertRow(t, e, "thumbnails", map[string]any{"file_id": 1, "group_key": group, "status": r.status, "output_path": r.path})
+	}
+	mustExecT(t, e, `CREATE TRIGGER admit_after_claim AFTER UPDATE OF status ON thumbnail_cleanup_jobs WHEN NEW.status = 'running'
+BEGIN
+  INSERT INTO thumbnails(file_id, group_key, status, output_path) VALUES (3, NEW.group_key, 'pending', '`+rows["pending"].path+`');
+  INSERT INTO thumbnails(file_id, group_key, status, output_path, worker_id, lease_expires_at)
+    VALUES (4, NEW.group_key, 'running', '`+rows["running"].path+`', 'w#1', 9000000000000);
+END`)
+	id := insertRow(t, e, "thumbnail_cleanup_jobs", map[string]any{"group_key": group, "status": "pending", "execute_after": 0})
+	if did, err := e.x.RunCleanupOnce(ctx); !did || err != nil {
+		t.Fatalf("cleanup did=%v err=%v", did, err)
+	}
+	var status string
+	e.st.DB.QueryRow(`SELECT status FROM thumbnail_cleanup_jobs WHERE id = ?`, id).Scan(&status)
+	if status != store.StatusCompleted {
+		t.Fatalf("cleanup %s", status)
+	}
+	for name, r := range rows {
+		var n int
+		e.st.DB.QueryRow(`SELECT COUNT(*) FROM thumbnails WHERE output_path = ? AND status = ?`, r.path, r.status).Scan(&n)
+		_, err := os.Stat(r.path)
+		if r.stays && (n != 1 || err != nil) {
+			t.Errorf("%s row: %d rows left, cache file %v; want it untouched", name, n, err)
+		}
+		if !r.stays && (n != 0 || !os.IsNotExist(err)) {
+			t.Errorf("%s row: %d rows left, cache file %v; want both gone", name, n, err)
+		}
 	}
 }

@@ -427,7 +427,17 @@ WHERE id = ?2 AND status = 'failed' AND COALESCE(retry_after, 0) <= ?1
   AND (SELECT COUNT(*) FROM thumbnails WHERE status IN ('pending','running')) < ?3
 RETURNING `+thumbCols, now, t.ID, p.ThumbQueueCapacity))
 	if errors.Is(err, sql.ErrNoRows) {
-		return t, nil
+		// Another request requeued or replaced it first, or the queue is
+		// full: a row still failed and due waits for room, which is the
+		// queue being full (429), not a render waiting for its retry_after.
+		cur, err := p.latestThumb(ctx, t.FileID, t.Format, t.MaxSize)
+		if err != nil {
+			return t, err
+		}
+		if cur.ID == t.ID && cur.Status == store.StatusFailed && (cur.RetryAfter == nil || *cur.RetryAfter <= now) {
+			return Thumb{}, ErrQueueFull
+		}
+		return cur, nil
 	}
 	if err == nil {
 		p.wake()

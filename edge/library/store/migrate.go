@@ -164,6 +164,13 @@ func migrate0010(ctx context.Context, tx *sql.Tx) error {
 			return err
 		}
 	}
+	// An index of that name from an earlier build may have a case-sensitive
+	// predicate, under which an uppercase active row ('RUNNING') stood beside
+	// a lowercase one: lowercasing them would violate it. It goes first; the
+	// §5 index is rebuilt once the rows are normalised and resolved.
+	if _, err := tx.ExecContext(ctx, `DROP INDEX IF EXISTS ix_jobs_single_active_scan_hash`); err != nil {
+		return err
+	}
 	for _, l := range LegalValues {
 		if l.Table == "library_files" {
 			continue // 0011 owns library_files
@@ -171,9 +178,6 @@ func migrate0010(ctx context.Context, tx *sql.Tx) error {
 		if err := lowercase(ctx, tx, l.Table, l.Column); err != nil {
 			return err
 		}
-	}
-	if _, err := tx.ExecContext(ctx, `DROP INDEX IF EXISTS ix_jobs_single_active_scan_hash`); err != nil {
-		return err
 	}
 	if err := resolveDuplicateActive(ctx, tx); err != nil {
 		return err

@@ -1,7 +1,10 @@
 package ship
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,7 +16,8 @@ import (
 )
 
 // Whatever answers at the sync URL instead of central — a redirect, a page
-// that is not central's result, a body that never ends or never stops, a
+// that is not central's result, an answer over 64 KiB (even one that
+// starts as central's result), a body that never ends or never stops, a
 // 429 without Retry-After — neither deletes the batch nor sets it aside,
 // and the sender waits longer after each such answer instead of resending
 // at once. Once central answers again, everything ships.
@@ -36,6 +40,14 @@ func TestBadAnswersKeepTheBatchAndBackOff(t *testing.T) {
 					return
 				}
 			}
+		}},
+		{"200 result past 64 KiB", actBackoff, func(w http.ResponseWriter, r *http.Request) {
+			// Counts that match the batch, then more than the sender reads.
+			gz, _ := io.ReadAll(r.Body)
+			raw, _ := wire.Decompress(gz, wire.MaxBodyBytes)
+			b, _ := wire.Decode(raw)
+			_, _ = fmt.Fprintf(w, `{"accepted":%d,"duplicates":0,"gaps":%d}`, len(b.Events), len(b.Dropped))
+			_, _ = w.Write(bytes.Repeat([]byte(" "), 64<<10))
 		}},
 		{"200 never ends", actBackoff, func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusOK)

@@ -68,6 +68,81 @@ func TestProxyBodyLimitSplitsBatches(t *testing.T) {
 	assert.LessOrEqual(t, refused.Load(), int32(5), "the refused size is remembered, not met again and again")
 }
 
+// The body limit learnt from a proxy's 413 is kept for an hour: batches
+// stay below it. Past the hour it is forgotten and batches grow back
+// towards full size: a limit still in place is met again (and learnt
+// again), a limit raised meanwhile lets full batches through.
+func TestProxyBodyLimitIsForgottenAfterAnHour(t *testing.T) {
+	for _, raise := range []bool{false, true} {
+		t.Run(fmt.Sprintf("raised %v", raise), func(t *testing.T) {
+			h := newHarness(t, 64<<20, nil)
+			var limit atomic.Int64
+			var refused atomic.Int32
+			limit.Store(6 << 10)
+			proxyLimit(h, &limit, &refused)
+			ctx := context.Background()
+			ship := func(jobs int) (largest int) {
+				t.Helper()
+				var ids []string
+				for i := 0; i < jobs; i++ {
+					ids = append(ids, h.jobs(1, 8, fmt.Sprintf(`{"text":"token %d of a reply long enough to matter"}`, i))...)
+				}
+				want := h.written(ids)
+				for {
+					n, err := h.sh.MoveOnce(ctx)
+					require.NoError(t, err)
+					if n == 0 {
+						break
+					}
+				}
+				for i := 0; ; i++ {
+					require.Less(t, i, 200)
+					r := h.sh.SendOnce(ctx)
+					if r.Idle {
+						break
+					}
+					require.NotEqual(t, actBackoff, r.Action, "%+v", r)
+					if r.Action == actAccepted {
+						largest = max(largest, r.Events+r.Gaps)
+					}
+				}
+				got := h.rc.Events()
+				for id := range want {
+					require.Contains(t, got, id)
+				}
+				return largest
+			}
+			// Learnt from the sizes refused, from above: a round with no
+			// refusal has the batches settled below it.
+			var largest int
+			for i, before := 0, int32(-1); refused.Load() != before; i++ {
+				require.Less(t, i, 6, "refused again and again within the hour")
+				before = refused.Load()
+				largest = ship(50)
+			}
+			learnt := refused.Load()
+			require.Positive(t, learnt)
+			require.Positive(t, h.sh.state.bodyLimit)
+			require.Less(t, largest, wire.MaxEvents, "within the hour batches stay below the limit")
+
+			if raise {
+				limit.Store(1 << 30)
+			}
+			h.sh.state.limitAt = h.sh.state.limitAt.Add(-time.Hour - time.Minute)
+			largest = ship(100)
+			if raise {
+				assert.Equal(t, learnt, refused.Load(), "nothing refused")
+				assert.Equal(t, wire.MaxEvents, largest, "batches grew back to full size")
+				assert.Zero(t, h.sh.state.bodyLimit)
+			} else {
+				assert.Greater(t, refused.Load(), learnt, "the limit was tried again")
+				assert.Positive(t, h.sh.state.bodyLimit, "and learnt again")
+			}
+			assert.Zero(t, h.sh.Quarantined())
+		})
+	}
+}
+
 // One event alone over a proxy's limit is not central's verdict on it:
 // raising the limit lets it through. It is kept, and the sender backs off
 // and says once, at error level, what refused which size; once the limit

@@ -81,9 +81,13 @@ var ErrNotBatchResult = errors.New("sync: a 2xx answer that is not central's ans
 
 // checkBatchResult accepts resp only as central's answer to a batch of
 // events events and gaps gaps: a wire.BatchResult in which every event is
-// accounted for, new or duplicate. Unknown fields are allowed, so a newer
+// accounted for, new or duplicate, within maxAnswer bytes (the rest of a
+// longer one was never read). Unknown fields are allowed, so a newer
 // central may say more.
 func checkBatchResult(resp []byte, events, gaps int) error {
+	if len(resp) > maxAnswer {
+		return fmt.Errorf("%w: an answer over %d bytes", ErrNotBatchResult, maxAnswer)
+	}
 	var res struct {
 		Accepted   *int `json:"accepted"`
 		Duplicates *int `json:"duplicates"`

@@ -399,8 +399,8 @@ func (s *Shipper) gap(g spool.Gap) wire.Gap {
 // event — above all a job's terminal one, whose data is the job's result
 // and whose arrival is the job's status — is held back for its data.
 // Invalid UTF-8 (a backend's Latin-1 text, passed through as it came)
-// becomes U+FFFD, as encoding/json does when it decodes; it can only sit
-// inside JSON strings, so the data stays JSON. Data over wire.MaxDataBytes
+// becomes U+FFFD, one for each run of bad bytes; it can only sit inside
+// JSON strings, so the data stays JSON. Data over wire.MaxDataBytes
 // is replaced by a note of its size: the whole of it stays on the edge.
 func sendable(data []byte) []byte {
 	n := len(data)
@@ -451,8 +451,13 @@ func (s *Shipper) encode(p spool.Pending) (wire.Batch, []byte, spool.Pending, er
 	}
 }
 
+// maxAnswer is the most of an answer the sender reads: central's are a
+// few dozen bytes.
+const maxAnswer = 64 << 10
+
 // post sends body to central's path, signed by sign, and reads at most
-// 64 KiB of the answer.
+// maxAnswer bytes of the answer, and one more to tell a longer one
+// (checkBatchResult refuses it).
 func (s *Shipper) post(ctx context.Context, path string, body []byte, sign func(*http.Request) error) (int, http.Header, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.URL+path, bytes.NewReader(body))
 	if err != nil {
@@ -468,7 +473,7 @@ func (s *Shipper) post(ctx context.Context, path string, body []byte, sign func(
 		return 0, nil, nil, err
 	}
 	defer resp.Body.Close()
-	out, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	out, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
 	return resp.StatusCode, resp.Header, out, nil
 }
 

@@ -88,12 +88,15 @@ func TestSpoolInFlightBatchSurvivesRestart(t *testing.T) {
 	}
 }
 
-// Once the sender settles its batch (Ack or Quarantine) nothing is in
-// flight, on disk too: after a restart the budget may drop what the last
-// Next handed out beyond the part that was sent.
+// Once the sender settles its whole batch (Ack or Quarantine) nothing is
+// in flight, on disk too. A batch settled in part (cut after an attempt of
+// the whole that timed out) keeps the rest protected until the next Next,
+// across a restart too: that attempt may have carried it to central, and
+// a gap for events central has would count them twice. The budget drops
+// the newer deltas instead.
 func TestSpoolSettledBatchClearsInFlightMarker(t *testing.T) {
 	d := deltas("a", 1, 6)
-	for _, tc := range []struct {
+	settles := []struct {
 		name   string
 		settle func(context.Context, *spool.Spool, spool.Pending) error
 	}{
@@ -101,38 +104,60 @@ func TestSpoolSettledBatchClearsInFlightMarker(t *testing.T) {
 		{"quarantine", func(ctx context.Context, sp *spool.Spool, p spool.Pending) error {
 			return sp.Quarantine(ctx, p, spool.Quarantined{Status: 400, Code: "invalid_batch", Body: []byte("{}")})
 		}},
+	}
+	for _, part := range []struct {
+		name      string
+		settled   int    // rows of the batch of five settled
+		wantMark  bool   // the marker stays on the batch's last row
+		wantGap   string // the first entry the budget drops ("" none)
+		wantAdded int
+	}{
+		{"whole", 5, false, "", 1},
+		{"part", 2, true, d[5].Entry, 1},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
-			path := filepath.Join(t.TempDir(), spool.File)
-			sp, err := spool.Open(ctx, path, 1<<20)
-			require.NoError(t, err)
-			_, err = sp.Add(ctx, d[:5])
-			require.NoError(t, err)
-			p, err := sp.Next(ctx, 10, 10, 1<<20)
-			require.NoError(t, err)
-			require.Len(t, p.Rows, 5)
-			// The shipper sent only a prefix (the batch was cut to fit).
-			require.NoError(t, tc.settle(ctx, sp, spool.Pending{Rows: p.Rows[:2]}))
-			mem, file, err := spool.InFlight(ctx, sp)
-			require.NoError(t, err)
-			assert.Zero(t, mem)
-			assert.Zero(t, file)
-			require.NoError(t, sp.Close())
+		for _, tc := range settles {
+			t.Run(part.name+" "+tc.name, func(t *testing.T) {
+				ctx := context.Background()
+				path := filepath.Join(t.TempDir(), spool.File)
+				sp, err := spool.Open(ctx, path, 1<<20)
+				require.NoError(t, err)
+				_, err = sp.Add(ctx, d[:5])
+				require.NoError(t, err)
+				p, err := sp.Next(ctx, 10, 10, 1<<20)
+				require.NoError(t, err)
+				require.Len(t, p.Rows, 5)
+				require.NoError(t, tc.settle(ctx, sp, spool.Pending{Rows: p.Rows[:part.settled]}))
+				want := int64(0)
+				if part.wantMark {
+					want = p.Rows[4].Seq
+				}
+				mem, file, err := spool.InFlight(ctx, sp)
+				require.NoError(t, err)
+				assert.Equal(t, want, mem)
+				assert.Equal(t, want, file)
+				require.NoError(t, sp.Close())
 
-			sp = open(t, path, rowsBudget(3, d[0]))
-			mem, file, err = spool.InFlight(ctx, sp)
-			require.NoError(t, err)
-			assert.Zero(t, mem)
-			assert.Zero(t, file)
-			res, err := sp.Add(ctx, d[5:])
-			require.NoError(t, err)
-			assert.Equal(t, spool.AddResult{Added: 1, Dropped: 1}, res)
-			next, err := sp.Next(ctx, 10, 10, 1<<20)
-			require.NoError(t, err)
-			require.Len(t, next.Gaps, 1)
-			assert.Equal(t, d[2].Entry, next.Gaps[0].FirstEntry, "the oldest unsent delta went")
-		})
+				sp = open(t, path, rowsBudget(3, d[0]))
+				mem, file, err = spool.InFlight(ctx, sp)
+				require.NoError(t, err)
+				assert.Equal(t, want, mem, "restored on open")
+				assert.Equal(t, want, file)
+				res, err := sp.Add(ctx, d[5:])
+				require.NoError(t, err)
+				assert.Equal(t, part.wantAdded, res.Added)
+				next, err := sp.Next(ctx, 10, 10, 1<<20)
+				require.NoError(t, err)
+				if part.wantGap == "" {
+					assert.Zero(t, res.Dropped)
+					assert.Empty(t, next.Gaps)
+					return
+				}
+				assert.Equal(t, 1, res.Dropped)
+				require.Len(t, next.Gaps, 1)
+				assert.Equal(t, part.wantGap, next.Gaps[0].FirstEntry, "the newest delta went, not one of the batch")
+				assert.Equal(t, entries(rowsOf(d[part.settled:5])), entries(next.Rows), "the rest of the batch is sent again")
+			})
+		}
 	}
 }
 

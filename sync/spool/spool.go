@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -150,6 +151,9 @@ func Open(ctx context.Context, path string, maxBytes int64) (*Spool, error) {
 }
 
 func open(ctx context.Context, path string, maxBytes int64) (*Spool, error) {
+	if err := private(path); err != nil {
+		return nil, fmt.Errorf("spool %s: %w", path, err)
+	}
 	db, err := sql.Open("sqlite", sqldb.SQLiteDSN(path, "synchronous(FULL)", "cache_size(-256)"))
 	if err != nil {
 		return nil, fmt.Errorf("spool %s: %w", path, err)
@@ -175,10 +179,39 @@ func (s *Spool) init(ctx context.Context) error {
 		return err
 	}
 	s.insFull = ins
-	_ = os.Chmod(s.path, 0o600) // job data: the daemon's user only
+	narrow(s.path)
 	return s.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(size), 0), (SELECT COUNT(*) FROM quarantine),
   (SELECT COALESCE(MAX(seq), 0) FROM inflight), (SELECT COUNT(*) FROM tombstones) FROM events`).
 		Scan(&s.events, &s.bytes, &s.quarantined, &s.inflight, &s.tombs)
+}
+
+// private makes the spool's files the daemon's user's only: they hold job
+// data. SQLite creates the WAL and shared-memory files with the mode of
+// the database file, so a missing database file is created 0600 first
+// (whatever the umask); files an older edge left readable are narrowed. A
+// path that exists, even as a link to nowhere, is left for SQLite to open
+// or refuse.
+func private(path string) error {
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		if f != nil {
+			_ = f.Close()
+		}
+	}
+	narrow(path)
+	return nil
+}
+
+// narrow sets the spool's files that exist to 0600. Open calls it again
+// once the schema is written: a file SQLite created itself (through a
+// link) and its WAL got the umask's mode.
+func narrow(path string) {
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		_ = os.Chmod(path+suffix, 0o600)
+	}
 }
 
 // Close closes the file.
@@ -347,10 +380,10 @@ WHERE type = ? AND seq > ? ORDER BY seq LIMIT ?`, DroppedType, s.inflight, limit
 }
 
 // recordGap extends the job's open (unsealed) gap with r, or opens one.
-// Drops go oldest first, but a batch settled in part (cut to fit, or an
-// event set aside) leaves rows older than the drops made while it was out;
-// a gap is a run of entries in order, so such a row closes the open gap
-// (sealed: it goes out as it is) and opens the next one.
+// Drops go oldest first and never touch rows in flight, so each comes
+// after its job's open gap; should one ever come before the gap's last
+// entry, it closes that gap (sealed: it goes out as it is) and opens the
+// next one, so a gap stays a run of entries in order.
 func recordGap(ctx context.Context, tx *sql.Tx, r dropRow) error {
 	var id int64
 	var last string
@@ -467,8 +500,11 @@ func (s *Spool) setInflight(ctx context.Context, tx *sql.Tx, top int64) error {
 
 // Ack deletes what central accepted: p's gaps, and every row from p's first
 // to its last seq, so p.Rows must be a run of consecutive rows of one Next
-// (the shipper splits a Next only into such runs). Nothing is in flight
-// afterwards: the rest of that Next, if any, was never sent.
+// (the shipper splits a Next only into such runs). Rows of that Next that
+// p leaves stay in flight, protected from the budget, until they are
+// settled or the next Next hands them out again: an earlier attempt of a
+// larger part of it (one that timed out, then halved) may have carried
+// them to central. Once none is left nothing is in flight.
 func (s *Spool) Ack(ctx context.Context, p Pending) error {
 	return s.remove(ctx, p, nil)
 }
@@ -483,7 +519,7 @@ type Quarantined struct {
 }
 
 // Quarantine moves p into the quarantine table in one transaction; like
-// Ack, it ends the batch in flight.
+// Ack, it ends the batch in flight once no row of it is left.
 func (s *Spool) Quarantine(ctx context.Context, p Pending, q Quarantined) error {
 	return s.remove(ctx, p, &q)
 }
@@ -494,9 +530,9 @@ func (s *Spool) remove(ctx context.Context, p Pending, q *Quarantined) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var freed, n, pruned int64
+	var freed, n, pruned, keep int64
 	err := sqldb.InTx(ctx, s.db, func(tx *sql.Tx) error {
-		freed, n, pruned = 0, 0, 0
+		freed, n, pruned, keep = 0, 0, 0, s.inflight
 		if q != nil {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO quarantine (at_ms, status, code, message, events, gaps, body) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 				s.Now().UnixMilli(), q.Status, q.Code, daemon.CapMessage(q.Message), len(p.Rows), len(p.Gaps), string(q.Body)); err != nil {
@@ -506,11 +542,6 @@ func (s *Spool) remove(ctx context.Context, p Pending, q *Quarantined) error {
 			if pruned, err = s.pruneQuarantine(ctx, tx); err != nil {
 				return err
 			}
-		}
-		// The sender answers for one batch at a time: whatever it had out
-		// is settled now, and rows left from its Next were never sent.
-		if err := s.setInflight(ctx, tx, 0); err != nil {
-			return err
 		}
 		if k := len(p.Rows); k > 0 {
 			lo, hi := p.Rows[0].Seq, p.Rows[k-1].Seq
@@ -526,14 +557,28 @@ func (s *Spool) remove(ctx context.Context, p Pending, q *Quarantined) error {
 				return err
 			}
 		}
-		return nil
+		// Rows of the last Next that p leaves may have reached central
+		// with an attempt never answered (one that timed out, after which
+		// the sender halved the batch): dropped now, central would have
+		// them and count them in a gap. They stay in flight until settled
+		// or handed out again by the next Next.
+		if keep > 0 {
+			var left bool
+			if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM events WHERE seq <= ?)`, keep).Scan(&left); err != nil {
+				return err
+			}
+			if !left {
+				keep = 0
+			}
+		}
+		return s.setInflight(ctx, tx, keep)
 	})
 	if err != nil {
 		return fmt.Errorf("spool remove: %w", err)
 	}
 	s.events -= n
 	s.bytes -= freed
-	s.inflight = 0
+	s.inflight = keep
 	if q != nil {
 		s.quarantined += 1 - pruned
 		s.pruned.Add(pruned)

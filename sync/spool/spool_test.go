@@ -222,9 +222,10 @@ func TestQuarantineKeepsWithinBudget(t *testing.T) {
 }
 
 // A batch settled in part (cut to fit, or an event set aside) leaves rows
-// older than the drops made while it was out. Dropping them later must not
-// stretch the job's open gap backwards: a gap's range is a run of entries
-// in order, first to last.
+// older than the drops made while it was out. They stay in flight (an
+// earlier attempt may have carried them to central), so later drops go on
+// past them and the job's gap stays a run of entries in order, first to
+// last.
 func TestSpoolGapsStayOrderedAfterPartialSettle(t *testing.T) {
 	ctx := context.Background()
 	d := deltas("a", 1, 18)
@@ -240,7 +241,7 @@ func TestSpoolGapsStayOrderedAfterPartialSettle(t *testing.T) {
 	require.NoError(t, sp.Ack(ctx, spool.Pending{Rows: p.Rows[:5]}))
 	res, err = sp.Add(ctx, d[12:])
 	require.NoError(t, err)
-	require.Equal(t, 1, res.Dropped) // the oldest left: d[5]
+	require.Equal(t, 1, res.Dropped) // the oldest past the rows still in flight: d[12]
 
 	p, err = sp.Next(ctx, 20, 10, 1<<20)
 	require.NoError(t, err)
@@ -249,6 +250,7 @@ func TestSpoolGapsStayOrderedAfterPartialSettle(t *testing.T) {
 	}
 	assert.Equal(t, int64(3), gapCount(p.Gaps))
 	assert.Equal(t, 18-5, len(p.Rows)+int(gapCount(p.Gaps)))
+	assert.Equal(t, entries(rowsOf(append(d[5:10:10], d[13:]...))), entries(p.Rows))
 }
 
 // Gaps recorded elsewhere (the capture cap's drops in Redis) are added as

@@ -57,7 +57,7 @@ func (s *Shipper) Collectors() []prometheus.Collector {
 				}
 				return time.Since(time.UnixMilli(o)).Seconds()
 			})),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "euterpe_sync_shipped_events_total", Help: "Events central accepted."},
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "euterpe_sync_shipped_events_total", Help: "Events central answered for as stored, each once when its batch is settled: new ones and duplicates of an earlier send whose answer was lost."},
 			func() float64 { return float64(s.Shipped()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "euterpe_sync_dropped_events_total", Help: "Delta events dropped from the full spool (reported to central as gaps)."},
 			count((*spool.Spool).Dropped)),

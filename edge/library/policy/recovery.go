@@ -74,8 +74,10 @@ func (p *Policy) RequeueRetryable(ctx context.Context, b lease.Backoff) error {
 WHERE id = ? AND status = 'retryable'`, now, r.id)
 		default:
 			store.MustMove(store.JobMachine, store.StatusRetryable, store.StatusPending)
+			// A pending job has not finished: finished_at goes; its last
+			// error stays, as history, until its next finish replaces it.
 			_, err = p.Store.DB.ExecContext(ctx, `UPDATE jobs SET status = 'pending', retry_count = retry_count + 1,
-  retry_after = NULL, updated_at = ? WHERE id = ? AND status = 'retryable'`, now, r.id)
+  retry_after = NULL, finished_at = NULL, updated_at = ? WHERE id = ? AND status = 'retryable'`, now, r.id)
 			if IsUnique(err) {
 				err = nil // the single active slot is taken; try again later
 			} else if err == nil {

@@ -117,7 +117,7 @@ func TestRequeueRetryable(t *testing.T) {
 			var ids []int64
 			for _, r := range c.rows {
 				ids = append(ids, e.insert("jobs", map[string]any{"kind": r.kind, "status": r.status,
-					"retry_count": r.retries, "retry_after": nullable(r.after), "error_message": "boom"}))
+					"retry_count": r.retries, "retry_after": nullable(r.after), "error_message": "boom", "finished_at": t0 - 5}))
 			}
 			if err := e.p.RequeueRetryable(context.Background(), halfJitter); err != nil {
 				t.Fatal(err)
@@ -130,6 +130,12 @@ func TestRequeueRetryable(t *testing.T) {
 				if j.Status == store.StatusFailed && c.rows[i].status == store.StatusRetryable &&
 					!strings.HasPrefix(deref(j.ErrorMessage), "gave up after 3 retries: boom") {
 					t.Errorf("failed message %q", deref(j.ErrorMessage))
+				}
+				// A requeued job has not finished; its last error stays
+				// as history until its next finish replaces it.
+				if j.Status == store.StatusPending && c.rows[i].status == store.StatusRetryable &&
+					(j.FinishedAt != nil || deref(j.ErrorMessage) != "boom") {
+					t.Errorf("requeued row: finished_at %v, error_message %q; want none and the last error", derefInt(j.FinishedAt), deref(j.ErrorMessage))
 				}
 			}
 		})

@@ -152,14 +152,32 @@ WHERE t.status IN ('ready','failed') AND `+inGroupSQL("t", "?1"), group)
 			if err := x.Thumbs.Contains(r.path); err != nil {
 				return fmt.Errorf("thumbnail %d: refusing to remove %q: %w", r.id, r.path, err)
 			}
+		}
+		if x.beforeCleanRow != nil {
+			x.beforeCleanRow(r.id, r.path)
+		}
+		// The row goes first and its file while the transaction holds the
+		// write lock: a row replaced since it was read (a new one admitted
+		// for the same cache path, perhaps rendered already) owns the file
+		// now, and no new row can be admitted for the path until the file
+		// is gone. A file that cannot be removed keeps its row, retried.
+		err := x.Store.Tx(ctx, func(tx *sql.Tx) error {
+			res, err := tx.ExecContext(ctx, `DELETE FROM thumbnails WHERE id = ? AND status IN ('ready','failed')`, r.id)
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n == 0 || r.path == "" {
+				return nil
+			}
 			// Contains judged the cleaned path; the kernel would walk a
 			// ".." after a symlink in the raw one elsewhere.
 			if err := os.Remove(filepath.Clean(r.path)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return err
 			}
-		}
-		if _, err := x.Store.DB.ExecContext(ctx, `DELETE FROM thumbnails WHERE id = ? AND status IN ('ready','failed')`, r.id); err != nil {
-			return err
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("thumbnail %d: %w", r.id, err)
 		}
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vesta-cx/euterpe/edge/library/executor"
 	"github.com/vesta-cx/euterpe/edge/library/policy"
 	"github.com/vesta-cx/euterpe/edge/library/store"
 )
@@ -236,5 +237,42 @@ END`)
 		if !r.stays && (n != 0 || !os.IsNotExist(err)) {
 			t.Errorf("%s row: %d rows left, cache file %v; want both gone", name, n, err)
 		}
+	}
+}
+
+// TestCleanupLeavesTheFileOfAReplacedRow: a ready row replaced between the
+// cleanup's read and its delete (its file re-requested: a new row admitted
+// for the same cache path and rendered) owns that path now; the cleanup
+// deletes neither the new row nor its freshly written file.
+func TestCleanupLeavesTheFileOfAReplacedRow(t *testing.T) {
+	e := newEnv(t, true)
+	ctx := context.Background()
+	group := "blake3:" + strings.Repeat("cd", 32)
+	path := filepath.Join(e.x.Thumbs.Path(), "1_16.jpg")
+	if err := os.WriteFile(path, []byte("old picture"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := insertRow(t, e, "thumbnails", map[string]any{"file_id": 1, "group_key": group, "status": store.StatusReady, "output_path": path})
+	executor.SetBeforeCleanRow(e.x, func(id int64, _ string) {
+		if id != old {
+			return
+		}
+		mustExecT(t, e, `DELETE FROM thumbnails WHERE id = ?`, old)
+		insertRow(t, e, "thumbnails", map[string]any{"file_id": 1, "status": store.StatusReady, "output_path": path})
+		if err := os.WriteFile(path, []byte("new picture"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	})
+	insertRow(t, e, "thumbnail_cleanup_jobs", map[string]any{"group_key": group, "status": "pending", "execute_after": 0})
+	if did, err := e.x.RunCleanupOnce(ctx); !did || err != nil {
+		t.Fatalf("cleanup did=%v err=%v", did, err)
+	}
+	if b, err := os.ReadFile(path); err != nil || string(b) != "new picture" {
+		t.Fatalf("the new row's cache file: %q %v; want it untouched", b, err)
+	}
+	var n int
+	e.st.DB.QueryRow(`SELECT COUNT(*) FROM thumbnails WHERE output_path = ? AND status = 'ready'`, path).Scan(&n)
+	if n != 1 {
+		t.Fatalf("%d ready rows for the path, want the new one", n)
 	}
 }

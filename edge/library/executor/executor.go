@@ -97,6 +97,10 @@ type Executor struct {
 	// Tests use it to deny a directory as EACCES would when they run as
 	// root (who reads any directory), and to hold a scan mid-walk.
 	scanDir func(path string) error
+	// beforeCleanRow, when set, is called by a cleanup for each thumbnail
+	// row it is about to delete, with its id and cache path. Tests use it
+	// to replace the row in between.
+	beforeCleanRow func(id int64, path string)
 }
 
 func (x *Executor) init() {

@@ -30,6 +30,10 @@ func SetAfterVerify(x *Executor, fn func(path string)) { x.afterVerify = fn }
 // lists it; its error stands for the directory's read error.
 func SetScanDir(x *Executor, fn func(path string) error) { x.scanDir = fn }
 
+// SetBeforeCleanRow installs a function a cleanup calls before it deletes
+// each thumbnail row and its cache file.
+func SetBeforeCleanRow(x *Executor, fn func(id int64, path string)) { x.beforeCleanRow = fn }
+
 // SetHashChunk installs a function called after every chunk a hash job reads.
 func SetHashChunk(x *Executor, fn func(bytesDone int64)) { x.hashChunk = fn }
 

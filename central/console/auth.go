@@ -138,15 +138,18 @@ func (r *Role) getSignin(c echo.Context) error {
 // postSignin exchanges an operator token for a session. The form is
 // protected by a double-submit token (cookie and field must match), since
 // there is no session yet; a requester's API key is refused like any
-// unknown token.
+// unknown token. Its fields are read from the posted body only, never the
+// query string (which c.FormValue would fall back to): a token in a URL
+// stays in proxies' access logs and the browser's history.
 func (r *Role) postSignin(c echo.Context) error {
+	req := c.Request()
 	ck, err := c.Cookie(signinCookie)
-	field := c.FormValue("csrf")
+	field := req.PostFormValue("csrf")
 	if err != nil || ck.Value == "" || field == "" || subtle.ConstantTimeCompare([]byte(ck.Value), []byte(field)) != 1 {
 		return daemon.Errorf(http.StatusForbidden, "csrf", "missing or wrong CSRF token: reload the sign-in page and try again")
 	}
-	next := nextPath(c.FormValue("next"))
-	s, err := r.sessions.Start(c.Request().Context(), r.deps.Operators, strings.TrimSpace(c.FormValue("token")))
+	next := nextPath(req.PostFormValue("next"))
+	s, err := r.sessions.Start(req.Context(), r.deps.Operators, strings.TrimSpace(req.PostFormValue("token")))
 	switch {
 	case errors.Is(err, operators.ErrUnknownToken):
 		r.log.Info("console sign-in refused", "remote", c.RealIP())

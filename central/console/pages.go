@@ -107,13 +107,28 @@ func (p *pages) mount(e *echo.Echo) {
 		get(pathFleet, r.fleetPage)
 		get(pathEdge, r.edgePage)
 		get(pathEdgeJob, r.edgeJobPage)
-		get(pathTail, r.tail.Tail)
+		get(pathTail, noStore(r.tail.Tail))
 	}
 	if r.withPipeline {
 		get(pathPipeline, r.pipelinePage)
 		get(pathDLQ, r.dlqPage)
 		post(pathPRedrive, r.redrivePipeline)
 		get(pathReport, r.reportPage)
+	}
+}
+
+// noStore makes h's response as uncacheable as the pages are: the fleet
+// tail is the sync role's handler, which sets Cache-Control: no-cache (a
+// cache may still store the events it carries). The hook runs when the
+// status is written, after the handler has set its own headers.
+func noStore(h echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		res := c.Response()
+		res.Before(func() {
+			res.Header().Set("Cache-Control", "no-store")
+			res.Header().Set("X-Content-Type-Options", "nosniff")
+		})
+		return h(c)
 	}
 }
 

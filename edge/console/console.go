@@ -141,7 +141,7 @@ type jobsData struct {
 func (c *Console) jobsPage(ec echo.Context) error {
 	status := ec.QueryParam("status")
 	if status != "" && !contains(statuses, status) {
-		return c.render(ec, http.StatusBadRequest, "notfound", "Unknown status", "/ui/", "no job status "+daemon.CapMessage(status))
+		return c.render(ec, http.StatusBadRequest, "notfound", "Unknown status", "/ui/", daemon.CapMessage("no job status "+status))
 	}
 	list, err := LatestJobs(ec.Request().Context(), c.d.Jobs.Redis(), status, 100)
 	if err != nil {
@@ -159,7 +159,7 @@ type jobData struct {
 func (c *Console) jobPage(ec echo.Context) error {
 	id := ec.Param("id")
 	if _, err := uuid.Parse(id); err != nil || len(id) != 36 {
-		return c.render(ec, http.StatusNotFound, "notfound", "Job not found", "/ui/", "no job "+daemon.CapMessage(id))
+		return c.render(ec, http.StatusNotFound, "notfound", "Job not found", "/ui/", daemon.CapMessage("no job "+id))
 	}
 	j, err := c.d.Jobs.Get(ec.Request().Context(), id)
 	if errors.Is(err, jobs.ErrNotFound) {

@@ -2,8 +2,10 @@ package console_test
 
 import (
 	"context"
+	"html"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -16,9 +18,13 @@ import (
 	"github.com/vesta-cx/euterpe/edge/jobs"
 )
 
+// message is the text of a refusal page.
+var message = regexp.MustCompile(`(?s)<p class="error-msg" id="message">(.*?)</p>`)
+
 // Query parameters and job ids come from whoever follows a link: the
 // pages answer 400 or 404 to malformed ones, never a server error, and
-// echo them escaped, as valid UTF-8 and capped.
+// echo them escaped, as valid UTF-8 and capped, the message around them
+// included.
 func TestConsoleBadInput(t *testing.T) {
 	rdb, _ := testsvc.Redis(t)
 	e := mounted(t, jobs.NewStore(rdb))
@@ -53,6 +59,9 @@ func TestConsoleBadInput(t *testing.T) {
 			assert.NotContains(t, body, "<script>alert")
 			assert.NotContains(t, body, "\x00")
 			assert.NotContains(t, body, strings.Repeat("x", daemon.MaxMessage+1))
+			if m := message.FindStringSubmatch(body); m != nil {
+				assert.LessOrEqual(t, len(html.UnescapeString(m[1])), daemon.MaxMessage, "message longer than the cap")
+			}
 		})
 	}
 }

@@ -5,8 +5,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vesta-cx/euterpe/central/serve"
 	"github.com/vesta-cx/euterpe/daemon"
@@ -67,5 +69,75 @@ func TestEnvExampleMatchesSettings(t *testing.T) {
 	app.Bind(cfg, &s)
 	if err := daemon.CheckEnvExample(string(text), cfg.Settings()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The comment above EUTERPE_CENTRAL_ROLES in the example environment file
+// tells the operator what an empty value runs: every default role must be
+// named there, or a host meant to run only some roles is split by a list
+// that leaves others running.
+func TestEnvExampleNamesDefaultRoles(t *testing.T) {
+	text, err := os.ReadFile("../../systemd/central.env.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := serve.NewApp()
+	register(app)
+	var comment []string
+	found := false
+	for _, line := range strings.Split(string(text), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "#EUTERPE_CENTRAL_ROLES=") {
+			found = true
+			break
+		}
+		if strings.HasPrefix(line, "#") && !strings.HasPrefix(line, "#EUTERPE_") {
+			comment = append(comment, line)
+			continue
+		}
+		comment = nil
+	}
+	if !found || len(comment) == 0 {
+		t.Fatal("central.env.example has no commented #EUTERPE_CENTRAL_ROLES= line with a comment above it")
+	}
+	words := map[string]bool{}
+	for _, w := range strings.FieldsFunc(strings.Join(comment, " "), func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r == '_')
+	}) {
+		words[w] = true
+	}
+	for _, role := range app.Enabled(serve.Settings{}) {
+		if !words[role] {
+			t.Errorf("the comment above #EUTERPE_CENTRAL_ROLES= does not name the default role %q:\n%s", role, strings.Join(comment, "\n"))
+		}
+	}
+}
+
+// systemd kills the daemon at TimeoutStopSec: it must leave in-flight
+// requests their default grace, and runners the time to hand their jobs
+// back after removing what they staged (up to 40 s, which runs alongside).
+func TestUnitStopTimeoutCoversShutdownGrace(t *testing.T) {
+	unit, err := os.ReadFile("../../systemd/euterpe-central.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^TimeoutStopSec=(\S+)$`).FindSubmatch(unit)
+	if m == nil {
+		t.Fatal("the unit sets no TimeoutStopSec")
+	}
+	stop, err := time.ParseDuration(string(m[1]))
+	if err != nil {
+		t.Fatalf("TimeoutStopSec=%s: %v", m[1], err)
+	}
+	app := serve.NewApp()
+	register(app)
+	cfg := daemon.NewConfig("euterpe-central", func(string) string { return "" })
+	var s serve.Settings
+	app.Bind(cfg, &s)
+	if err := cfg.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if floor := max(s.ShutdownGrace, 40*time.Second); stop <= floor {
+		t.Errorf("TimeoutStopSec=%s, want above %s (EUTERPE_SHUTDOWN_GRACE=%s)", m[1], floor, s.ShutdownGrace)
 	}
 }

@@ -21,13 +21,16 @@ type SettingError struct {
 }
 
 func (e *SettingError) Error() string {
-	v := e.Value
+	// Whoever built the error, a URL password in the value (a command
+	// line's stray word, a list of backends) is hidden, before the cut:
+	// cut first, a password straddling it would lose the "@" that marks it.
+	v := RedactURL(e.Value)
 	// The value only helps the operator find the line to fix; cut short,
 	// it leaves room for the reason within MaxMessage.
 	if len(v) > maxSettingValue {
 		v = CapMessage(v[:maxSettingValue]) + "…"
 	}
-	return CapMessage(fmt.Sprintf("invalid setting %s=%q: %s", e.Setting, v, e.Reason))
+	return CapMessage(fmt.Sprintf("invalid setting %s=%q: %s", e.Setting, v, RedactURL(e.Reason)))
 }
 
 const maxSettingValue = 200
@@ -232,7 +235,7 @@ func (c *Config) Parse(args []string) error {
 		}
 		// Not the arguments themselves: among them may be the value of a
 		// secret flag. The flag package's message names the flag at fault.
-		return &SettingError{Setting: "flags", Reason: err.Error()}
+		return &SettingError{Setting: "flags", Reason: flagMessage(err)}
 	}
 	for _, b := range c.settings {
 		if b.validate == nil {
@@ -259,6 +262,21 @@ func (c *Config) Parse(args []string) error {
 		}
 	}
 	return nil
+}
+
+// flagMessage is the flag package's message for a command line it refused,
+// less any value: all but one name the flag alone, but "bad flag syntax"
+// (---name=value, -=value) quotes the whole argument, and the value may be
+// a secret flag's.
+func flagMessage(err error) string {
+	const syntax = "bad flag syntax: "
+	msg := err.Error()
+	if arg, ok := strings.CutPrefix(msg, syntax); ok {
+		if name, _, hasValue := strings.Cut(arg, "="); hasValue {
+			return syntax + name + "=…"
+		}
+	}
+	return msg
 }
 
 // Check adds a validation of relations between settings (one setting must

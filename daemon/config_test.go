@@ -244,3 +244,42 @@ func TestSettingErrorRedactsURLPassword(t *testing.T) {
 		})
 	}
 }
+
+// A malformed flag (three dashes, "-=v") is refused by the flag package
+// with the whole argument quoted; the value after its "=" may be a secret's
+// and never reaches the message.
+func TestMalformedFlagKeepsItsValue(t *testing.T) {
+	const secret = "s3cret-in-a-malformed-flag"
+	for _, args := range [][]string{
+		{"---api-key=" + secret},
+		{"-=" + secret},
+		{"--=" + secret},
+		{"---redis-url=redis://:" + secret + "@h:6379/0"},
+	} {
+		t.Run(args[0][:4], func(t *testing.T) {
+			c, _ := newTestConfig(nil)
+			err := c.Parse(args)
+			var se *SettingError
+			require.ErrorAs(t, err, &se)
+			require.Equal(t, "flags", se.Setting)
+			require.NotContains(t, err.Error(), secret)
+			require.Contains(t, err.Error(), "bad flag syntax")
+		})
+	}
+}
+
+// A SettingError built by hand (a command name, a cross-setting check)
+// quotes its value as given; a URL password in it is hidden all the same,
+// also when the value is long enough to be cut.
+func TestSettingErrorValueRedactsURLPassword(t *testing.T) {
+	const pw = "hunter2-in-a-value"
+	for _, v := range []string{
+		"postgres://u:" + pw + "@db:5432/x",
+		"postgres://u:" + strings.Repeat("p", maxSettingValue-20) + pw + "@db:5432/x",
+	} {
+		err := &SettingError{Setting: "command", Value: v, Reason: "unknown command"}
+		require.NotContains(t, err.Error(), pw)
+		require.NotContains(t, err.Error(), "pppp")
+		require.Contains(t, err.Error(), "unknown command")
+	}
+}

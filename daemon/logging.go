@@ -58,10 +58,20 @@ func harmless(k slog.Kind) bool {
 }
 
 // RedactURL replaces the password of any URL with userinfo found in s, e.g.
-// redis://:hunter2@host:6379 becomes redis://:[REDACTED]@host:6379. Strings
-// without "://" are returned unchanged so the common case costs nothing.
+// redis://:hunter2@host:6379 becomes redis://:[REDACTED]@host:6379, and the
+// value of a password or sslpassword parameter of a URL's query, where libpq
+// URLs may carry it (postgres://u@db/x?password=…). Strings without "://"
+// are returned unchanged so the common case costs nothing.
 func RedactURL(s string) string {
-	if !strings.Contains(s, "://") || !strings.Contains(s, "@") {
+	if !strings.Contains(s, "://") {
+		return s
+	}
+	if passwordParam.MatchString(s) {
+		s = urlToken.ReplaceAllStringFunc(s, func(u string) string {
+			return passwordParam.ReplaceAllString(u, "${1}"+redacted)
+		})
+	}
+	if !strings.Contains(s, "@") {
 		return s
 	}
 	fields := strings.Fields(s)
@@ -87,6 +97,13 @@ func RedactURL(s string) string {
 	// is no field of its own and does not parse; its password still goes.
 	return userinfo.ReplaceAllString(s, "${1}"+redacted+"@")
 }
+
+// urlToken matches a URL up to the next space or quote; passwordParam a
+// password parameter of its query and the value, up to the next parameter.
+var (
+	urlToken      = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>]*`)
+	passwordParam = regexp.MustCompile(`(?i)([?&](?:ssl)?password=)[^&#\s"'<>]*`)
+)
 
 // userinfo matches a URL's scheme, user and colon, then its password.
 var userinfo = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)[^\s/?#]+@`)

@@ -114,6 +114,12 @@ func TestRedactURL(t *testing.T) {
 		// Glued to other text: no field of its own, and it does not parse.
 		{"url=redis://u:pw@h:6379", "url=redis://u:[REDACTED]@h:6379"},
 		{"(dsn:postgres://u:p@ss@db/x)", "(dsn:postgres://u:[REDACTED]@db/x)"},
+		// libpq URLs also take the password as a parameter.
+		{"at postgres://u@db/x?sslmode=disable&password=pw failed", "at postgres://u@db/x?sslmode=disable&password=[REDACTED] failed"},
+		{`"postgresql://db/x?user=u&sslpassword=pw&password=pw2"`, `"postgresql://db/x?user=u&sslpassword=[REDACTED]&password=[REDACTED]"`},
+		{"https://h/x?PASSWORD=pw#f", "https://h/x?PASSWORD=[REDACTED]#f"},
+		{"https://h/x?passwords_total=3", "https://h/x?passwords_total=3"},
+		{"no url, password=pw", "no url, password=pw"},
 	} {
 		if got := RedactURL(tt.in); got != tt.want {
 			t.Errorf("RedactURL(%q) = %q, want %q", tt.in, got, tt.want)

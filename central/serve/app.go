@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -213,7 +214,7 @@ func OpenKeyring(s Settings, engine sqldb.Engine, log *slog.Logger) (*credential
 	if s.Keyring != "" {
 		k, err := credentials.ParseKeyring(s.Keyring, s.KeyringActive)
 		if err != nil {
-			return nil, &daemon.SettingError{Setting: "EUTERPE_KEYRING", Value: "[REDACTED]", Reason: err.Error()}
+			return nil, &daemon.SettingError{Setting: "EUTERPE_KEYRING", Value: "[REDACTED]", Reason: hideKeysAsIDs(err.Error(), s.Keyring)}
 		}
 		return k, nil
 	}
@@ -229,6 +230,30 @@ func OpenKeyring(s Settings, engine sqldb.Engine, log *slog.Logger) (*credential
 			"path", filepath.Join(s.StateDir, credentials.LocalKeyFile))
 	}
 	return k, nil
+}
+
+// hideKeysAsIDs removes from msg, a keyring parse error, every id of spec
+// that is key material: the parser names ids, and an entry written the
+// wrong way round (base64key:kek_id) has the key where the id belongs.
+// Anything that decodes as base64 to 16 bytes or more is taken for one; a
+// real id that long only goes unnamed.
+func hideKeysAsIDs(msg, spec string) string {
+	for _, part := range strings.Split(spec, ",") {
+		id, _, _ := strings.Cut(part, ":")
+		if id = strings.TrimSpace(id); keyLike(id) {
+			msg = strings.ReplaceAll(msg, id, "[REDACTED]")
+		}
+	}
+	return msg
+}
+
+func keyLike(s string) bool {
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if b, err := enc.DecodeString(s); err == nil && len(b) >= 16 {
+			return true
+		}
+	}
+	return false
 }
 
 // ValidateQueues checks the lease queues of the core schema — the inbox's

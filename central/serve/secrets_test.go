@@ -88,12 +88,13 @@ func column(t *testing.T, db *sqldb.DB, q string) []string {
 // and dispatcher roles (debug logging) on each engine and enqueues two jobs
 // carrying a planted secret: one in a signed source URL's query, one in
 // S3 source credentials (secret key and session token), both in the output
-// credentials. Storage answers 403 to every request, refresh_url answers
+// credentials and in the query of refresh_url. Storage answers 403 to every request, refresh_url answers
 // 500, so each job spends its refresh budget and its attempts and ends in
 // dead_letter; the status webhook receiver answers 500, then 503, then 200. The
 // planted secret must appear in no log line (debug included), no
 // last_error of a job or an outbox event, no outbox payload, no body the
-// webhook or refresh endpoints received, and no API response.
+// webhook or refresh endpoints received, and no API response; nor does
+// the requester's API key or webhook secret.
 func TestPlantedSecretNeverLeaksFromServe(t *testing.T) {
 	testsvc.Program(t, "ffmpeg")
 	testsvc.Program(t, "ffprobe")
@@ -161,7 +162,7 @@ func TestPlantedSecretNeverLeaksFromServe(t *testing.T) {
 				job["output"] = output
 				job["renditions"] = []any{map[string]any{"name": "hi", "codec": "opus"}}
 				job["status_webhook_url"] = hook.URL + "/hook"
-				job["refresh_url"] = refresh.URL + "/refresh"
+				job["refresh_url"] = refresh.URL + "/refresh?token=" + planted
 				code, body := st.postJob(t, req.APIKey, job)
 				if code != http.StatusAccepted {
 					t.Fatalf("%s: POST /transcode %d %s", name, code, body)
@@ -275,6 +276,14 @@ func TestPlantedSecretNeverLeaksFromServe(t *testing.T) {
 				for _, v := range where.values {
 					if strings.Contains(v, planted) {
 						t.Errorf("the planted secret is in %s: %s", where.name, v)
+					}
+					// The requester's own secrets went out too: the API
+					// key with every request, the webhook secret signing
+					// every delivery and refresh call.
+					for _, secret := range []string{req.APIKey, req.WebhookSecret} {
+						if strings.Contains(v, secret) {
+							t.Errorf("a requester secret is in %s: %s", where.name, v)
+						}
 					}
 				}
 			}

@@ -109,3 +109,38 @@ func TestLocalKEKWarnsOnce(t *testing.T) {
 		t.Fatalf("local KEK ids %v: the restart did not reload the key", ids)
 	}
 }
+
+// An entry written the wrong way round (key:id) puts the key where the
+// parser expects an id, and the parser's message quotes ids: the key must
+// still not reach the error, nor must a key cut short or a second key.
+func TestKeyringErrorHidesKeyInIDPlace(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	key, other := credentials.NewKey(), credentials.NewKey()
+	for _, tc := range []struct {
+		name, spec string
+		hidden     []string
+	}{
+		{"swapped", key + ":k1", []string{key}},
+		{"swapped after a good entry", "k1:" + other + "," + key + ":k2", []string{key, other}},
+		{"swapped twice", key + ":" + other + "," + key + ":" + other, []string{key, other}},
+		{"half a key swapped", key[:24] + ":k1", []string{key[:24]}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := serve.OpenKeyring(serve.Settings{Keyring: tc.spec}, sqldb.Postgres, log)
+			var se *daemon.SettingError
+			if !errors.As(err, &se) || se.Setting != "EUTERPE_KEYRING" {
+				t.Fatalf("err = %v", err)
+			}
+			for _, h := range tc.hidden {
+				if strings.Contains(err.Error(), h) {
+					t.Fatalf("the error quotes key material: %v", err)
+				}
+			}
+		})
+	}
+	// An id is still named: it is what the operator looks for.
+	_, err := serve.OpenKeyring(serve.Settings{Keyring: "kek-20240101:bm90LWEta2V5"}, sqldb.Postgres, log)
+	if err == nil || !strings.Contains(err.Error(), "kek-20240101") {
+		t.Fatalf("bad key of a named id: %v", err)
+	}
+}

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
 
 	"github.com/vesta-cx/euterpe/central/ssrf"
 )
@@ -174,3 +177,47 @@ func ClassOf(err error) (Class, bool) {
 	}
 	return Final, false
 }
+
+// signatureParam matches a SigV4 or SigV2 signature as a header or a query
+// quotes it (Signature=…, X-Amz-Signature=…): whoever holds one can replay
+// the request it signs until it expires.
+var signatureParam = regexp.MustCompile(`(?i)(signature=)[0-9a-z+/=%]+`)
+
+// hideCredentials removes from msg, a storage server's error message, the
+// credentials a request was signed with and any signature. minio-go takes
+// the body of an error answer that is not S3's XML (a proxy's page, one
+// echoing the request) for the message, cut at 1024 bytes: the session
+// token travels in a header and may come back whole, or cut at the end.
+func hideCredentials(msg string, creds Credentials) string {
+	msg = signatureParam.ReplaceAllString(msg, "${1}[REDACTED]")
+	var secrets []string
+	for _, s := range []string{creds.SecretAccessKey, creds.SessionToken} {
+		if len(s) >= minSecret {
+			secrets = append(secrets, s)
+			if q := url.QueryEscape(s); q != s {
+				secrets = append(secrets, q)
+			}
+		}
+	}
+	for _, s := range secrets {
+		msg = strings.ReplaceAll(msg, s, "[REDACTED]")
+	}
+	// A secret the cut went through leaves its start at the end.
+	body, cut := strings.CutSuffix(msg, "...")
+	for _, s := range secrets {
+		for n := len(s) - 1; n >= minSecret; n-- {
+			if strings.HasSuffix(body, s[:n]) {
+				body = body[:len(body)-n] + "[REDACTED]"
+				break
+			}
+		}
+	}
+	if cut {
+		body += "..."
+	}
+	return body
+}
+
+// minSecret is the shortest credential hidden: a shorter one is no
+// secret, and would blank the same letters wherever the message has them.
+const minSecret = 4

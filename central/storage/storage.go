@@ -190,7 +190,7 @@ func (c *Client) fetchURL(ctx context.Context, raw string, w io.Writer, limit in
 	if limit > 0 && resp.ContentLength > limit {
 		return 0, newError(ctx, "fetch", target, 0, "", tooLarge(resp.ContentLength, limit))
 	}
-	return copyLimited(ctx, "fetch", target, w, resp.Body, limit)
+	return copyLimited(ctx, "fetch", target, w, resp.Body, limit, Credentials{})
 }
 
 func (c *Client) fetchObject(ctx context.Context, src Source, creds Credentials, w io.Writer, limit int64) (int64, error) {
@@ -201,7 +201,7 @@ func (c *Client) fetchObject(ctx context.Context, src Source, creds Credentials,
 	}
 	st, err := cl.StatObject(ctx, src.Bucket.Name, src.Key, minio.StatObjectOptions{})
 	if err != nil {
-		return 0, s3Error(ctx, "fetch", target, err)
+		return 0, s3Error(ctx, "fetch", target, err, creds)
 	}
 	if limit > 0 && st.Size > limit {
 		return 0, newError(ctx, "fetch", target, 0, "", tooLarge(st.Size, limit))
@@ -212,16 +212,17 @@ func (c *Client) fetchObject(ctx context.Context, src Source, creds Credentials,
 	}
 	obj, err := cl.GetObject(ctx, src.Bucket.Name, src.Key, opts)
 	if err != nil {
-		return 0, s3Error(ctx, "fetch", target, err)
+		return 0, s3Error(ctx, "fetch", target, err, creds)
 	}
 	defer obj.Close()
-	return copyLimited(ctx, "fetch", target, w, obj, limit)
+	return copyLimited(ctx, "fetch", target, w, obj, limit, creds)
 }
 
 // copyLimited copies r to w, failing once more than limit bytes arrive. A
 // failure to write to w (the runner's disk full) is w's error, wrapped, not
 // an *Error: the storage is not at fault and its retry table does not apply.
-func copyLimited(ctx context.Context, op, target string, w io.Writer, r io.Reader, limit int64) (int64, error) {
+// creds are those the reads were signed with (none for a signed URL).
+func copyLimited(ctx context.Context, op, target string, w io.Writer, r io.Reader, limit int64, creds Credentials) (int64, error) {
 	src := r
 	if limit > 0 {
 		src = io.LimitReader(r, limit+1)
@@ -236,7 +237,7 @@ func copyLimited(ctx context.Context, op, target string, w io.Writer, r io.Reade
 			return n, newError(ctx, op, target, 0, "", ctx.Err())
 		}
 		if me, ok := err.(minio.ErrorResponse); ok && me.StatusCode != 0 {
-			return n, s3Error(ctx, op, target, me)
+			return n, s3Error(ctx, op, target, me, creds)
 		}
 		return n, newError(ctx, op, target, 0, "", scrubURLError(err))
 	}
@@ -349,7 +350,7 @@ func (c *Client) Upload(ctx context.Context, b Bucket, key, path, contentType st
 	cancel()
 	if err != nil {
 		// Classified against ctx, not uctx: only the caller's end is final.
-		se := s3Error(ctx, "upload", target, err)
+		se := s3Error(ctx, "upload", target, err, creds)
 		if expired {
 			ranOut(se)
 			abortIncomplete(ctx, cl, b.Name, key)
@@ -427,7 +428,7 @@ func (c *Client) Copy(ctx context.Context, b Bucket, src, dst string, creds Cred
 	if err != nil {
 		// Classified against ctx, not cctx: the copy's own deadline is a
 		// storage timeout, only the caller's end is final.
-		se := s3Error(ctx, "copy", target, err)
+		se := s3Error(ctx, "copy", target, err, creds)
 		if expired {
 			abortIncomplete(ctx, cl, b.Name, dst)
 		}
@@ -534,7 +535,7 @@ func (c *Client) Remove(ctx context.Context, b Bucket, key string, creds Credent
 		return newError(ctx, "remove", target, 0, "", err)
 	}
 	if err := cl.RemoveObject(ctx, b.Name, key, minio.RemoveObjectOptions{}); err != nil {
-		return s3Error(ctx, "remove", target, err)
+		return s3Error(ctx, "remove", target, err, creds)
 	}
 	return nil
 }
@@ -589,7 +590,8 @@ func ObjectKey(prefix, name string) string {
 	return prefix + "/" + name
 }
 
-func s3Error(ctx context.Context, op, target string, err error) *Error {
+// s3Error classifies a minio-go failure of a request signed with creds.
+func s3Error(ctx context.Context, op, target string, err error, creds Credentials) *Error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return newError(ctx, op, target, 0, "", err)
 	}
@@ -597,7 +599,7 @@ func s3Error(ctx context.Context, op, target string, err error) *Error {
 	if resp.StatusCode == 0 {
 		return newError(ctx, op, target, 0, "", scrubURLError(err))
 	}
-	msg := resp.Message
+	msg := hideCredentials(resp.Message, creds)
 	if msg == "" {
 		msg = http.StatusText(resp.StatusCode)
 	}

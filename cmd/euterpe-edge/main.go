@@ -44,7 +44,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		}
 		return 0
 	default:
-		fmt.Fprintf(stderr, "euterpe-edge: unknown command %q\n", args[0])
+		// The word is quoted back, less a URL's password: a setting's
+		// value given without its flag lands here.
+		fmt.Fprintf(stderr, "euterpe-edge: unknown command %q\n", daemon.CapMessage(daemon.RedactURL(args[0])))
 		usage(stderr)
 		return 2
 	}

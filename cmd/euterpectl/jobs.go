@@ -58,6 +58,9 @@ func client(env Env, server string) (*edgeClient, bool) {
 
 // parseArgs parses flags wherever they appear among positional arguments.
 func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	out := fs.Output()
+	fs.SetOutput(flagOutput{out})
+	defer fs.SetOutput(out)
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -69,6 +72,25 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
+}
+
+// flagOutput is where a FlagSet prints a command line it refuses. Its
+// messages name the flag alone, but for "bad flag syntax" (---token=…),
+// which quotes the whole argument: the value, which may be the operator
+// token or a server URL's password, is left out.
+type flagOutput struct{ w io.Writer }
+
+func (o flagOutput) Write(p []byte) (int, error) {
+	const syntax = "bad flag syntax: "
+	if arg, ok := bytes.CutPrefix(p, []byte(syntax)); ok {
+		if name, _, hasValue := bytes.Cut(arg, []byte("=")); hasValue {
+			if _, err := fmt.Fprintf(o.w, "%s%s=…\n", syntax, name); err != nil {
+				return 0, err
+			}
+			return len(p), nil
+		}
+	}
+	return o.w.Write(p)
 }
 
 // apiErr renders an error response body. The server's message is held to

@@ -76,12 +76,26 @@ func dispatch(ctx context.Context, env Env, args []string) int {
 		}
 	}
 	if len(args) > 0 && args[0] != "help" && args[0] != "-h" && args[0] != "--help" {
-		fmt.Fprintf(env.Stderr, "euterpectl: unknown command %q\n", strings.Join(args, " "))
+		fmt.Fprintf(env.Stderr, "euterpectl: unknown command %q\n", commandWords(args))
 		printUsage(env.Stderr)
 		return 2
 	}
 	printUsage(env.Stdout)
 	return 0
+}
+
+// commandWords is what an unknown command line is named by: its words up
+// to the first flag, not the flags, whose values (--token, a --server
+// with a password) may be secrets.
+func commandWords(args []string) string {
+	var words []string
+	for _, a := range args {
+		if strings.HasPrefix(a, "-") {
+			break
+		}
+		words = append(words, a)
+	}
+	return clip(daemon.RedactURL(strings.Join(words, " ")), 200)
 }
 
 func printUsage(w io.Writer) {

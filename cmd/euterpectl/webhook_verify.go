@@ -11,6 +11,7 @@ func init() {
 	register(&Command{Path: "webhook verify", Usage: "--secret S [--secret OLD] | --secret-env NAME [--skew 5m] < request",
 		Summary: "check the signature and timestamp of a saved webhook request (exit 0 valid, 1 rejected)",
 		Run: func(_ context.Context, env Env, args []string) int {
-			return webhook.RunVerifyCommand(args, env.Stdin, env.Stdout, env.Stderr, env.Getenv, time.Now())
+			// Its flags print to stderr as any command's do (flagOutput).
+			return webhook.RunVerifyCommand(args, env.Stdin, env.Stdout, flagOutput{env.Stderr}, env.Getenv, time.Now())
 		}})
 }

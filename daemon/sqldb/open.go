@@ -345,6 +345,9 @@ func IsUniqueViolation(err error) bool {
 // Ping checks the database answers; /ready uses it.
 func (db *DB) Ping(ctx context.Context) error { return db.PingContext(ctx) }
 
+// redactURL is a database URL as errors show it: without the password of
+// its user info, nor the values of the parameters libpq takes a password
+// from (postgres://u@h/db?password=…).
 func redactURL(s string) string {
 	u, err := url.Parse(s)
 	if err != nil {
@@ -355,7 +358,23 @@ func redactURL(s string) string {
 			u.User = url.UserPassword(u.User.Username(), "[REDACTED]")
 		}
 	}
+	if u.RawQuery != "" {
+		params := strings.Split(u.RawQuery, "&")
+		for i, p := range params {
+			raw, _, _ := strings.Cut(p, "=")
+			if k, err := url.QueryUnescape(raw); err != nil || passwordParam(k) {
+				params[i] = raw + "=[REDACTED]"
+			}
+		}
+		u.RawQuery = strings.Join(params, "&")
+	}
 	return u.String()
+}
+
+// passwordParam reports the connection parameters whose value is a secret.
+func passwordParam(k string) bool {
+	k = strings.ToLower(strings.TrimSpace(k))
+	return k == "password" || k == "sslpassword"
 }
 
 // walTruncateFrames is the WAL length (64 MiB of 4 KiB pages) past which

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -171,6 +172,43 @@ func TestSQLiteSynchronous(t *testing.T) {
 		_ = db.Close()
 		if err != nil {
 			t.Errorf("%q: %v", c.url, err)
+		}
+	}
+}
+
+// A database URL's password, in its user info or in the password and
+// sslpassword parameters that libpq URLs take, is in no error Open returns,
+// whether the server is unreachable or refuses the login.
+func TestOpenErrorsHideThePassword(t *testing.T) {
+	const planted = "PLANTED-db-password-7f3a"
+	refusing := "127.0.0.1:1"
+	if u := os.Getenv("EUTERPE_TEST_POSTGRES_URL"); u != "" {
+		if pu, err := url.Parse(u); err == nil {
+			refusing = pu.Host
+		}
+	}
+	for _, server := range []struct{ name, host string }{
+		{"unreachable", "127.0.0.1:1"},
+		{"refusing the login", refusing},
+	} {
+		for _, form := range []struct{ name, url string }{
+			{"user info", "postgres://euterpe_no_such_role:" + planted + "@" + server.host + "/x?connect_timeout=2"},
+			{"password parameter", "postgres://euterpe_no_such_role@" + server.host + "/x?connect_timeout=2&password=" + planted},
+			{"sslpassword parameter", "postgresql://euterpe_no_such_role@" + server.host + "/x?sslpassword=" + planted + "&connect_timeout=2&sslmode=disable"},
+		} {
+			t.Run(server.name+"/"+form.name, func(t *testing.T) {
+				db, err := sqldb.Open(context.Background(), form.url, t.TempDir())
+				if err == nil {
+					_ = db.Close()
+					t.Fatal("opened")
+				}
+				if strings.Contains(err.Error(), planted) {
+					t.Fatalf("error leaks the password: %v", err)
+				}
+				if !strings.Contains(err.Error(), server.host) {
+					t.Fatalf("error does not name the server: %v", err)
+				}
+			})
 		}
 	}
 }

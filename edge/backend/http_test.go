@@ -120,3 +120,36 @@ func TestHTTPInvalidResultRedactsURLCredentials(t *testing.T) {
 		})
 	}
 }
+
+// A token in an http backend's query string (rag=http:https://h/rag?key=…)
+// is a credential like a password in its user info: a server that quotes
+// the refused request back (a 404 page naming the path and query, an
+// answer that is not JSON) must not put it in the job's error.
+func TestHTTPBackendErrorRedactsQueryToken(t *testing.T) {
+	const token = "PLANTED-query-token-5c2e"
+	for _, tc := range []struct {
+		name   string
+		status int
+		code   string
+	}{
+		{"error status", http.StatusNotFound, CodeBackendError},
+		{"invalid result", http.StatusOK, CodeInvalidResult},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(tc.status)
+				w.Write([]byte("Cannot POST " + r.URL.RequestURI() + " (query " + r.URL.Query().Get("key") + ")"))
+			}))
+			defer srv.Close()
+			h := &HTTP{URL: srv.URL + "/rag?v=2&key=" + token, Timeout: 5 * time.Second, Client: srv.Client()}
+			_, err := h.Run(context.Background(), Request{JobID: "j", Task: "rag", Payload: json.RawMessage(`{}`)}, nil)
+			var e *Error
+			if !errors.As(err, &e) || e.Code != tc.code || e.Status != tc.status {
+				t.Fatalf("err = %v", err)
+			}
+			if strings.Contains(e.Error(), token) || !strings.Contains(e.Message, "Cannot POST /rag") {
+				t.Fatalf("message %q", e.Message)
+			}
+		})
+	}
+}

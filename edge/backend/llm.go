@@ -386,18 +386,51 @@ func credentials(req *http.Request) []string {
 	return append(out, urlCredentials(req.URL)...)
 }
 
-// urlCredentials are the forms in which the password of u can come back:
-// the Basic credential the client makes of it, and the password itself.
+// urlCredentials are the forms in which the credentials of u can come
+// back: the Basic credential the client makes of its password and the
+// password itself, and those of its query (queryCredentials).
 func urlCredentials(u *url.URL) []string {
-	if u == nil || u.User == nil {
+	if u == nil {
 		return nil
+	}
+	out := queryCredentials(u)
+	if u.User == nil {
+		return out
 	}
 	pass, ok := u.User.Password()
 	if !ok || pass == "" {
-		return nil
+		return out
 	}
 	basic := base64.StdEncoding.EncodeToString([]byte(u.User.Username() + ":" + pass))
-	return []string{basic, pass}
+	return append(out, basic, pass)
+}
+
+// minQueryCredential is the shortest query value taken for a credential:
+// tokens are longer, and a short value ("json", "true") would blank the
+// same word wherever a message has it.
+const minQueryCredential = 8
+
+// queryCredentials are the forms in which a token in the query of u (a
+// backend URL such as https://h/rag?key=…, which the operator keeps
+// private) can come back: the query as sent, which a server quotes with
+// the path it refuses, and each value long enough to be a token, escaped
+// and not.
+func queryCredentials(u *url.URL) []string {
+	if u.RawQuery == "" {
+		return nil
+	}
+	out := []string{u.RawQuery}
+	for _, p := range strings.Split(u.RawQuery, "&") {
+		_, raw, _ := strings.Cut(p, "=")
+		if len(raw) < minQueryCredential {
+			continue
+		}
+		out = append(out, raw)
+		if v, err := url.QueryUnescape(raw); err == nil && v != raw {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // secrets are what l sends that must not come back in a job's error.

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -100,7 +101,7 @@ func TestWatchdogOnlyWhileHealthy(t *testing.T) {
 }
 
 func TestServeUntilGraceful(t *testing.T) {
-	ln, err := Listen("127.0.0.1:0")
+	ln, err := Listen("EUTERPE_TEST_ADDR", "127.0.0.1:0")
 	require.NoError(t, err)
 	started := make(chan struct{})
 	srv := NewHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -140,4 +141,18 @@ func TestReadyReasonFromError(t *testing.T) {
 		Check{Name: "queue", Probe: func(context.Context) error { return fmt.Errorf("wrapped: %w", reasoned{"dns_error"}) }})
 	require.False(t, rep.Ready)
 	require.Equal(t, "error(dns_error)", rep.Checks["queue"])
+}
+
+// An address that cannot be bound is reported with the setting it came
+// from, so the operator knows which line to change.
+func TestListenFailureNamesTheSetting(t *testing.T) {
+	taken, err := Listen("EUTERPE_TEST_ADDR", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	_, err = Listen("EUTERPE_EDGE_ADDR", taken.Addr().String())
+	if err == nil || !strings.HasPrefix(err.Error(), "EUTERPE_EDGE_ADDR: listen "+taken.Addr().String()) {
+		t.Fatalf("err = %v, want it to start with the setting and the address", err)
+	}
 }

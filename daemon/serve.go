@@ -31,12 +31,14 @@ func NewHTTPServer(h http.Handler) *http.Server {
 	}
 }
 
-// Listen binds addr now, so "address in use" is reported before the daemon
-// tells systemd it is ready.
-func Listen(addr string) (net.Listener, error) {
+// Listen binds addr, the value of setting, now, so "address in use" is
+// reported, naming the setting, before the daemon tells systemd it is ready.
+func Listen(setting, addr string) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("listen %s: %w", addr, err)
+		// The setting named first: "address already in use" alone does not
+		// tell the operator which line of which file to change.
+		return nil, fmt.Errorf("%s: listen %s: %w", setting, addr, err)
 	}
 	return ln, nil
 }

@@ -377,7 +377,7 @@ func (a *App) Serve(ctx context.Context, s Settings, d *Deps) error {
 	}
 	if slices.Contains(enabled, RoleAPI) {
 		var err error
-		if ln, err = daemon.Listen(s.Addr); err != nil {
+		if ln, err = daemon.Listen("EUTERPE_CENTRAL_ADDR", s.Addr); err != nil {
 			return err
 		}
 		e := daemon.NewEcho(log)

@@ -110,7 +110,7 @@ func TestStartFailureClosesBuiltPlugins(t *testing.T) {
 			"build worker"},
 		{"the listen address is taken",
 			map[string]string{"EUTERPE_EDGE_ADDR": taken.Addr().String()},
-			"address already in use"},
+			"EUTERPE_EDGE_ADDR: listen " + taken.Addr().String() + ": "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

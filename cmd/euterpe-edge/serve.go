@@ -176,7 +176,7 @@ func runDaemon(parent context.Context, log *slog.Logger, s *serveSettings, geten
 		c.c.Mount(e)
 	}
 
-	ln, err := daemon.Listen(s.Addr)
+	ln, err := daemon.Listen("EUTERPE_EDGE_ADDR", s.Addr)
 	if err != nil {
 		return err
 	}

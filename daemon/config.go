@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -345,6 +346,15 @@ func CheckURL(schemes ...string) func(string) error {
 		}
 		return fmt.Errorf("scheme must be one of %s", strings.Join(schemes, ", "))
 	}
+}
+
+// CheckAbsPath accepts absolute paths only: a relative state directory
+// would follow whatever directory the daemon was started from.
+func CheckAbsPath(v string) error {
+	if !filepath.IsAbs(v) {
+		return errors.New("must be an absolute path")
+	}
+	return nil
 }
 
 // CheckHostPort accepts "host:port" listen addresses.

@@ -408,3 +408,21 @@ func TestCommandHelpFlag(t *testing.T) {
 		})
 	}
 }
+
+// TestRelativeStateDirRefused: a relative EUTERPE_STATE_DIR would put the
+// embedded database and the local KEK wherever the daemon happened to be
+// started; it stops serve with one line naming the setting, writing nothing.
+func TestRelativeStateDirRefused(t *testing.T) {
+	cwd := t.TempDir()
+	t.Chdir(cwd)
+	env := map[string]string{"EUTERPE_STATE_DIR": "state"}
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"serve"}, func(k string) string { return env[k] }, &out, &errb)
+	lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
+	if code != 2 || len(lines) != 1 || !strings.Contains(lines[0], "EUTERPE_STATE_DIR") || !strings.Contains(lines[0], "absolute") {
+		t.Fatalf("exit %d, stderr:\n%s", code, errb.String())
+	}
+	if entries, err := os.ReadDir(cwd); err != nil || len(entries) != 0 {
+		t.Fatalf("written before the settings were checked: %v %v", entries, err)
+	}
+}

@@ -23,7 +23,7 @@ func TestSystemdUnitVerifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Type=notify", "WatchdogSec=", "Restart=on-failure", "After=network-online.target",
+	for _, want := range []string{"Type=notify", "WatchdogSec=", "Restart=on-failure", "RestartPreventExitStatus=2", "After=network-online.target",
 		"ExecStart=/usr/bin/euterpe-central serve", "EnvironmentFile=-/etc/euterpe/central.env",
 		"LoadCredential=euterpe:/etc/euterpe/central.credentials", "StateDirectory=euterpe-central", "User=euterpe",
 		"ProtectSystem=strict", "NoNewPrivileges=yes", "PrivateTmp=yes", "CapabilityBoundingSet=\n", "SystemCallFilter=@system-service"} {

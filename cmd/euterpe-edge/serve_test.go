@@ -230,7 +230,7 @@ func TestSystemdUnitVerifies(t *testing.T) {
 	unit, err := os.ReadFile("../../systemd/euterpe-edge.service")
 	require.NoError(t, err)
 	for _, want := range []string{"Type=notify", "WatchdogSec=", "Restart=on-failure", "After=network-online.target redis-server.service",
-		"Wants=redis-server.service", "EnvironmentFile=-/etc/euterpe/edge.env", "StateDirectory=euterpe", "ProtectSystem=strict",
+		"Wants=redis-server.service", "EnvironmentFile=-/etc/euterpe/edge.env", "StateDirectory=euterpe", "ProtectSystem=strict", "RestartPreventExitStatus=2",
 		"NoNewPrivileges=yes", "PrivateTmp=yes", "User=euterpe"} {
 		assert.Contains(t, string(unit), want)
 	}

@@ -47,13 +47,7 @@ func TestProxyBodyLimitSplitsBatches(t *testing.T) {
 		ids = append(ids, h.jobs(1, 8, fmt.Sprintf(`{"text":"token %d of a reply long enough to matter"}`, i))...)
 	}
 	want := h.written(ids)
-	for {
-		n, err := h.sh.MoveOnce(ctx)
-		require.NoError(t, err)
-		if n == 0 {
-			break
-		}
-	}
+	h.moveAll()
 	for i := 0; ; i++ {
 		require.Less(t, i, 200, "shipping stopped behind the proxy's limit: %d refusals", refused.Load())
 		r := h.sh.SendOnce(ctx)
@@ -88,13 +82,7 @@ func TestProxyBodyLimitIsForgottenAfterAnHour(t *testing.T) {
 					ids = append(ids, h.jobs(1, 8, fmt.Sprintf(`{"text":"token %d of a reply long enough to matter"}`, i))...)
 				}
 				want := h.written(ids)
-				for {
-					n, err := h.sh.MoveOnce(ctx)
-					require.NoError(t, err)
-					if n == 0 {
-						break
-					}
-				}
+				h.moveAll()
 				for i := 0; ; i++ {
 					require.Less(t, i, 200)
 					r := h.sh.SendOnce(ctx)
@@ -248,13 +236,7 @@ func TestSlowUplinkDoesNotTimeOutEveryOtherBatch(t *testing.T) {
 			})
 			ctx := context.Background()
 			want := h.written(h.jobs(200, 7, `{"text":"token"}`))
-			for {
-				n, err := h.sh.MoveOnce(ctx)
-				require.NoError(t, err)
-				if n == 0 {
-					break
-				}
-			}
+			h.moveAll()
 			timeouts := 0
 			for i := 0; ; i++ {
 				require.Less(t, i, tc.maxAttempts, "%d timeouts", timeouts)

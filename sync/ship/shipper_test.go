@@ -104,18 +104,24 @@ func (h *harness) written(ids []string) map[string]wire.Event {
 	return out
 }
 
+// moveAll moves the whole capture stream into the spool.
+func (h *harness) moveAll() {
+	h.t.Helper()
+	for {
+		n, err := h.sh.MoveOnce(context.Background())
+		require.NoError(h.t, err)
+		if n == 0 {
+			return
+		}
+	}
+}
+
 // drain moves everything and sends until the spool is idle, failing the
 // test if an attempt is not accepted.
 func (h *harness) drain() {
 	h.t.Helper()
 	ctx := context.Background()
-	for {
-		n, err := h.sh.MoveOnce(ctx)
-		require.NoError(h.t, err)
-		if n == 0 {
-			break
-		}
-	}
+	h.moveAll()
 	for i := 0; ; i++ {
 		r := h.sh.SendOnce(ctx)
 		if r.Idle {

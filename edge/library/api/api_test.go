@@ -56,6 +56,21 @@ func start(t testing.TB) *server {
 	return &server{t: t, base: "http://" + ln.Addr().String(), lib: lib, root: root}
 }
 
+// scanOneGIF puts one GIF in the library's root, runs the library and a
+// scan to completion, and returns the file's id.
+func (s *server) scanOneGIF() int64 {
+	s.t.Helper()
+	os.WriteFile(filepath.Join(s.root, "a.gif"), gifBytes(), 0o644)
+	s.run()
+	_, job := s.do("POST", "/api/v1/scans", "")
+	if j := s.waitJob(job["id"].(float64)); j["status"] != "completed" {
+		s.t.Fatalf("scan %v", j)
+	}
+	var id int64
+	s.lib.Store.DB.QueryRow(`SELECT id FROM library_files`).Scan(&id)
+	return id
+}
+
 func (s *server) do(method, path, body string) (int, map[string]any) {
 	s.t.Helper()
 	req, _ := http.NewRequest(method, s.base+path, strings.NewReader(body))
@@ -273,15 +288,7 @@ func TestMalformedGroupKeyAndCursor(t *testing.T) {
 // (200), instead of answering 404 forever.
 func TestThumbnailRerenderedWhenCacheFileGone(t *testing.T) {
 	s := start(t)
-	os.WriteFile(filepath.Join(s.root, "a.gif"), gifBytes(), 0o644)
-	s.run()
-	_, job := s.do("POST", "/api/v1/scans", "")
-	if j := s.waitJob(job["id"].(float64)); j["status"] != "completed" {
-		t.Fatalf("scan %v", j)
-	}
-	var id int64
-	s.lib.Store.DB.QueryRow(`SELECT id FROM library_files`).Scan(&id)
-	path := fmt.Sprintf("/api/v1/files/%d/thumbnail", id)
+	path := fmt.Sprintf("/api/v1/files/%d/thumbnail", s.scanOneGIF())
 	waitReady := func() {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)

@@ -41,15 +41,7 @@ func TestThumbnailAnswers(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := start(t)
-			os.WriteFile(filepath.Join(s.root, "a.gif"), gifBytes(), 0o644)
-			s.run()
-			_, job := s.do("POST", "/api/v1/scans", "")
-			if j := s.waitJob(job["id"].(float64)); j["status"] != "completed" {
-				t.Fatalf("scan %v", j)
-			}
-			var fileID int64
-			s.lib.Store.DB.QueryRow(`SELECT id FROM library_files`).Scan(&fileID)
-			path := s.base + fmt.Sprintf("/api/v1/files/%d/thumbnail", fileID)
+			path := s.base + fmt.Sprintf("/api/v1/files/%d/thumbnail", s.scanOneGIF())
 			deadline := time.Now().Add(10 * time.Second)
 			for code, _ := get(t, path); code != 200; code, _ = get(t, path) {
 				if time.Now().After(deadline) {

@@ -81,7 +81,7 @@ func startWith(t testing.TB, db *sqldb.DB, checkURL func(string) error) *env {
 	api.New(api.Config{DB: db, Inbox: e.inbox, Requesters: e.reqs, Log: log,
 		Idempotency: idempotency.New(db, time.Hour, clk.Now),
 		CheckURL:    checkURL}).Mount(echo)
-	ln, err := daemon.Listen("127.0.0.1:0")
+	ln, err := daemon.Listen("EUTERPE_TEST_ADDR", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func startWatchedGateway(t *testing.T, seen func(*http.Request)) (string, *jobs.
 	gw := gateway.New(log, gateway.DefaultSettings(), store, opt)
 	e := daemon.NewEcho(log)
 	gw.Mount(e)
-	ln, err := daemon.Listen("127.0.0.1:0")
+	ln, err := daemon.Listen("EUTERPE_TEST_ADDR", "127.0.0.1:0")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -84,7 +84,7 @@ func startServerFull(t testing.TB, set gateway.Settings, shutdownGrace time.Dura
 	gw := gateway.New(log, set, store, opt)
 	e := daemon.NewEcho(log)
 	gw.Mount(e)
-	ln, err := daemon.Listen("127.0.0.1:0")
+	ln, err := daemon.Listen("EUTERPE_TEST_ADDR", "127.0.0.1:0")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &server{URL: "http://" + ln.Addr().String(), Name: opt.ClientName, RDB: rdb, Store: store, GW: gw, stop: cancel, done: make(chan struct{})}

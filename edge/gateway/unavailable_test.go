@@ -34,7 +34,7 @@ func TestRedisDownAnswers503(t *testing.T) {
 	gw := gateway.New(slog.New(slog.NewTextHandler(io.Discard, nil)), set, jobs.NewStore(rdb), opt)
 	e := daemon.NewEcho(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	gw.Mount(e)
-	ln, err := daemon.Listen("127.0.0.1:0")
+	ln, err := daemon.Listen("EUTERPE_TEST_ADDR", "127.0.0.1:0")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -89,7 +89,7 @@ func startServer(t testing.TB, db *sqldb.DB, tune ...func(*Settings)) *server {
 	role.API.Poll, role.API.Heartbeat = 50*time.Millisecond, 200*time.Millisecond
 	e := daemon.NewEcho(log)
 	role.MountRoutes(e)
-	ln, err := daemon.Listen("127.0.0.1:0")
+	ln, err := daemon.Listen("EUTERPE_TEST_ADDR", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}

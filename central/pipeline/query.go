@@ -234,6 +234,7 @@ func (s *Store) Redrive(ctx context.Context, id string) (JobRecord, error) {
 		return JobRecord{}, ErrNotFound
 	}
 	now := sqldb.Micros(s.now())
+	var rec JobRecord
 	err := s.DB.Tx(ctx, func(tx *sql.Tx) error {
 		var st string
 		if err := s.DB.QueryRowTx(ctx, tx, "SELECT status FROM pipeline_jobs WHERE job_id = ?", id).Scan(&st); err != nil {
@@ -251,6 +252,13 @@ func (s *Store) Redrive(ctx context.Context, id string) (JobRecord, error) {
 		_, err := s.DB.ExecTx(ctx, tx, `UPDATE pipeline_jobs SET status = ?, visible_at = ?, updated_at = ?, redriven_at = ?,
 			attempt_count = 0, finished_at = NULL, claim_version = claim_version + 1, worker_id = NULL, lease_expires_at = NULL
 			WHERE job_id = ? AND status = ?`, StatusQueued, now, now, now, id, StatusDeadLetter)
+		if err != nil {
+			return err
+		}
+		// The record as this redrive left it, read before the commit: a
+		// worker may claim the job the moment it is queued, and the answer
+		// is what the redrive did (queued), not what happened next.
+		rec, err = scanRecord(s.DB.QueryRowTx(ctx, tx, "SELECT "+recordCols+" FROM pipeline_jobs WHERE job_id = ?", id))
 		return err
 	})
 	switch {
@@ -262,7 +270,7 @@ func (s *Store) Redrive(ctx context.Context, id string) (JobRecord, error) {
 		}
 		return JobRecord{}, unavailable(CodeRepoUnavailable, err)
 	}
-	return s.GetByID(ctx, id)
+	return rec, nil
 }
 
 // Counts are the gauges of /metrics: queued (backlog) and dead-lettered.

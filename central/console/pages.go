@@ -117,17 +117,14 @@ func (p *pages) mount(e *echo.Echo) {
 	}
 }
 
-// noStore makes h's response as uncacheable as the pages are: the fleet
-// tail is the sync role's handler, which sets Cache-Control: no-cache (a
-// cache may still store the events it carries). The hook runs when the
-// status is written, after the handler has set its own headers.
+// noStore gives h's response the headers of every console page: the
+// fleet tail is the sync role's handler, which sets Cache-Control:
+// no-cache (a cache may still store the events it carries). The hook runs
+// when the status is written, after the handler has set its own headers.
 func noStore(h echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		res := c.Response()
-		res.Before(func() {
-			res.Header().Set("Cache-Control", "no-store")
-			res.Header().Set("X-Content-Type-Options", "nosniff")
-		})
+		res.Before(func() { dconsole.SecurityHeaders(res.Header()) })
 		return h(c)
 	}
 }

@@ -235,8 +235,13 @@ func (b *Browser) Viewport(w, h int64) {
 // and returns its path.
 func (b *Browser) Screenshot(name string) string {
 	b.t.Helper()
-	var png []byte
-	b.Run(chromedp.FullScreenshot(&png, 100)) // 100 makes a PNG; below is JPEG
+	png, err := capture(func() ([]byte, error) {
+		var png []byte
+		return png, b.RunErr(chromedp.FullScreenshot(&png, 100)) // 100 makes a PNG; below is JPEG
+	}, captureTries, 250*time.Millisecond)
+	if err != nil {
+		b.t.Fatalf("screenshot %s: %v (page errors: %v)", name, err, b.Errors())
+	}
 	dir, err := ScreenshotDir()
 	if err != nil {
 		b.t.Fatalf("screenshot %s: %v", name, err)
@@ -250,6 +255,24 @@ func (b *Browser) Screenshot(name string) string {
 	}
 	b.t.Logf("screenshot %s", p)
 	return p
+}
+
+const captureTries = 20
+
+// capture calls shoot up to tries times, pause apart, until it gives an
+// image. Chromium refuses a capture ("Cannot take screenshot with 0
+// width") while the page's frame is being laid out again, as after a
+// sign-in form's answer on a loaded machine; a moment later it succeeds.
+func capture(shoot func() ([]byte, error), tries int, pause time.Duration) ([]byte, error) {
+	var err error
+	for i := 0; i < tries; i++ {
+		var png []byte
+		if png, err = shoot(); err == nil {
+			return png, nil
+		}
+		time.Sleep(pause)
+	}
+	return nil, fmt.Errorf("%d tries: %w", tries, err)
 }
 
 // ScreenshotDir is EUTERPE_SCREENSHOT_DIR, else .run/screenshots in the

@@ -1,12 +1,16 @@
 package browsertest_test
 
 import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/vesta-cx/euterpe/daemon/console/browsertest"
 )
@@ -36,4 +40,21 @@ func TestMissingChromium(t *testing.T) {
 		assert.Contains(t, string(out), "apt-get install chromium")
 		assert.False(t, strings.Contains(string(out), "started a browser"))
 	}
+}
+
+// TestScreenshotWritesAPNG: Screenshot saves the page as a PNG in
+// EUTERPE_SCREENSHOT_DIR.
+func TestScreenshotWritesAPNG(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write([]byte(`<!doctype html><html><body><p>a page</p></body></html>`))
+	}))
+	defer srv.Close()
+	t.Setenv("EUTERPE_SCREENSHOT_DIR", t.TempDir())
+	b := browsertest.New(t)
+	b.Open(srv.URL)
+	p := b.Screenshot("a-page")
+	png, err := os.ReadFile(p)
+	require.NoError(t, err)
+	assert.True(t, bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")), "not a PNG")
 }

@@ -26,10 +26,33 @@ func Errorf(status int, code, format string, args ...any) *APIError {
 	return &APIError{Status: status, Code: code, Message: CapMessage(fmt.Sprintf(format, args...))}
 }
 
+// EchoOption adjusts what NewEcho builds.
+type EchoOption func(*echoOptions)
+
+type echoOptions struct {
+	outage func(error) string
+}
+
+// OutageRetryAfter is the Retry-After, in seconds, of a 503 for a store
+// that could not be reached.
+const OutageRetryAfter = 5
+
+// WithOutage has an error that classify names a reason for (a database
+// that cannot be reached, is locked or is shutting down) answer 503
+// "unavailable" with Retry-After, not 500: the request may well succeed in
+// a moment, and a client should retry it rather than treat it as a bug.
+func WithOutage(classify func(error) string) EchoOption {
+	return func(o *echoOptions) { o.outage = classify }
+}
+
 // NewEcho returns an echo instance with the banner off and the error handler
 // that renders every error as an APIError. Unknown errors become a 500 whose
 // message says nothing about internals; the detail goes to the log.
-func NewEcho(log *slog.Logger) *echo.Echo {
+func NewEcho(log *slog.Logger, opts ...EchoOption) *echo.Echo {
+	var o echoOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
@@ -48,8 +71,7 @@ func NewEcho(log *slog.Logger) *echo.Echo {
 		case errors.As(err, &he):
 			ae = &APIError{Status: he.Code, Code: httpCode(he.Code), Message: CapMessage(fmt.Sprint(he.Message))}
 		default:
-			log.Error("request failed", "method", c.Request().Method, "path", c.Path(), "err", err)
-			ae = &APIError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error"}
+			ae = o.internal(log, c, err)
 		}
 		if ae.RetryAfter > 0 {
 			c.Response().Header().Set("Retry-After", fmt.Sprint(ae.RetryAfter))
@@ -61,6 +83,22 @@ func NewEcho(log *slog.Logger) *echo.Echo {
 		_ = c.JSON(ae.Status, map[string]*APIError{"error": ae})
 	}
 	return e
+}
+
+// internal answers an error no handler turned into an APIError: 503 when
+// it is an outage WithOutage recognises, else 500. Either way the detail
+// goes to the log only.
+func (o echoOptions) internal(log *slog.Logger, c echo.Context, err error) *APIError {
+	if o.outage != nil {
+		if reason := o.outage(err); reason != "" {
+			log.Warn("request failed: a store is unavailable", "method", c.Request().Method, "path", c.Path(),
+				"reason", reason, "err", err)
+			return &APIError{Status: http.StatusServiceUnavailable, Code: "unavailable",
+				Message: "a store this request needs cannot be reached (" + reason + "); retry later", RetryAfter: OutageRetryAfter}
+		}
+	}
+	log.Error("request failed", "method", c.Request().Method, "path", c.Path(), "err", err)
+	return &APIError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error"}
 }
 
 func httpCode(status int) string {

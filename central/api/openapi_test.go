@@ -42,9 +42,9 @@ func TestOpenAPIDocument(t *testing.T) {
 		t.Fatalf("openapi version %q", doc.OpenAPI)
 	}
 	want := map[string]map[string][]string{
-		"/transcode":             {"post": {"202", "400", "401", "409", "413"}},
-		"/transcode/status":      {"get": {"200", "400", "401", "404", "410"}},
-		"/transcode/credentials": {"put": {"200", "400", "401", "404", "409", "413"}},
+		"/transcode":             {"post": {"202", "400", "401", "409", "413", "503"}},
+		"/transcode/status":      {"get": {"200", "400", "401", "404", "410", "503"}},
+		"/transcode/credentials": {"put": {"200", "400", "401", "404", "409", "413", "503"}},
 	}
 	for path, methods := range want {
 		for m, codes := range methods {

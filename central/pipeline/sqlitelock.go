@@ -94,7 +94,7 @@ func (g *lockGuard) run(ctx context.Context, db *sqldb.DB, fn func(commit func()
 			if u := unavailable(CodeQueueUnavailable, err); u != err {
 				return u
 			}
-			return &UnavailableError{Code: CodeQueueUnavailable, Reason: ReasonLocked, Err: err}
+			return &UnavailableError{Code: CodeQueueUnavailable, Reason: sqldb.ReasonLocked, Err: err}
 		}
 	}
 	var state atomic.Int32
@@ -119,12 +119,12 @@ func (g *lockGuard) run(ctx context.Context, db *sqldb.DB, fn func(commit func()
 	case <-ctx.Done():
 		if state.CompareAndSwap(submitOpen, submitAbandoned) {
 			g.trip()
-			return &UnavailableError{Code: CodeQueueUnavailable, Reason: ReasonTimeout, Err: ctx.Err()}
+			return &UnavailableError{Code: CodeQueueUnavailable, Reason: sqldb.ReasonTimeout, Err: ctx.Err()}
 		}
 		g.at(holdAwaitCommit)
 		err = <-done
 	}
-	if Reason(err) == ReasonLocked {
+	if sqldb.OutageReason(err) == sqldb.ReasonLocked {
 		g.trip()
 	}
 	return err

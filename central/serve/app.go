@@ -380,7 +380,7 @@ func (a *App) Serve(ctx context.Context, s Settings, d *Deps) error {
 		if ln, err = daemon.Listen("EUTERPE_CENTRAL_ADDR", s.Addr); err != nil {
 			return err
 		}
-		e := daemon.NewEcho(log)
+		e := daemon.NewEcho(log, daemon.WithOutage(sqldb.OutageReason))
 		dbCheck := daemon.Check{Name: "database", Probe: d.DB.Ping}
 		daemon.MountHealth(e, append([]daemon.Check{dbCheck}, checks...)...)
 		if err := register(d.Metrics, NewQueueCollector(d.DB, log)); err != nil {

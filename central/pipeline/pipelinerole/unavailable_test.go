@@ -80,7 +80,7 @@ func TestDatabaseDownPostgres(t *testing.T) {
 		t.Fatalf("down: /ready %+v", r)
 	}
 	for _, k := range []string{"queue", "repo"} {
-		if reason := strings.TrimSuffix(strings.TrimPrefix(r.body[k], "error("), ")"); !oneOf(reason, pipeline.ReasonConnRefused, pipeline.ReasonConnLost, pipeline.ReasonTimeout) {
+		if reason := strings.TrimSuffix(strings.TrimPrefix(r.body[k], "error("), ")"); !oneOf(reason, sqldb.ReasonConnRefused, sqldb.ReasonConnLost, sqldb.ReasonTimeout) {
 			t.Fatalf("down: %s reason %q", k, reason)
 		}
 	}
@@ -199,7 +199,7 @@ func TestDatabaseDownSQLite(t *testing.T) {
 		t.Fatalf("locked: answered after %v", time.Since(start))
 	}
 	r := getReady(t, s)
-	if r.status != 503 || !oneOf(r.body["queue"], "error("+pipeline.ReasonLocked+")", "error("+pipeline.ReasonTimeout+")") || r.body["repo"] != "ok" {
+	if r.status != 503 || !oneOf(r.body["queue"], "error("+sqldb.ReasonLocked+")", "error("+sqldb.ReasonTimeout+")") || r.body["repo"] != "ok" {
 		t.Fatalf("locked: /ready %+v", r)
 	}
 	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {

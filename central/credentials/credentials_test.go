@@ -96,6 +96,22 @@ func TestParseKeyringErrorsHideKeys(t *testing.T) {
 	if _, err := credentials.ParseKeyring("a:"+credentials.NewKey(), "b"); err == nil {
 		t.Error("active key outside the ring accepted")
 	}
+	// A key where the kek_id goes would be logged and stored in the open.
+	k1, k2 := credentials.NewKey(), credentials.NewKey()
+	for _, tc := range []struct{ spec, active string }{
+		{k1 + ":" + k2, ""},
+		{strings.TrimRight(k1, "=") + ":" + k2, ""},
+		{"a:" + k2, k2},
+	} {
+		_, err := credentials.ParseKeyring(tc.spec, tc.active)
+		if err == nil {
+			t.Errorf("a key as kek_id accepted (%d bytes)", len(tc.spec))
+			continue
+		}
+		if strings.Contains(err.Error(), strings.TrimRight(k1, "=")) || strings.Contains(err.Error(), strings.TrimRight(k2, "=")) {
+			t.Errorf("error shows key material: %v", err)
+		}
+	}
 }
 
 func TestLocalKeyFile(t *testing.T) {

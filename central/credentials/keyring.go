@@ -42,6 +42,11 @@ func ParseKeyring(spec, active string) (*Keyring, error) {
 		if !ok || id == "" {
 			return nil, errors.New("keyring entry must be kek_id:base64key")
 		}
+		// The kek_id is logged and stored beside every sealed value: a key
+		// written where the name goes (KEY1:KEY2) would be kept in the open.
+		if isKey(id) {
+			return nil, errors.New("a keyring entry's kek_id is itself a key: write kek_id:base64key, the name before the colon")
+		}
 		key, err := decodeKey(strings.TrimSpace(enc))
 		if err != nil {
 			return nil, fmt.Errorf("keyring key %q: %w", id, err)
@@ -60,11 +65,20 @@ func ParseKeyring(spec, active string) (*Keyring, error) {
 	if active == "" {
 		active = first
 	}
+	if isKey(active) {
+		return nil, errors.New("the active key is named by a key: name its kek_id instead")
+	}
 	if _, ok := k.keys[active]; !ok {
 		return nil, fmt.Errorf("active key %q is not in the keyring", active)
 	}
 	k.active = active
 	return k, nil
+}
+
+// isKey reports whether s reads as a key, and so must not be shown.
+func isKey(s string) bool {
+	_, err := decodeKey(s)
+	return err == nil
 }
 
 func decodeKey(s string) ([]byte, error) {

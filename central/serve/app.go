@@ -270,12 +270,21 @@ func ValidateQueues(db *sqldb.DB, jobs *inbox.Store) error {
 	return nil
 }
 
+// databaseSetting names the setting that chose the database, so a start
+// that cannot open it says which line of the unit or env file to check.
+func databaseSetting(s Settings) string {
+	if s.DatabaseURL != "" {
+		return "database (EUTERPE_DATABASE_URL)"
+	}
+	return "embedded database in EUTERPE_STATE_DIR=" + s.StateDir + " (EUTERPE_DATABASE_URL is empty)"
+}
+
 // Open opens and migrates the database and builds the shared dependencies.
 // close releases them.
 func (a *App) Open(ctx context.Context, s Settings, log *slog.Logger, getenv func(string) string) (d *Deps, closeFn func(), err error) {
 	db, err := sqldb.Open(ctx, s.DatabaseURL, s.StateDir)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("%s: %w", databaseSetting(s), err)
 	}
 	defer func() {
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/google/uuid"
 )
@@ -60,6 +61,7 @@ var ErrIdentityNotKept = errors.New("worker identity not kept")
 // left behind by the next start is one a crashed daemon leaves too (its
 // pending entries are claimed by the others, then it is removed as idle).
 // A file that exists but cannot be read, or is damaged, is still an error.
+// The caller names its setting (EUTERPE_STATE_DIR) in what it reports.
 func PersistentWorkerID(getenv func(string) string, stateDir string) (string, error) {
 	for _, k := range []string{"POD_NAME", "HOSTNAME"} {
 		if v := getenv(k); v != "" {
@@ -67,7 +69,10 @@ func PersistentWorkerID(getenv func(string) string, stateDir string) (string, er
 		}
 	}
 	path := filepath.Join(stateDir, IdentityFile)
-	if id, err := readIdentity(path); !errors.Is(err, fs.ErrNotExist) {
+	// ENOTDIR: the state directory is a file (a mount point's stand-in),
+	// so there is no identity yet and none can be kept, as when it is
+	// read-only.
+	if id, err := readIdentity(path); !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
 		return id, err
 	}
 	id := mintIdentity()

@@ -78,7 +78,9 @@ func TestPersistentWorkerIDNotKept(t *testing.T) {
 	env := func(string) string { return "" }
 	dangling := filepath.Join(t.TempDir(), "state")
 	require.NoError(t, os.Symlink(filepath.Join(t.TempDir(), "card", "state"), dangling))
-	for name, dir := range map[string]string{"a link to a card not mounted": dangling} {
+	aFile := filepath.Join(t.TempDir(), "state")
+	require.NoError(t, os.WriteFile(aFile, nil, 0o600))
+	for name, dir := range map[string]string{"a link to a card not mounted": dangling, "a file in its place": aFile} {
 		t.Run(name, func(t *testing.T) {
 			id, err := PersistentWorkerID(env, dir)
 			require.ErrorIs(t, err, ErrIdentityNotKept)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -71,4 +72,21 @@ func TestRestartKeepsConsumer(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(state, daemon.IdentityFile))
 	require.NoError(t, err)
 	assert.Equal(t, strings.TrimSpace(string(b)), names[0])
+}
+
+// An identity file that is there but cannot be read stops the start (it
+// is not silently replaced by a new consumer), with one line that names
+// the setting to look at.
+func TestUnreadableIdentityNamesTheStateDir(t *testing.T) {
+	_, opt := testsvc.Redis(t)
+	state := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(state, daemon.IdentityFile), 0o700)) // read: EISDIR
+	var stderr strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	code := run(ctx, []string{"serve"}, io.Discard, &stderr, envMap(map[string]string{
+		"EUTERPE_REDIS_URL": redisURLFor(opt), "EUTERPE_EDGE_ADDR": "127.0.0.1:0", "EUTERPE_STATE_DIR": state}))
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr.String(), "EUTERPE_STATE_DIR="+state)
+	assert.Contains(t, stderr.String(), daemon.IdentityFile)
 }

@@ -123,7 +123,7 @@ func runDaemon(parent context.Context, log *slog.Logger, s *serveSettings, geten
 		log.Warn("the worker identity cannot be kept in the state directory; this run uses its own, the next start takes another consumer name (set HOSTNAME to fix it)",
 			"worker_id", workerID, "err", daemon.CapMessage(err.Error()))
 	} else if err != nil {
-		return err
+		return fmt.Errorf("worker identity in EUTERPE_STATE_DIR=%s: %w", s.StateDir, err)
 	}
 	reg := prometheus.NewRegistry()
 	deps := Deps{Log: log, Redis: rdb, RedisOpt: opt, Jobs: store, StateDir: s.StateDir, WorkerID: workerID, Metrics: reg, Parts: &Parts{}}

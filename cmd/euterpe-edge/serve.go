@@ -97,6 +97,7 @@ func serve(parent context.Context, args []string, stderr io.Writer, getenv func(
 func runDaemon(parent context.Context, log *slog.Logger, s *serveSettings, getenv func(string) string) error {
 	ctx, stop := daemon.SignalContext(parent)
 	defer stop()
+	logRedisNotices(log)
 
 	opt, err := redis.ParseURL(s.RedisURL)
 	if err != nil {

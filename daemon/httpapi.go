@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,6 +33,10 @@ type EchoOption func(*echoOptions)
 type echoOptions struct {
 	outage func(error) string
 }
+
+// StatusClientClosedRequest is the status logged for a request whose
+// client went away before the answer (nginx's 499).
+const StatusClientClosedRequest = 499
 
 // OutageRetryAfter is the Retry-After, in seconds, of a 503 for a store
 // that could not be reached.
@@ -70,6 +75,12 @@ func NewEcho(log *slog.Logger, opts ...EchoOption) *echo.Echo {
 		case errors.As(err, &ae):
 		case errors.As(err, &he):
 			ae = &APIError{Status: he.Code, Code: httpCode(he.Code), Message: CapMessage(fmt.Sprint(he.Message))}
+		case errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil:
+			// The client hung up and the handler stopped on its
+			// cancelled context: nothing went wrong here, and nobody
+			// reads the answer. 499 is what proxies log for it.
+			log.Debug("request abandoned by the client", "method", c.Request().Method, "path", c.Path())
+			ae = &APIError{Status: StatusClientClosedRequest, Code: "client_closed_request", Message: "the client closed the request"}
 		default:
 			ae = o.internal(log, c, err)
 		}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,4 +73,35 @@ func TestErrorHandlerOutage(t *testing.T) {
 	assert.Equal(t, 503, rec.Code)
 	assert.Equal(t, "5", rec.Header().Get("Retry-After"))
 	assert.Zero(t, rec.Body.Len())
+}
+
+// A handler that stops because its client hung up is no server error: no
+// "request failed" at error level, no 500. A cancellation of the
+// handler's own making, with the client still there, is one.
+func TestErrorHandlerClientGone(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		clientGone bool
+		status     int
+		logged     bool
+	}{
+		{"client gone", true, StatusClientClosedRequest, false},
+		{"client still there", false, 500, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs strings.Builder
+			e := NewEcho(slog.New(slog.NewTextHandler(&logs, nil)))
+			e.GET("/x", func(echo.Context) error { return fmt.Errorf("begin: %w", context.Canceled) })
+			req := httptest.NewRequest(http.MethodGet, "/x", nil)
+			if tc.clientGone {
+				ctx, cancel := context.WithCancel(req.Context())
+				cancel()
+				req = req.WithContext(ctx)
+			}
+			rec := httptest.NewRecorder()
+			e.ServeHTTP(rec, req)
+			assert.Equal(t, tc.status, rec.Code)
+			assert.Equal(t, tc.logged, strings.Contains(logs.String(), "request failed"), logs.String())
+		})
+	}
 }

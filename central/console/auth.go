@@ -6,8 +6,10 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/vesta-cx/euterpe/central/operators"
 	"github.com/vesta-cx/euterpe/daemon"
 	dconsole "github.com/vesta-cx/euterpe/daemon/console"
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
 )
 
 // Cookies. The session cookie is scoped to /ui/ so it never reaches the
@@ -65,9 +68,11 @@ func (r *Role) requireSession(next echo.HandlerFunc) echo.HandlerFunc {
 				return c.Redirect(http.StatusSeeOther, signinPath+"?next="+url.QueryEscape(c.Request().URL.RequestURI()))
 			}
 			return daemon.Errorf(http.StatusUnauthorized, "unauthorized", "sign in to the console first")
-		case err != nil:
-			c.Response().Header().Set("Retry-After", "5")
+		case err != nil && sqldb.OutageReason(err) != "":
+			c.Response().Header().Set("Retry-After", strconv.Itoa(daemon.OutageRetryAfter))
 			return daemon.Errorf(http.StatusServiceUnavailable, "unavailable", "the session store cannot be reached")
+		case err != nil:
+			return fmt.Errorf("console session: %w", err)
 		}
 		c.Set(ctxOperator, op)
 		c.Set(ctxSession, id)

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -134,7 +135,8 @@ const operatorKey = "euterpe.operator"
 
 // Auth is the middleware of the operator API: Authorization: Bearer
 // <operator token>. A missing or unknown token is 401; a database that
-// cannot answer is 503, so an outage never reads as "your token is wrong".
+// cannot answer is 503, so an outage never reads as "your token is wrong";
+// any other failure of the lookup is the handler's error (500, logged).
 func Auth(s Authenticator) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
@@ -148,9 +150,13 @@ func Auth(s Authenticator) echo.MiddlewareFunc {
 			case errors.Is(err, ErrUnknownToken):
 				c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="euterpe-operator", error="invalid_token"`)
 				return daemon.Errorf(http.StatusUnauthorized, "unauthorized", "unknown or disabled operator token")
-			case err != nil:
-				c.Response().Header().Set("Retry-After", "5")
+			case err != nil && sqldb.OutageReason(err) != "":
+				c.Response().Header().Set("Retry-After", strconv.Itoa(daemon.OutageRetryAfter))
 				return daemon.Errorf(http.StatusServiceUnavailable, "unavailable", "the operator store cannot be reached")
+			case err != nil:
+				// Not an outage (a permission, a bug): a 500 whose detail
+				// is logged, not a 503 that says "retry" and hides it.
+				return fmt.Errorf("operator token: %w", err)
 			}
 			c.Set(operatorKey, op)
 			daemon.SetRecheck(c, func(ctx context.Context) error {

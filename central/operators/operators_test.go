@@ -3,11 +3,15 @@ package operators_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/labstack/echo/v4"
 	"github.com/vesta-cx/euterpe/central/credentials"
 	"github.com/vesta-cx/euterpe/central/operators"
@@ -120,4 +124,42 @@ func TestAuthMiddlewareSeparatesCredentials(t *testing.T) {
 			t.Fatalf("closed database: %d %v", w.Code, w.Header())
 		}
 	})
+}
+
+type failingAuthenticator struct{ err error }
+
+func (f failingAuthenticator) Authenticate(context.Context, string) (operators.Operator, error) {
+	return operators.Operator{}, f.err
+}
+
+// A token lookup the database cannot answer is 503 with Retry-After; one
+// that fails for any other reason (a permission refused, a bug) is a 500
+// whose detail reaches the log, not a 503 that says "retry" and hides it.
+func TestAuthLookupFailures(t *testing.T) {
+	cases := []struct {
+		name       string
+		err        error
+		want       int
+		retryAfter string
+	}{
+		{"database unreachable", fmt.Errorf("dial: %w", syscall.ECONNREFUSED), http.StatusServiceUnavailable, "5"},
+		{"permission denied", &pgconn.PgError{Code: "42501", Message: "permission denied for table operators"}, http.StatusInternalServerError, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs strings.Builder
+			e := daemon.NewEcho(slog.New(slog.NewTextHandler(&logs, nil)))
+			e.GET("/op", func(c echo.Context) error { return c.NoContent(http.StatusOK) }, operators.Auth(failingAuthenticator{tc.err}))
+			r := httptest.NewRequest(http.MethodGet, "/op", nil)
+			r.Header.Set("Authorization", "Bearer "+operators.TokenPrefix+"x")
+			w := httptest.NewRecorder()
+			e.ServeHTTP(w, r)
+			if w.Code != tc.want || w.Header().Get("Retry-After") != tc.retryAfter {
+				t.Fatalf("%d Retry-After %q, want %d %q: %s", w.Code, w.Header().Get("Retry-After"), tc.want, tc.retryAfter, w.Body)
+			}
+			if tc.want == http.StatusInternalServerError && !strings.Contains(logs.String(), "42501") {
+				t.Errorf("the cause is not logged: %s", logs.String())
+			}
+		})
+	}
 }

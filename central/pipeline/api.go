@@ -94,15 +94,21 @@ func (a *API) authUnavailable(auth echo.MiddlewareFunc) echo.MiddlewareFunc {
 				if !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable || ae.Code != "unavailable" {
 					return err
 				}
+				if err := c.Request().Context().Err(); err != nil {
+					return err // the client is gone: no answer to give, nothing to alert on
+				}
 				d := a.Backoff.Delay(attempt)
-				if attempt >= a.Attempts || time.Now().Add(d).After(deadline) || c.Request().Context().Err() != nil {
+				if attempt >= a.Attempts || time.Now().Add(d).After(deadline) {
 					a.Log.Error("pipeline: database unreachable", "error_code", code, "stage", "operator lookup", "tries", attempt)
 					e := daemon.Errorf(http.StatusServiceUnavailable, code, "the pipeline queue database cannot be reached; retry later")
 					e.RetryAfter = 5
 					return e
 				}
 				a.Log.Warn("pipeline: database unreachable; retrying", "error_code", code, "stage", "operator lookup", "try", attempt, "retry_in", d.String())
-				time.Sleep(d)
+				select {
+				case <-c.Request().Context().Done():
+				case <-time.After(d):
+				}
 			}
 		}
 	}

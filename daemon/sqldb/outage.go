@@ -26,6 +26,7 @@ const (
 	ReasonLocked       = "database_locked"
 	ReasonUnopenable   = "database_unopenable"
 	ReasonShuttingDown = "shutting_down"
+	ReasonResources    = "insufficient_resources"
 )
 
 var connLost = regexp.MustCompile(`(?i)(unexpected EOF|broken pipe|connection reset|conn closed|closed pool|connection refused|failed to connect|bad connection|i/o timeout|use of closed network connection|sql: database is closed)`)
@@ -43,8 +44,10 @@ func OutageReason(err error) string {
 		switch {
 		case pe.Code == "28P01" || pe.Code == "28000":
 			return ReasonAuthFailed
-		case strings.HasPrefix(pe.Code, "08"), strings.HasPrefix(pe.Code, "53"):
+		case strings.HasPrefix(pe.Code, "08"):
 			return ReasonConnLost
+		case strings.HasPrefix(pe.Code, "53"): // too many connections, disk full, out of memory
+			return ReasonResources
 		case strings.HasPrefix(pe.Code, "57P"):
 			return ReasonShuttingDown
 		case pe.Code == "57014": // statement timeout
@@ -57,7 +60,9 @@ func OutageReason(err error) string {
 		switch se.Code() & 0xff {
 		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
 			return ReasonLocked
-		case sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_FULL:
+		// Not SQLITE_CORRUPT: a damaged file does not mend itself, so
+		// it is an error to raise, not an outage to wait out.
+		case sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_FULL:
 			return ReasonUnopenable
 		case sqlite3.SQLITE_INTERRUPT:
 			return ReasonTimeout

@@ -9,6 +9,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -295,4 +298,42 @@ func TestIncompleteBodyIsNotAnInvalidBatch(t *testing.T) {
 			t.Fatalf("cut body: %d %s, want 408 %s", r.status, b, wire.CodeIncompleteBody)
 		}
 	})
+}
+
+// Every status the receiver refuses a batch or a heartbeat with is in both
+// operations' documented answers.
+func TestOpenAPIDocumentsEveryRefusal(t *testing.T) {
+	src, err := os.ReadFile("handler.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	statuses := map[string]string{}
+	for _, m := range regexp.MustCompile(`r\.refuse\(c, edgeID, http\.(Status\w+)`).FindAllStringSubmatch(string(src), -1) {
+		statuses[m[1]] = ""
+	}
+	codes := map[string]int{"StatusUnauthorized": 401, "StatusForbidden": 403, "StatusRequestEntityTooLarge": 413,
+		"StatusRequestTimeout": 408, "StatusTooManyRequests": 429, "StatusBadRequest": 400}
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Responses map[string]any `json:"responses"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal(openAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(statuses) < 5 {
+		t.Fatalf("found only %v in handler.go", statuses)
+	}
+	for name := range statuses {
+		code, ok := codes[name]
+		if !ok {
+			t.Errorf("http.%s: add it to this test's table", name)
+			continue
+		}
+		for _, path := range []string{"/sync/v1/batches", "/sync/v1/heartbeat"} {
+			if _, ok := doc.Paths[path]["post"].Responses[strconv.Itoa(code)]; !ok {
+				t.Errorf("POST %s: %d (%s) is answered but not documented", path, code, name)
+			}
+		}
+	}
 }

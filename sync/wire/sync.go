@@ -67,6 +67,12 @@ type Gap struct {
 	LastTS       int64  `json:"last_ts"`
 }
 
+// MaxGapCount bounds a gap's count, far above what any spool drops: central
+// adds counts into 64-bit totals, and a count near their limit (a faulty
+// edge) would overflow them, failing the batch as a store error that the
+// edge would resend for ever instead of a refusal it sets aside.
+const MaxGapCount = 1 << 40
+
 // GapID is the stable id of a gap.
 func GapID(edgeID, jobID, firstEntryID string) string {
 	return edgeID + ":" + jobID + ":gap:" + firstEntryID
@@ -82,8 +88,8 @@ func (g Gap) validate(edgeID string) error {
 		return errors.New("gap_id must be edge_id:job_id:gap:first_entry_id")
 	case !tokenRe.MatchString(g.Type):
 		return errors.New("type is required")
-	case g.Count <= 0:
-		return errors.New("count must be positive")
+	case g.Count <= 0 || g.Count > MaxGapCount:
+		return fmt.Errorf("count must be 1 to %d", int64(MaxGapCount))
 	case g.FirstTS <= 0 || g.LastTS < g.FirstTS:
 		return errors.New("first_ts and last_ts must be positive and ordered")
 	}

@@ -38,6 +38,7 @@ func TestGapRejects(t *testing.T) {
 	cases := map[string]func(*Gap){
 		"forged id":     func(g *Gap) { g.GapID = "jetson-1:job-1:gap:9-9" },
 		"zero count":    func(g *Gap) { g.Count = 0 },
+		"huge count":    func(g *Gap) { g.Count = 1<<62 + 1 },
 		"bad entry":     func(g *Gap) { g.LastEntryID = "x" },
 		"unordered ts":  func(g *Gap) { g.LastTS = g.FirstTS - 1 },
 		"missing type":  func(g *Gap) { g.Type = "" },

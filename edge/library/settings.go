@@ -105,7 +105,7 @@ func (s *Settings) Register(cfg *daemon.Config) {
 	cfg.Duration(&s.CleanupDelay, "library-cleanup-delay", "EUTERPE_LIBRARY_CLEANUP_DELAY", time.Minute, 0, 24*time.Hour,
 		"delay between a duplicate deletion and the cleanup of its group's thumbnails")
 	cfg.Int(&s.MaxJobRetries, "library-job-retries", "EUTERPE_LIBRARY_JOB_RETRIES", 5, 0, 100,
-		"retries of a scan/hash/delete job whose lease expired before it is failed")
+		"retries of a scan or hash job whose lease expired before it is failed (a delete is retried until it ends: only it can finish or undo what it began)")
 }
 
 // Defaults returns Settings with every default applied (for tests and

@@ -190,11 +190,17 @@ func (x *Executor) RunJobOnce(ctx context.Context) (bool, error) {
 		// recovery makes it retryable.
 		return true, ctx.Err()
 	case err != nil:
-		log.Warn("job failed", "err", err)
 		var refused *refusedError
 		if errors.As(err, &refused) {
 			code = refused.code
+		} else if c.Job.Kind == store.KindDelete {
+			// A delete stopped by an error (a database write that
+			// failed) may have moved a file it has not recorded: it runs
+			// again, as after a crash, to finish or undo that.
+			log.Warn("delete job stopped on an error; it runs again to finish or undo what it began", "err", err)
+			return true, c.Finish(context.WithoutCancel(ctx), store.StatusRetryable, code, err.Error())
 		}
+		log.Warn("job failed", "err", err)
 		return true, c.Finish(context.WithoutCancel(ctx), store.StatusFailed, code, err.Error())
 	}
 	return true, c.Finish(context.WithoutCancel(ctx), store.StatusCompleted, "", "")

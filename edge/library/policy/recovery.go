@@ -34,23 +34,24 @@ WHERE status = 'running' AND (lease_expires_at IS NULL OR lease_expires_at <= ?1
 }
 
 // RequeueRetryable gives each retryable job a jittered retry time, then
-// moves due ones back to pending (retry_count+1), or to failed once
-// MaxJobRetries is spent. A scan/hash row that would break the
+// moves due ones back to pending (retry_count+1), or, for a scan or a
+// hash, to failed once MaxJobRetries is spent. A scan/hash row that would break the
 // single-active rule stays retryable until the slot is free.
 func (p *Policy) RequeueRetryable(ctx context.Context, b lease.Backoff) error {
 	now := p.Store.NowMS()
-	rows, err := p.Store.DB.QueryContext(ctx, `SELECT id, retry_count, retry_after FROM jobs WHERE status = 'retryable' ORDER BY id`)
+	rows, err := p.Store.DB.QueryContext(ctx, `SELECT id, kind, retry_count, retry_after FROM jobs WHERE status = 'retryable' ORDER BY id`)
 	if err != nil {
 		return err
 	}
 	type row struct {
 		id, n int64
+		kind  string
 		after *int64
 	}
 	var todo []row
 	for rows.Next() {
 		var r row
-		if err := rows.Scan(&r.id, &r.n, &r.after); err != nil {
+		if err := rows.Scan(&r.id, &r.kind, &r.n, &r.after); err != nil {
 			rows.Close()
 			return err
 		}
@@ -67,7 +68,10 @@ func (p *Policy) RequeueRetryable(ctx context.Context, b lease.Backoff) error {
 				now+b.Delay(int(r.n)+1).Milliseconds(), r.id)
 		case *r.after > now:
 			continue
-		case p.MaxJobRetries > 0 && r.n >= int64(p.MaxJobRetries):
+		// A delete never gives up: a run stopped half-way may have left a
+		// file under its staging name or in the trash unrecorded, and only
+		// a run of the same job finishes or undoes that.
+		case p.MaxJobRetries > 0 && r.n >= int64(p.MaxJobRetries) && r.kind != store.KindDelete:
 			store.MustMove(store.JobMachine, store.StatusRetryable, store.StatusFailed)
 			_, err = p.Store.DB.ExecContext(ctx, `UPDATE jobs SET status = 'failed', updated_at = ?,
   error_message = 'gave up after ' || retry_count || ' retries: ' || COALESCE(error_message, '')

@@ -266,6 +266,14 @@ func (x *Executor) movedBefore(ctx context.Context, jobID, id int64, k store.Gro
 	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return f, "", false
 	}
+	// A rename keeps the inode: on the file's own device, a file of
+	// another inode is not the one this job moved there. It may be the
+	// kept copy, renamed over this path by hand in the instant before the
+	// move and caught by it; recorded as trashed, the library would hold no
+	// copy, and the retention would empty the last one.
+	if f.Dev != nil && f.Inode != nil && int64(st.Dev) == *f.Dev && int64(st.Ino) != *f.Inode {
+		return f, "", false
+	}
 	// Only the group's content is that file: an entry of another library
 	// database's job with the same numbers, or whatever was caught in the
 	// instant between that run's move and its check, is not claimed.

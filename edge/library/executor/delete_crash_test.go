@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/vesta-cx/euterpe/edge/library/executor"
@@ -73,6 +74,42 @@ func TestDeleteRerunRecordsFileMovedBeforeCrash(t *testing.T) {
 		e.runJob()
 		if d := decisions(t, e, j.ID)[fd.ID]; d.Decision != executor.DecisionRefused || d.TrashPath != nil {
 			t.Fatalf("decision %+v: want refused", d)
+		}
+	})
+	// The kept copy renamed over the deleted path by hand in the instant
+	// before the move, and caught by it: the re-run finds the group's
+	// content in the entry, but not the inode it catalogued for the file,
+	// so it does not record the kept copy as the trashed duplicate (the
+	// retention would then empty the library's last copy). The refusal
+	// names what is in the trash.
+	t.Run("the kept copy caught by the move", func(t *testing.T) {
+		e := newEnv(t, true)
+		kept, del, fk, fd := dupPair(t, e)
+		j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
+			policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		caught := filepath.Join(e.x.Trash.Path(), strconv.FormatInt(j.ID, 10), strconv.FormatInt(fd.ID, 10), filepath.Base(del))
+		if err := os.MkdirAll(filepath.Dir(caught), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(kept, del); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(del, caught); err != nil {
+			t.Fatal(err)
+		}
+		e.runJob()
+		d := decisions(t, e, j.ID)[fd.ID]
+		if d.Decision == executor.DecisionTrashed {
+			t.Fatalf("the kept copy was recorded as the trashed duplicate: %+v", d)
+		}
+		if !strings.Contains(d.Reason, caught) {
+			t.Fatalf("the refusal does not name what is in the trash: %q", d.Reason)
+		}
+		if data, err := os.ReadFile(caught); err != nil || string(data) != dupContent {
+			t.Fatalf("the caught copy: %q %v", data, err)
 		}
 	})
 }

@@ -112,7 +112,7 @@ func (x *Executor) delete(ctx context.Context, c *Claim) error {
 			}
 			continue
 		}
-		if f, trash, ok := x.movedBefore(ctx, c.Job.ID, id, key); ok {
+		if f, trash, ok := x.movedBefore(ctx, c.Job.ID, id, key, p.KeepFileIDs); ok {
 			removed++
 			step()
 			if err := x.recordActed(f, &trash, func() error {
@@ -242,7 +242,7 @@ func (x *Executor) recordActed(f store.File, trash *string, record func() error)
 // delete lock after every check; verifying again would find the path
 // missing and record a refusal, leaving the copy in the trash unaccounted
 // for until the retention removes it.
-func (x *Executor) movedBefore(ctx context.Context, jobID, id int64, k store.GroupKey) (store.File, string, bool) {
+func (x *Executor) movedBefore(ctx context.Context, jobID, id int64, k store.GroupKey, keepIDs []int64) (store.File, string, bool) {
 	f, err := x.Store.GetFile(ctx, id)
 	if err != nil || f.Path == "" {
 		return f, "", false
@@ -266,13 +266,18 @@ func (x *Executor) movedBefore(ctx context.Context, jobID, id int64, k store.Gro
 	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return f, "", false
 	}
-	// A rename keeps the inode: on the file's own device, a file of
-	// another inode is not the one this job moved there. It may be the
-	// kept copy, renamed over this path by hand in the instant before the
-	// move and caught by it; recorded as trashed, the library would hold no
-	// copy, and the retention would empty the last one.
-	if f.Dev != nil && f.Inode != nil && int64(st.Dev) == *f.Dev && int64(st.Ino) != *f.Inode {
-		return f, "", false
+	// A kept copy renamed over this path by hand in the instant before the
+	// move is caught by it, and has the group's content too: recorded as
+	// the trashed duplicate, the library would hold no copy and the
+	// retention would empty the last one. A rename keeps the inode, so it
+	// is told apart by the kept files' catalogued (device, inode). (A copy
+	// into a trash on another mount has an inode of its own, and was made
+	// from the descriptor of the file to delete.)
+	for _, kid := range keepIDs {
+		if kf, err := x.Store.GetFile(ctx, kid); err != nil ||
+			(kf.Dev != nil && kf.Inode != nil && int64(st.Dev) == *kf.Dev && int64(st.Ino) == *kf.Inode) {
+			return f, "", false
+		}
 	}
 	// Only the group's content is that file: an entry of another library
 	// database's job with the same numbers, or whatever was caught in the

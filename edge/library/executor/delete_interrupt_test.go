@@ -169,8 +169,9 @@ func (c *failingCatalog) RecordDecision(ctx context.Context, d store.Decision) e
 
 // TestDeleteRecordsDecisionAfterCatalogErrors: the file is moved or
 // removed first and recorded after; a record that fails once is retried,
-// and one that keeps failing fails the job with a message saying where
-// the file went (within the stored message cap).
+// and one that keeps failing stops the job, retryable, with a message
+// saying where the file went (within the stored message cap); its re-run
+// records the move.
 func TestDeleteRecordsDecisionAfterCatalogErrors(t *testing.T) {
 	// long enough that only the start of the message survives the cap
 	dbErr := errors.New("database is locked" + strings.Repeat(" (SQLITE_BUSY)", 60))
@@ -226,11 +227,26 @@ func TestDeleteRecordsDecisionAfterCatalogErrors(t *testing.T) {
 			if c.permanent {
 				want = "file " + strconv.FormatInt(fd.ID, 10) + " removed but the decision was not recorded: database is locked"
 			}
-			if got.Status != store.StatusFailed || deref(got.ErrorCode) != executor.CodeDeleteFailed {
-				t.Fatalf("job %s %s, want failed %s", got.Status, deref(got.ErrorCode), executor.CodeDeleteFailed)
+			if got.Status != store.StatusRetryable || deref(got.ErrorCode) != executor.CodeDeleteFailed {
+				t.Fatalf("job %s %s, want retryable %s", got.Status, deref(got.ErrorCode), executor.CodeDeleteFailed)
 			}
 			if !strings.HasPrefix(msg, want) || len(msg) > daemon.MaxMessage {
 				t.Fatalf("error message (%d bytes) %q, want it to start %q within %d bytes", len(msg), msg, want, daemon.MaxMessage)
+			}
+			if c.permanent {
+				return // the re-run finds the path gone and nothing in the trash, as after a crash
+			}
+			// The database records again: the re-run finds the file in its
+			// trash entry and records the move.
+			e.x.Catalog = e.st
+			if _, err := e.st.DB.Exec(`UPDATE jobs SET status = 'pending' WHERE id = ?`, j.ID); err != nil {
+				t.Fatal(err)
+			}
+			if got := e.runJob(); got.Status != store.StatusCompleted {
+				t.Fatalf("re-run: %s", got.Status)
+			}
+			if d := decisions(t, e, j.ID)[fd.ID]; d.Decision != executor.DecisionTrashed || deref(d.TrashPath) != trashPath {
+				t.Fatalf("re-run decision %+v", d)
 			}
 		})
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vesta-cx/euterpe/daemon/testsvc"
 	"github.com/vesta-cx/euterpe/edge/library/executor"
+	"github.com/vesta-cx/euterpe/edge/library/pathsafe"
 	"github.com/vesta-cx/euterpe/edge/library/policy"
 	"github.com/vesta-cx/euterpe/edge/library/store"
 	"github.com/vesta-cx/euterpe/edge/library/trash"
@@ -327,14 +328,28 @@ func trashFiles(t *testing.T, e *env) int {
 // keeps b and deletes a. Both verify their files before either acts (a
 // barrier holds them there), so each sees the other's victim as its kept
 // copy; the delete lock and the kept-copy re-check let only one act. One
-// copy always remains, byte-identical.
+// copy always remains, byte-identical, also when the second executor (a
+// second process on the library) has a trash directory of its own: the
+// lock on the library root keeps them apart then.
 func TestDeleteConcurrentRequestsKeepLastCopy(t *testing.T) {
-	for _, permanent := range []bool{false, true} {
+	for _, c := range []struct {
+		permanent, ownTrash bool
+	}{{false, false}, {true, false}, {false, true}, {true, true}} {
+		permanent := c.permanent
 		for round := 0; round < 5; round++ {
 			e := newEnv(t, true)
 			a, b, fa, fb := dupPair(t, e)
 			inoA, inoB := inode(t, a), inode(t, b)
-			x2 := &executor.Executor{Store: e.st, Roots: e.x.Roots, Thumbs: e.x.Thumbs, Trash: e.x.Trash, Log: e.x.Log,
+			// ownTrash: the second executor is a process with a trash
+			// directory of its own on the same library.
+			tr := e.x.Trash
+			if c.ownTrash {
+				var err error
+				if tr, err = pathsafe.NewDir(filepath.Join(t.TempDir(), "trash2")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			x2 := &executor.Executor{Store: e.st, Roots: e.x.Roots, Thumbs: e.x.Thumbs, Trash: tr, Log: e.x.Log,
 				WorkerID: "second-worker", LeaseTTL: e.x.LeaseTTL, Poll: e.x.Poll, Retry: e.x.Retry}
 			var barrier sync.WaitGroup
 			barrier.Add(2)
@@ -382,7 +397,7 @@ func TestDeleteConcurrentRequestsKeepLastCopy(t *testing.T) {
 				}
 			}
 			if len(left) != 1 {
-				t.Fatalf("permanent=%v round %d: %d copies left (%v), want exactly 1", permanent, round, len(left), left)
+				t.Fatalf("%+v round %d: %d copies left (%v), want exactly 1", c, round, len(left), left)
 			}
 			won := 0
 			for _, id := range []int64{j1.ID, j2.ID} {

@@ -75,6 +75,9 @@ type Executor struct {
 
 	wakeOnce sync.Once
 	wake     chan struct{}
+	// noRootLock is set once a library root refused a flock (a
+	// filesystem without one), so the warning is logged once.
+	noRootLock sync.Once
 	// rename moves a file into the trash; nil means os.Rename. Tests
 	// replace it to reach the cross-filesystem fallback.
 	rename func(oldpath, newpath string) error

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -15,13 +16,46 @@ import (
 	"github.com/vesta-cx/euterpe/edge/library/trash"
 )
 
-// lockDeletes takes the trash lock (trash.LockContext), which serialises
-// the final check and the act of every delete sharing this trash (other
-// jobs, executors and processes), so two deletes in one group cannot each
-// see the other's file as the kept copy and both act; the trash cleaner
-// holds it too. It stops waiting when ctx ends.
+// lockDeletes takes a lock on each library root (trash.LockDirContext), in
+// the order of their paths, then the trash lock (trash.LockContext). The
+// trash lock serialises the final check and the act of every delete
+// sharing this trash (other jobs, executors and processes), so two deletes
+// in one group cannot each see the other's file as the kept copy and both
+// act; the trash cleaner holds it too. The root locks do the same for
+// processes that share the library's files but each have a trash of their
+// own. A root whose filesystem has no flock is logged once and left
+// unlocked. It stops waiting when ctx ends.
 func (x *Executor) lockDeletes(ctx context.Context) (func(), error) {
-	return trash.LockContext(ctx, x.Trash.Path())
+	var unlocks []func()
+	unlock := func() {
+		for i := len(unlocks) - 1; i >= 0; i-- {
+			unlocks[i]()
+		}
+	}
+	roots := x.Roots.List()
+	slices.Sort(roots)
+	for _, root := range roots {
+		u, err := trash.LockDirContext(ctx, root)
+		if errors.Is(err, unix.ENOLCK) || errors.Is(err, unix.EOPNOTSUPP) {
+			x.noRootLock.Do(func() {
+				x.Log.Warn("a library root cannot be locked; deletes from processes with different trash directories are not kept apart there",
+					"root", root, "err", err)
+			})
+			continue
+		}
+		if err != nil {
+			unlock()
+			return nil, err
+		}
+		unlocks = append(unlocks, u)
+	}
+	u, err := trash.LockContext(ctx, x.Trash.Path())
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	unlocks = append(unlocks, u)
+	return unlock, nil
 }
 
 // remove moves the pinned file t to trash/<job>/<file id>/<name>, or

@@ -31,6 +31,26 @@ func LockContext(ctx context.Context, dir string) (unlock func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("trash lock: %w", err)
 	}
+	return flockContext(ctx, fd, "trash lock")
+}
+
+// LockDirContext takes an exclusive flock on directory dir itself, waiting
+// as LockContext does. Deletes hold one on each library root besides the
+// trash lock: processes that share a library but not a trash directory
+// then still take turns at their last checks and moves, and two crossed
+// requests (keep A, delete B; keep B, delete A) cannot both act. A
+// filesystem that has no flock answers ENOLCK or EOPNOTSUPP, wrapped.
+func LockDirContext(ctx context.Context, dir string) (unlock func(), err error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	return flockContext(ctx, fd, "lock "+dir)
+}
+
+// flockContext takes an exclusive flock on fd, which it owns: closed on
+// failure, and by the unlock it returns.
+func flockContext(ctx context.Context, fd int, what string) (unlock func(), err error) {
 	// A blocked flock cannot be woken by a context, and a goroutine left
 	// blocked in one would outlive its caller; so the wait polls. The lock
 	// is held for one delete's last check and move or one sweep, rare
@@ -43,14 +63,14 @@ func LockContext(ctx context.Context, dir string) (unlock func(), err error) {
 			return func() { unix.Close(fd) }, nil
 		case !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR):
 			unix.Close(fd)
-			return nil, fmt.Errorf("trash lock: %w", err)
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			unix.Close(fd)
-			return nil, fmt.Errorf("trash lock: %w", ctx.Err())
+			return nil, fmt.Errorf("%s: %w", what, ctx.Err())
 		case <-t.C:
 		}
 		wait = min(2*wait, 20*time.Millisecond)

@@ -159,15 +159,23 @@ WHERE status = 'running' AND `+jobNotRunningSQL, statusInterrupted, s.NowMS())
 // requireRunningSession fails with ErrScanSessionClosed unless session id
 // is running; scan writes check it in their own transaction.
 func requireRunningSession(ctx context.Context, q Querier, id int64) error {
+	_, err := runningSessionStart(ctx, q, id)
+	return err
+}
+
+// runningSessionStart is the started_at of session id, which must be
+// running (ErrScanSessionClosed otherwise).
+func runningSessionStart(ctx context.Context, q Querier, id int64) (int64, error) {
 	var status string
-	err := q.QueryRowContext(ctx, `SELECT status FROM scan_sessions WHERE id = ?`, id).Scan(&status)
+	var started int64
+	err := q.QueryRowContext(ctx, `SELECT status, started_at FROM scan_sessions WHERE id = ?`, id).Scan(&status, &started)
 	switch {
 	case errors.Is(err, sql.ErrNoRows), err == nil && status != StatusRunning:
-		return fmt.Errorf("scan session %d: %w", id, ErrScanSessionClosed)
+		return 0, fmt.Errorf("scan session %d: %w", id, ErrScanSessionClosed)
 	case err != nil:
-		return fmt.Errorf("scan session %d: %w", id, err)
+		return 0, fmt.Errorf("scan session %d: %w", id, err)
 	}
-	return nil
+	return started, nil
 }
 
 // FinishScanSession moves a running session to succeeded or failed.
@@ -202,14 +210,19 @@ WHERE id = ? AND status = 'running'`, status, c.Seen, c.New, c.Changed, c.Missin
 // UpsertFiles records one batch of scanned files in one transaction. A file
 // whose size, mtime, ctime, device or inode changed (or that was never
 // hashed) gets needs_hash=1 and loses its stale hash; every file seen is no
-// longer missing. A session that is no longer running records nothing
+// longer missing, unless a delete marked it missing since the session
+// started (it trashed the file after the scan saw it). A session that is no longer running records nothing
 // (ErrScanSessionClosed).
 func (s *Store) UpsertFiles(ctx context.Context, sessionID int64, batch []FileStat) (newN, changedN int64, err error) {
 	now := s.NowMS()
 	err = s.TxOnPath(ctx, []WritePath{{"library_files", PathScanUpsert}}, func(tx *sql.Tx) error {
-		if err := requireRunningSession(ctx, tx, sessionID); err != nil {
+		started, err := runningSessionStart(ctx, tx, sessionID)
+		if err != nil {
 			return err
 		}
+		// A row marked missing since the session started was marked by a
+		// delete (the session's own marking comes at its end): the file
+		// was trashed after this scan saw it, and stays missing.
 		// In a comparison a NULL ctime/dev/inode (a row from before 0012,
 		// or a stat without them) yields NULL, which CASE treats as false.
 		st, err := tx.PrepareContext(ctx, `INSERT INTO library_files(root, path, size_bytes, mtime_ns, ctime_ns, dev, inode,
@@ -219,10 +232,10 @@ ON CONFLICT(path) DO UPDATE SET
   needs_hash = CASE WHEN `+changedSQL+` OR content_hash IS NULL THEN 1 ELSE needs_hash END,
   content_hash = CASE WHEN `+changedSQL+` THEN NULL ELSE content_hash END,
   hash_algorithm = CASE WHEN `+changedSQL+` THEN NULL ELSE hash_algorithm END,
-  updated_at = CASE WHEN `+changedSQL+` OR is_missing <> 0 THEN excluded.updated_at ELSE updated_at END,
+  updated_at = CASE WHEN `+changedSQL+` OR (is_missing <> 0 AND updated_at <= ?10) THEN excluded.updated_at ELSE updated_at END,
   root = excluded.root, size_bytes = excluded.size_bytes, mtime_ns = excluded.mtime_ns,
   ctime_ns = COALESCE(excluded.ctime_ns, ctime_ns), dev = COALESCE(excluded.dev, dev), inode = COALESCE(excluded.inode, inode),
-  is_missing = 0, last_seen_scan_id = excluded.last_seen_scan_id
+  is_missing = CASE WHEN is_missing <> 0 AND updated_at > ?10 THEN 1 ELSE 0 END, last_seen_scan_id = excluded.last_seen_scan_id
 RETURNING created_at, updated_at, needs_hash`)
 		if err != nil {
 			return err
@@ -232,7 +245,7 @@ RETURNING created_at, updated_at, needs_hash`)
 			var created, updated int64
 			var needs bool
 			ctime, dev, inode := f.identArgs()
-			if err := st.QueryRowContext(ctx, f.Root, f.Path, f.Size, f.MtimeNS, sessionID, now, ctime, dev, inode).Scan(&created, &updated, &needs); err != nil {
+			if err := st.QueryRowContext(ctx, f.Root, f.Path, f.Size, f.MtimeNS, sessionID, now, ctime, dev, inode, started).Scan(&created, &updated, &needs); err != nil {
 				return fmt.Errorf("upsert %s: %w", f.Path, err)
 			}
 			switch {

@@ -74,9 +74,7 @@ func TestDeleteRerunNamesWhatItLeftInTheTrash(t *testing.T) {
 			kept, del, fk, fd := dupPair(t, e)
 			keptIno := inode(t, kept)
 			if c.exdev {
-				executor.SetRename(e.x, func(o, n string) error {
-					return &os.LinkError{Op: "rename", Old: o, New: n, Err: syscall.EXDEV}
-				})
+				crossDevice(e.x)
 			}
 			j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
 				policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}})
@@ -84,7 +82,7 @@ func TestDeleteRerunNamesWhatItLeftInTheTrash(t *testing.T) {
 				t.Fatal(err)
 			}
 			dst := filepath.Join(e.x.Trash.Path(), strconv.FormatInt(j.ID, 10), strconv.FormatInt(fd.ID, 10), filepath.Base(del))
-			staged := filepath.Join(filepath.Dir(del), ".euterpe-delete-"+strconv.FormatInt(j.ID, 10)+"-"+strconv.FormatInt(fd.ID, 10))
+			staged := stagedPath(del, j.ID, fd.ID)
 			if err := os.MkdirAll(filepath.Dir(dst), 0o750); err != nil {
 				t.Fatal(err)
 			}
@@ -135,16 +133,14 @@ func TestDeleteLeavesHandMadeStagedNameAlone(t *testing.T) {
 			e := newEnv(t, true)
 			kept, del, fk, fd := dupPair(t, e)
 			if c.exdev {
-				executor.SetRename(e.x, func(o, n string) error {
-					return &os.LinkError{Op: "rename", Old: o, New: n, Err: syscall.EXDEV}
-				})
+				crossDevice(e.x)
 			}
 			j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
 				policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			staged := filepath.Join(filepath.Dir(del), ".euterpe-delete-"+strconv.FormatInt(j.ID, 10)+"-"+strconv.FormatInt(fd.ID, 10))
+			staged := stagedPath(del, j.ID, fd.ID)
 			c.plant(t, staged, kept)
 			before, err := os.Lstat(staged)
 			if err != nil {

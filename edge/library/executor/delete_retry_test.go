@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
-	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -47,15 +44,13 @@ func TestDeleteStagedRecoveredAfterRetriesExhausted(t *testing.T) {
 	e := newEnv(t, false) // the policy's retry pass writes too
 	kept, del, fk, fd := dupPair(t, e)
 	keptIno := inode(t, kept)
-	executor.SetRename(e.x, func(o, n string) error {
-		return &os.LinkError{Op: "rename", Old: o, New: n, Err: syscall.EXDEV}
-	})
+	crossDevice(e.x)
 	j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
 		policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	staged := filepath.Join(filepath.Dir(del), ".euterpe-delete-"+strconv.FormatInt(j.ID, 10)+"-"+strconv.FormatInt(fd.ID, 10))
+	staged := stagedPath(del, j.ID, fd.ID)
 	if err := os.Rename(del, staged); err != nil {
 		t.Fatal(err)
 	}

@@ -216,9 +216,7 @@ func TestDeleteAdversarialFilesystem(t *testing.T) {
 						e := newEnv(t, true)
 						if exdev {
 							// the staged move: renamed aside in its own directory, copied, unlinked
-							executor.SetRename(e.x, func(o, n string) error {
-								return &os.LinkError{Op: "rename", Old: o, New: n, Err: syscall.EXDEV}
-							})
+							crossDevice(e.x)
 						}
 						kept, del, fk, fd := dupPair(t, e)
 						p := paths{root: e.root, kept: kept, del: del}
@@ -522,7 +520,6 @@ func TestTrashRetentionEmptiesDeletedFiles(t *testing.T) {
 // checked there. Permanent deletes unlink it from there; a swap caught
 // there is renamed back; nothing is left behind under the staging name.
 func TestDeleteStagedAcrossFilesystems(t *testing.T) {
-	exdev := func(o, n string) error { return &os.LinkError{Op: "rename", Old: o, New: n, Err: syscall.EXDEV} }
 	for _, c := range []struct {
 		name      string
 		permanent bool

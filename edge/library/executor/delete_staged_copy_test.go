@@ -24,9 +24,7 @@ import (
 func crossFilesystem(t *testing.T, e *env, real bool) bool {
 	t.Helper()
 	if !real {
-		executor.SetRename(e.x, func(o, n string) error {
-			return &os.LinkError{Op: "rename", Old: o, New: n, Err: syscall.EXDEV}
-		})
+		crossDevice(e.x)
 		return true
 	}
 	d := otherFilesystemDir(t, e.root)
@@ -221,7 +219,7 @@ func TestDeleteRerunStoppedWhileFinishingStaged(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst := filepath.Join(e.x.Trash.Path(), strconv.FormatInt(j.ID, 10), strconv.FormatInt(fd.ID, 10), filepath.Base(del))
-	staged := filepath.Join(filepath.Dir(del), ".euterpe-delete-"+strconv.FormatInt(j.ID, 10)+"-"+strconv.FormatInt(fd.ID, 10))
+	staged := stagedPath(del, j.ID, fd.ID)
 	orig, err := os.Lstat(del)
 	if err != nil {
 		t.Fatal(err)
@@ -410,7 +408,7 @@ func TestDeleteRerunStagedNameSwappedWhileChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst := filepath.Join(e.x.Trash.Path(), strconv.FormatInt(j.ID, 10), strconv.FormatInt(fd.ID, 10), filepath.Base(del))
-	staged := filepath.Join(filepath.Dir(del), ".euterpe-delete-"+strconv.FormatInt(j.ID, 10)+"-"+strconv.FormatInt(fd.ID, 10))
+	staged := stagedPath(del, j.ID, fd.ID)
 	mustSwap(t, func() error { return os.MkdirAll(filepath.Dir(dst), 0o750) },
 		func() error { return os.Rename(del, staged) },
 		func() error { return os.WriteFile(dst, []byte(dupContent), 0o600) })

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/vesta-cx/euterpe/edge/library/executor"
@@ -70,16 +69,14 @@ func TestDeleteRerunAfterCrashWhileStaged(t *testing.T) {
 			e := newEnv(t, true)
 			kept, del, fk, fd := dupPair(t, e)
 			keptIno := inode(t, kept)
-			executor.SetRename(e.x, func(o, n string) error {
-				return &os.LinkError{Op: "rename", Old: o, New: n, Err: syscall.EXDEV}
-			})
+			crossDevice(e.x)
 			j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
 				policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}, Permanent: c.permanent})
 			if err != nil {
 				t.Fatal(err)
 			}
 			dst := filepath.Join(e.x.Trash.Path(), strconv.FormatInt(j.ID, 10), strconv.FormatInt(fd.ID, 10), filepath.Base(del))
-			staged := filepath.Join(filepath.Dir(del), ".euterpe-delete-"+strconv.FormatInt(j.ID, 10)+"-"+strconv.FormatInt(fd.ID, 10))
+			staged := stagedPath(del, j.ID, fd.ID)
 			if err := os.MkdirAll(filepath.Dir(dst), 0o750); err != nil {
 				t.Fatal(err)
 			}

@@ -46,9 +46,7 @@ func trashMountCases(t *testing.T) {
 			kept, del, fk, fd := dupPair(t, e)
 			keptIno := inode(t, kept)
 			if c.exdev {
-				executor.SetRename(e.x, func(o, n string) error {
-					return &os.LinkError{Op: "rename", Old: o, New: n, Err: syscall.EXDEV}
-				})
+				crossDevice(e.x)
 			}
 			j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
 				policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}, Permanent: c.permanent})
@@ -64,7 +62,7 @@ func trashMountCases(t *testing.T) {
 			}
 			var outFile string
 			if c.staged {
-				staged := filepath.Join(filepath.Dir(del), ".euterpe-delete-"+strconv.FormatInt(j.ID, 10)+"-"+strconv.FormatInt(fd.ID, 10))
+				staged := stagedPath(del, j.ID, fd.ID)
 				if err := os.Rename(del, staged); err != nil {
 					t.Fatal(err)
 				}

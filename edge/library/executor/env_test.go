@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -150,3 +152,17 @@ func (e *env) file(path string) store.File {
 	f, _ := e.st.GetFile(context.Background(), id)
 	return f
 }
+
+// stagedPath is the name a delete of job jobID moves file fileID at path
+// aside to, in its own directory, while it copies it to a trash on another
+// filesystem.
+func stagedPath(path string, jobID, fileID int64) string {
+	return filepath.Join(filepath.Dir(path), ".euterpe-delete-"+strconv.FormatInt(jobID, 10)+"-"+strconv.FormatInt(fileID, 10))
+}
+
+// exdev is a rename that fails as across filesystems.
+func exdev(o, n string) error { return &os.LinkError{Op: "rename", Old: o, New: n, Err: syscall.EXDEV} }
+
+// crossDevice makes x's moves into the trash fail as across filesystems,
+// so its deletes take the staged copy.
+func crossDevice(x *executor.Executor) { executor.SetRename(x, exdev) }

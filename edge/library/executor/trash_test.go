@@ -32,9 +32,6 @@ func otherFilesystemDir(t *testing.T, dir string) string {
 }
 
 func TestDeleteTrashAcrossFilesystems(t *testing.T) {
-	exdev := func(oldpath, newpath string) error {
-		return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: syscall.EXDEV}
-	}
 	cases := []struct {
 		name string
 		// rename replaces the trash rename.

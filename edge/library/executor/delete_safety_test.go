@@ -422,6 +422,49 @@ func TestDeleteRefusesBindMountedCopy(t *testing.T) {
 }
 
 func bindMountCases(t *testing.T) {
+	// A root configured twice, as itself and through a bind mount: a
+	// delete that keeps a file named through one and deletes one named
+	// through the other locks that directory once, not twice (two flocks
+	// of one directory conflict even in one process: it would wait for
+	// itself for ever).
+	t.Run("a root mounted twice is locked once", func(t *testing.T) {
+		e := newEnv(t, true)
+		alias := filepath.Join(t.TempDir(), "alias")
+		if err := os.Mkdir(alias, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Mount(e.root, alias, "", syscall.MS_BIND, ""); err != nil {
+			t.Fatalf("bind mount: %v", err)
+		}
+		t.Cleanup(func() { syscall.Unmount(alias, syscall.MNT_DETACH) })
+		roots, err := pathsafe.NewRoots([]string{e.root, alias})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.x.Roots = roots
+		kept, del, _, fd := dupPair(t, e)
+		aliasKept := filepath.Join(alias, strings.TrimPrefix(kept, e.root))
+		fk := e.file(aliasKept)
+		j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
+			policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan store.Job, 1)
+		go func() { done <- e.runJob() }()
+		select {
+		case got := <-done:
+			if d := decisions(t, e, j.ID)[fd.ID]; got.Status != store.StatusCompleted || d.Decision != executor.DecisionTrashed {
+				t.Fatalf("job %s, decision %+v", got.Status, d)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the delete waited for a lock it held itself")
+		}
+		if _, err := os.Lstat(del); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("the duplicate is still at its path: %v", err)
+		}
+		keptIntact(t, kept, 0, false)
+	})
 	cases := []struct {
 		name string
 		// mount returns the bind mount's source and target.

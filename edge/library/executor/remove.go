@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,34 +17,42 @@ import (
 	"github.com/vesta-cx/euterpe/edge/library/trash"
 )
 
-// lockDeletes takes a lock on each library root (trash.LockDirContext), in
-// the order of their paths, then the trash lock (trash.LockContext). The
-// trash lock serialises the final check and the act of every delete
-// sharing this trash (other jobs, executors and processes), so two deletes
-// in one group cannot each see the other's file as the kept copy and both
-// act; the trash cleaner holds it too. The root locks do the same for
-// processes that share the library's files but each have a trash of their
-// own. A root whose filesystem has no flock is logged once and left
-// unlocked. It stops waiting when ctx ends.
-func (x *Executor) lockDeletes(ctx context.Context) (func(), error) {
+// lockDeletes takes a lock on each library root that holds one of paths
+// (trash.FlockContext on the root directory), then the trash lock
+// (trash.LockContext). The trash lock serialises the final check and the
+// act of every delete sharing this trash (other jobs, executors and
+// processes), so two deletes in one group cannot each see the other's file
+// as the kept copy and both act; the trash cleaner holds it too. The root
+// locks do the same for processes that share the library's files but each
+// have a trash of their own. Roots are locked once per directory and in
+// the order of their (device, inode), whatever path names them, so a root
+// mounted twice or named differently by another process neither waits on
+// itself nor deadlocks. A root whose filesystem has no flock is logged
+// once and left unlocked. It stops waiting when ctx ends.
+func (x *Executor) lockDeletes(ctx context.Context, paths ...string) (func(), error) {
 	var unlocks []func()
 	unlock := func() {
 		for i := len(unlocks) - 1; i >= 0; i-- {
 			unlocks[i]()
 		}
 	}
-	roots := x.Roots.List()
-	slices.Sort(roots)
-	for _, root := range roots {
-		u, err := trash.LockDirContext(ctx, root)
+	roots, err := x.openRoots(paths)
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range roots {
+		u, err := trash.FlockContext(ctx, r.fd, "lock "+r.path)
 		if errors.Is(err, unix.ENOLCK) || errors.Is(err, unix.EOPNOTSUPP) {
 			x.noRootLock.Do(func() {
 				x.Log.Warn("a library root cannot be locked; deletes from processes with different trash directories are not kept apart there",
-					"root", root, "err", err)
+					"root", r.path, "err", err)
 			})
 			continue
 		}
 		if err != nil {
+			for _, rest := range roots[i+1:] {
+				unix.Close(rest.fd)
+			}
 			unlock()
 			return nil, err
 		}
@@ -56,6 +65,52 @@ func (x *Executor) lockDeletes(ctx context.Context) (func(), error) {
 	}
 	unlocks = append(unlocks, u)
 	return unlock, nil
+}
+
+type openRoot struct {
+	path string
+	fd   int
+	key  fileKey
+}
+
+// openRoots opens the configured roots that hold one of paths, one
+// descriptor per directory, sorted by (device, inode).
+func (x *Executor) openRoots(paths []string) ([]openRoot, error) {
+	var out []openRoot
+	closeAll := func() {
+		for _, r := range out {
+			unix.Close(r.fd)
+		}
+	}
+	for _, root := range x.Roots.List() {
+		if !slices.ContainsFunc(paths, func(p string) bool { return pathsafe.Under(root, p) }) {
+			continue
+		}
+		fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("lock %s: %w", root, err)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			closeAll()
+			return nil, fmt.Errorf("lock %s: %w", root, err)
+		}
+		k := keyOf(&st)
+		if slices.ContainsFunc(out, func(r openRoot) bool { return r.key == k }) {
+			unix.Close(fd)
+			continue
+		}
+		out = append(out, openRoot{path: root, fd: fd, key: k})
+	}
+	slices.SortFunc(out, func(a, b openRoot) int {
+		if c := cmp.Compare(a.key.dev, b.key.dev); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.key.ino, b.key.ino)
+	})
+	return out, nil
 }
 
 // remove moves the pinned file t to trash/<job>/<file id>/<name>, or
@@ -76,7 +131,11 @@ func (x *Executor) lockDeletes(ctx context.Context) (func(), error) {
 // (checked after the lock is taken, before the final checks); from the
 // final checks on, the act runs to its end.
 func (x *Executor) remove(ctx context.Context, jobID, fileID int64, t *pinned, k store.GroupKey, kept []*pinned, permanent bool) (string, *string, error) {
-	unlock, err := x.lockDeletes(ctx)
+	paths := []string{t.path}
+	for _, k := range kept {
+		paths = append(paths, k.path)
+	}
+	unlock, err := x.lockDeletes(ctx, paths...)
 	if err != nil {
 		return "", nil, err
 	}

@@ -45,9 +45,10 @@ func stageName(jobID, fileID int64) string {
 //     at its name (a put back by link stopped halfway) is just removed.
 //
 // It returns a refusal reason, naming where the file is, when the entry
-// cannot be put back (a new file took its name); an error only when ctx
-// ends while it waits for the lock or checks the staged file and its
-// copy (both are then left as they are, for the next run).
+// cannot be put back (a new file took its name); an error when ctx ends
+// while it waits for the lock or checks the staged file and its copy, or
+// when a root holding the files cannot be opened to be locked (both are
+// then left as they are, for the next run).
 func (x *Executor) recoverStaged(ctx context.Context, jobID, id int64, k store.GroupKey, kept []*pinned) (store.File, string, error) {
 	f, err := x.Store.GetFile(ctx, id)
 	if err != nil || f.Path == "" || !filepath.IsAbs(f.Path) || filepath.Clean(f.Path) != f.Path {
@@ -63,7 +64,11 @@ func (x *Executor) recoverStaged(ctx context.Context, jobID, id int64, k store.G
 	if err := unix.Fstatat(int(dir.Fd()), stage, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return f, "", nil
 	}
-	unlock, err := x.lockDeletes(ctx)
+	paths := []string{f.Path}
+	for _, kp := range kept {
+		paths = append(paths, kp.path)
+	}
+	unlock, err := x.lockDeletes(ctx, paths...)
 	if err != nil {
 		return f, "", err
 	}

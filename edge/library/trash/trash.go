@@ -34,18 +34,15 @@ func LockContext(ctx context.Context, dir string) (unlock func(), err error) {
 	return flockContext(ctx, fd, "trash lock")
 }
 
-// LockDirContext takes an exclusive flock on directory dir itself, waiting
-// as LockContext does. Deletes hold one on each library root besides the
-// trash lock: processes that share a library but not a trash directory
-// then still take turns at their last checks and moves, and two crossed
-// requests (keep A, delete B; keep B, delete A) cannot both act. A
+// FlockContext takes an exclusive flock on fd, waiting as LockContext
+// does; what names it in errors. fd is the caller's until the lock is
+// taken: on failure it is closed, and the returned unlock closes it.
+// Deletes hold one on each library root that holds their files, besides
+// the trash lock: processes that share a library but not a trash
+// directory then still take turns at their last checks and moves. A
 // filesystem that has no flock answers ENOLCK or EOPNOTSUPP, wrapped.
-func LockDirContext(ctx context.Context, dir string) (unlock func(), err error) {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("lock %s: %w", dir, err)
-	}
-	return flockContext(ctx, fd, "lock "+dir)
+func FlockContext(ctx context.Context, fd int, what string) (unlock func(), err error) {
+	return flockContext(ctx, fd, what)
 }
 
 // flockContext takes an exclusive flock on fd, which it owns: closed on

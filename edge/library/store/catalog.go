@@ -78,6 +78,11 @@ func (f FileStat) identArgs() (ctime, dev, inode any) {
 // changedSQL is true when the upserted stat differs from the row's: size or
 // mtime, or a recorded ctime, device or inode (NULL on either side is "not
 // recorded", never a change, so an upgraded catalog is not re-hashed whole).
+// trashedSinceSQL is true, in an upsert of library_files, when a delete
+// trashed or removed the row's file at or after ?10 (a session's start).
+const trashedSinceSQL = `EXISTS (SELECT 1 FROM delete_decisions d WHERE d.file_id = library_files.id
+    AND d.decision IN ('trashed', 'removed') AND d.decided_at >= ?10)`
+
 const changedSQL = `(size_bytes <> excluded.size_bytes OR mtime_ns <> excluded.mtime_ns
     OR ctime_ns <> excluded.ctime_ns OR dev <> excluded.dev OR inode <> excluded.inode)`
 
@@ -220,9 +225,10 @@ func (s *Store) UpsertFiles(ctx context.Context, sessionID int64, batch []FileSt
 		if err != nil {
 			return err
 		}
-		// A row marked missing since the session started was marked by a
-		// delete (the session's own marking comes at its end): the file
-		// was trashed after this scan saw it, and stays missing.
+		// A row a delete trashed or removed since the session started
+		// stays missing: the scan saw the file before the delete moved it.
+		// (Asked of the decisions, not of updated_at, which other writes
+		// move too; only rows marked missing ask.)
 		// In a comparison a NULL ctime/dev/inode (a row from before 0012,
 		// or a stat without them) yields NULL, which CASE treats as false.
 		st, err := tx.PrepareContext(ctx, `INSERT INTO library_files(root, path, size_bytes, mtime_ns, ctime_ns, dev, inode,
@@ -232,10 +238,10 @@ ON CONFLICT(path) DO UPDATE SET
   needs_hash = CASE WHEN `+changedSQL+` OR content_hash IS NULL THEN 1 ELSE needs_hash END,
   content_hash = CASE WHEN `+changedSQL+` THEN NULL ELSE content_hash END,
   hash_algorithm = CASE WHEN `+changedSQL+` THEN NULL ELSE hash_algorithm END,
-  updated_at = CASE WHEN `+changedSQL+` OR (is_missing <> 0 AND updated_at <= ?10) THEN excluded.updated_at ELSE updated_at END,
+  updated_at = CASE WHEN `+changedSQL+` OR (is_missing <> 0 AND NOT `+trashedSinceSQL+`) THEN excluded.updated_at ELSE updated_at END,
   root = excluded.root, size_bytes = excluded.size_bytes, mtime_ns = excluded.mtime_ns,
   ctime_ns = COALESCE(excluded.ctime_ns, ctime_ns), dev = COALESCE(excluded.dev, dev), inode = COALESCE(excluded.inode, inode),
-  is_missing = CASE WHEN is_missing <> 0 AND updated_at > ?10 THEN 1 ELSE 0 END, last_seen_scan_id = excluded.last_seen_scan_id
+  is_missing = CASE WHEN is_missing <> 0 AND `+trashedSinceSQL+` THEN 1 ELSE 0 END, last_seen_scan_id = excluded.last_seen_scan_id
 RETURNING created_at, updated_at, needs_hash`)
 		if err != nil {
 			return err

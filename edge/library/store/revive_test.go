@@ -41,10 +41,10 @@ func TestScanDoesNotReviveFileTrashedDuringScan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The scan has stat'ed both; a delete then trashes /lib/trashed (a
-	// millisecond later at least: the same millisecond as the start is
-	// taken for the previous scan's marking).
-	time.Sleep(2 * time.Millisecond)
+	// The scan has stat'ed both; a delete then trashes /lib/trashed, and
+	// some other write touches the missing /lib/back's row (a hash
+	// algorithm switch does): only a delete's decision keeps a row missing.
+	mustExec(t, s.DB, `UPDATE library_files SET updated_at = ? WHERE path = '/lib/back'`, time.Now().Add(time.Hour).UnixMilli())
 	if err := s.RecordDecision(ctx, Decision{JobID: job, GroupKey: "blake3:x", FileID: id("/lib/trashed"), Path: "/lib/trashed", Decision: "trashed", Reason: "duplicate"}); err != nil {
 		t.Fatal(err)
 	}

@@ -96,12 +96,14 @@ func TestParseKeyringErrorsHideKeys(t *testing.T) {
 	if _, err := credentials.ParseKeyring("a:"+credentials.NewKey(), "b"); err == nil {
 		t.Error("active key outside the ring accepted")
 	}
-	// A key where the kek_id goes would be logged and stored in the open.
+	// A key where the kek_id goes would be logged and stored in the open:
+	// it never seals.
 	k1, k2 := credentials.NewKey(), credentials.NewKey()
 	for _, tc := range []struct{ spec, active string }{
 		{k1 + ":" + k2, ""},
 		{strings.TrimRight(k1, "=") + ":" + k2, ""},
 		{"a:" + k2, k2},
+		{"a:" + k2 + "," + k1 + ":" + k2, k1},
 	} {
 		_, err := credentials.ParseKeyring(tc.spec, tc.active)
 		if err == nil {
@@ -211,5 +213,38 @@ func TestCredentialsNeverPrintSecrets(t *testing.T) {
 	}
 	if out := buf.String(); strings.Contains(out, "very-secret") {
 		t.Fatalf("a secret was printed:\n%s", out)
+	}
+}
+
+// An entry an older build accepted with a key as its kek_id still opens
+// what it sealed, beside a named active key, so `keys rewrap` can move
+// those values off it; it is counted for the warning.
+func TestKeyLikeEntryStaysReadable(t *testing.T) {
+	oldID, oldKey := credentials.NewKey(), credentials.NewKey()
+	legacy, err := credentials.ParseKeyring(oldID+":"+oldKey+",k1:"+credentials.NewKey(), "k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if legacy.KeyLikeIDs() != 1 || legacy.ActiveID() != "k1" {
+		t.Fatalf("key-like entries %d, active %q", legacy.KeyLikeIDs(), legacy.ActiveID())
+	}
+	// A value the older build sealed under that entry: its blob names the
+	// entry by the key-like id.
+	sealer, err := credentials.ParseKeyring("k0:"+oldKey, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	aad := []byte("row-1")
+	blob, err := sealer.Seal([]byte("webhook secret"), aad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob.KEKID = oldID
+	if pt, err := legacy.Open(blob, aad); err != nil || string(pt) != "webhook secret" {
+		t.Fatalf("open: %q %v", pt, err)
+	}
+	moved, changed, err := legacy.Rewrap(blob, aad)
+	if err != nil || !changed || moved.KEKID != "k1" {
+		t.Fatalf("rewrap: %+v %v %v", moved.KEKID, changed, err)
 	}
 }

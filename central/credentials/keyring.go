@@ -22,9 +22,14 @@ const LocalKeyFile = "central-kek"
 
 // Keyring holds KEKs by id; Active seals new blobs.
 type Keyring struct {
-	keys   map[string][]byte
-	active string
+	keys    map[string][]byte
+	active  string
+	keyLike int // entries whose kek_id is itself a key
 }
+
+// KeyLikeIDs counts the entries whose kek_id is itself a key: readable,
+// never sealing, to be rewrapped away from.
+func (k *Keyring) KeyLikeIDs() int { return k.keyLike }
 
 // ParseKeyring reads "id:BASE64KEY,id2:BASE64KEY" (standard or URL base64
 // of 32 bytes). active names the sealing key; empty means the first listed.
@@ -43,9 +48,12 @@ func ParseKeyring(spec, active string) (*Keyring, error) {
 			return nil, errors.New("keyring entry must be kek_id:base64key")
 		}
 		// The kek_id is logged and stored beside every sealed value: a key
-		// written where the name goes (KEY1:KEY2) would be kept in the open.
+		// written where the name goes (KEY1:KEY2) would be kept in the
+		// open. Such an entry is still read (an older build accepted it,
+		// and what it sealed must stay openable until rewrapped), but it
+		// may not seal (below), and KeyLikeIDs lets the caller warn.
 		if isKey(id) {
-			return nil, errors.New("a keyring entry's kek_id is itself a key: write kek_id:base64key, the name before the colon")
+			k.keyLike++
 		}
 		key, err := decodeKey(strings.TrimSpace(enc))
 		if err != nil {
@@ -66,7 +74,8 @@ func ParseKeyring(spec, active string) (*Keyring, error) {
 		active = first
 	}
 	if isKey(active) {
-		return nil, errors.New("the active key is named by a key: name its kek_id instead")
+		return nil, errors.New("the active (sealing) entry's kek_id is itself a key: write kek_id:base64key, the name " +
+			"before the colon; to move off such an entry, add a named one, make it active and run `keys rewrap`")
 	}
 	if _, ok := k.keys[active]; !ok {
 		return nil, fmt.Errorf("active key %q is not in the keyring", active)

@@ -216,6 +216,10 @@ func OpenKeyring(s Settings, engine sqldb.Engine, log *slog.Logger) (*credential
 		if err != nil {
 			return nil, &daemon.SettingError{Setting: "EUTERPE_KEYRING", Value: "[REDACTED]", Reason: hideKeysAsIDs(err.Error(), s.Keyring)}
 		}
+		if n := k.KeyLikeIDs(); n > 0 {
+			log.Warn("EUTERPE_KEYRING has entries whose kek_id is itself a key (logged and stored beside what it sealed): they only open what they sealed; run `euterpe-central keys rewrap`, then drop them",
+				"entries", n)
+		}
 		return k, nil
 	}
 	if engine == sqldb.Postgres {

@@ -263,12 +263,16 @@ const captureTries = 20
 // image. Chromium refuses a capture ("Cannot take screenshot with 0
 // width") while the page's frame is being laid out again, as after a
 // sign-in form's answer on a loaded machine; a moment later it succeeds.
+// Any other error (a hung renderer's timeout) is returned at once.
 func capture(shoot func() ([]byte, error), tries int, pause time.Duration) ([]byte, error) {
 	var err error
 	for i := 0; i < tries; i++ {
 		var png []byte
 		if png, err = shoot(); err == nil {
 			return png, nil
+		}
+		if !strings.Contains(err.Error(), "Cannot take screenshot") {
+			return nil, err
 		}
 		time.Sleep(pause)
 	}

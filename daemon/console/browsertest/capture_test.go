@@ -9,7 +9,7 @@ import (
 )
 
 // A capture Chromium refuses for a moment is tried again; one it keeps
-// refusing fails with the browser's own error.
+// refusing fails with the browser's own error, and any other error at once.
 func TestCaptureTriesAgain(t *testing.T) {
 	zero := errors.New("Cannot take screenshot with 0 width. (-32000)")
 	cases := []struct {
@@ -21,6 +21,12 @@ func TestCaptureTriesAgain(t *testing.T) {
 		{"refused twice", 2, false},
 		{"refused throughout", 5, true},
 	}
+	// Another error is no passing state: returned at once.
+	hung := errors.New("context deadline exceeded")
+	calls := 0
+	_, err := capture(func() ([]byte, error) { calls++; return nil, hung }, 5, 0)
+	require.ErrorIs(t, err, hung)
+	assert.Equal(t, 1, calls)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			calls := 0

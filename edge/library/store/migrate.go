@@ -31,6 +31,10 @@ var Migrations = []Migration{
 	{11, "0011_duplicate_group_query_indexes", migrate0011},
 	{12, "0012_source_identity", migrate0012},
 	{13, "0013_scan_session_recovery", migrate0013},
+	// A scan asks whether a delete trashed a missing row's file during it
+	// (UpsertFiles); without this index each ask reads every decision.
+	{14, "0014_delete_decisions_by_file", execAll(
+		`CREATE INDEX IF NOT EXISTS ix_delete_decisions_file ON delete_decisions(file_id, decided_at)`)},
 }
 
 // ErrMigration wraps every migration failure.

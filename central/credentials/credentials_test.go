@@ -104,6 +104,8 @@ func TestParseKeyringErrorsHideKeys(t *testing.T) {
 		{strings.TrimRight(k1, "=") + ":" + k2, ""},
 		{"a:" + k2, k2},
 		{"a:" + k2 + "," + k1 + ":" + k2, k1},
+		{"a:" + k2 + "," + k1 + ":!!!", "a"},
+		{"a:" + k2 + "," + k1 + ":" + k2 + "," + k1 + ":" + k2, "a"},
 	} {
 		_, err := credentials.ParseKeyring(tc.spec, tc.active)
 		if err == nil {

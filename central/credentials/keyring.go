@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/vesta-cx/euterpe/daemon"
@@ -37,7 +38,7 @@ func (k *Keyring) KeyLikeIDs() int { return k.keyLike }
 func ParseKeyring(spec, active string) (*Keyring, error) {
 	k := &Keyring{keys: map[string][]byte{}}
 	var first string
-	for _, part := range strings.Split(spec, ",") {
+	for n, part := range strings.Split(spec, ",") {
 		part = strings.TrimSpace(part)
 		if part == "" {
 			continue
@@ -52,15 +53,17 @@ func ParseKeyring(spec, active string) (*Keyring, error) {
 		// open. Such an entry is still read (an older build accepted it,
 		// and what it sealed must stay openable until rewrapped), but it
 		// may not seal (below), and KeyLikeIDs lets the caller warn.
+		label := strconv.Quote(id)
 		if isKey(id) {
 			k.keyLike++
+			label = fmt.Sprintf("in entry %d", n+1) // never the id: it is key material
 		}
 		key, err := decodeKey(strings.TrimSpace(enc))
 		if err != nil {
-			return nil, fmt.Errorf("keyring key %q: %w", id, err)
+			return nil, fmt.Errorf("keyring key %s: %w", label, err)
 		}
 		if _, dup := k.keys[id]; dup {
-			return nil, fmt.Errorf("keyring key %q listed twice", id)
+			return nil, fmt.Errorf("keyring key %s listed twice", label)
 		}
 		k.keys[id] = key
 		if first == "" {

@@ -42,7 +42,10 @@ func (x *Executor) lockDeletes(ctx context.Context, paths ...string) (func(), er
 	}
 	for i, r := range roots {
 		u, err := trash.FlockContext(ctx, r.fd, "lock "+r.path)
-		if errors.Is(err, unix.ENOLCK) || errors.Is(err, unix.EOPNOTSUPP) {
+		// ENOLCK, EOPNOTSUPP: no flock there. EBADF: NFS, where flock is
+		// a byte-range lock that needs a descriptor open for writing,
+		// which a directory never is.
+		if errors.Is(err, unix.ENOLCK) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EBADF) {
 			x.noRootLock.Do(func() {
 				x.Log.Warn("a library root cannot be locked; deletes from processes with different trash directories are not kept apart there",
 					"root", r.path, "err", err)

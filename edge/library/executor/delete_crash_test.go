@@ -1,7 +1,6 @@
 package executor_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -9,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/vesta-cx/euterpe/edge/library/executor"
-	"github.com/vesta-cx/euterpe/edge/library/policy"
 	"github.com/vesta-cx/euterpe/edge/library/store"
 )
 
@@ -25,11 +23,7 @@ func TestDeleteRerunRecordsFileMovedBeforeCrash(t *testing.T) {
 			e := newEnv(t, true)
 			kept, del, fk, fd := dupPair(t, e)
 			keptIno := inode(t, kept)
-			j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
-				policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}, Permanent: permanent})
-			if err != nil {
-				t.Fatal(err)
-			}
+			j := requestPair(t, e, fk, fd, permanent)
 			moved := filepath.Join(e.x.Trash.Path(), strconv.FormatInt(j.ID, 10), strconv.FormatInt(fd.ID, 10), filepath.Base(del))
 			if err := os.MkdirAll(filepath.Dir(moved), 0o750); err != nil {
 				t.Fatal(err)
@@ -56,11 +50,7 @@ func TestDeleteRerunRecordsFileMovedBeforeCrash(t *testing.T) {
 	t.Run("other content", func(t *testing.T) {
 		e := newEnv(t, true)
 		_, del, fk, fd := dupPair(t, e)
-		j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
-			policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		j := requestPair(t, e, fk, fd, false)
 		stray := filepath.Join(e.x.Trash.Path(), strconv.FormatInt(j.ID, 10), strconv.FormatInt(fd.ID, 10), filepath.Base(del))
 		if err := os.MkdirAll(filepath.Dir(stray), 0o750); err != nil {
 			t.Fatal(err)
@@ -85,11 +75,7 @@ func TestDeleteRerunRecordsFileMovedBeforeCrash(t *testing.T) {
 	t.Run("the kept copy caught by the move", func(t *testing.T) {
 		e := newEnv(t, true)
 		kept, del, fk, fd := dupPair(t, e)
-		j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
-			policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		j := requestPair(t, e, fk, fd, false)
 		caught := filepath.Join(e.x.Trash.Path(), strconv.FormatInt(j.ID, 10), strconv.FormatInt(fd.ID, 10), filepath.Base(del))
 		if err := os.MkdirAll(filepath.Dir(caught), 0o750); err != nil {
 			t.Fatal(err)

@@ -13,7 +13,6 @@ import (
 
 	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/edge/library/executor"
-	"github.com/vesta-cx/euterpe/edge/library/policy"
 	"github.com/vesta-cx/euterpe/edge/library/store"
 )
 
@@ -100,11 +99,7 @@ func TestDeleteInterruptedUnderLock(t *testing.T) {
 				} else {
 					executor.SetDeleteHooks(e.x, nil, hook)
 				}
-				j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
-					policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}, Permanent: permanent})
-				if err != nil {
-					t.Fatal(err)
-				}
+				j := requestPair(t, e, fk, fd, permanent)
 				if did, err := e.x.RunJobOnce(ctx); !did || !errors.Is(err, context.Canceled) {
 					t.Fatalf("RunJobOnce did=%v err=%v, want the cancellation", did, err)
 				}
@@ -192,11 +187,7 @@ func TestDeleteRecordsDecisionAfterCatalogErrors(t *testing.T) {
 			keptIno := inode(t, kept)
 			cat := &failingCatalog{Catalog: e.st, fails: c.fails, err: dbErr}
 			e.x.Catalog = cat
-			j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
-				policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}, Permanent: c.permanent})
-			if err != nil {
-				t.Fatal(err)
-			}
+			j := requestPair(t, e, fk, fd, c.permanent)
 			got := e.runJob()
 			keptIntact(t, kept, keptIno, true)
 			if _, err := os.Lstat(del); !errors.Is(err, os.ErrNotExist) {

@@ -1,7 +1,6 @@
 package executor_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/vesta-cx/euterpe/edge/library/executor"
-	"github.com/vesta-cx/euterpe/edge/library/policy"
 )
 
 // TestDeleteRerunNamesWhatItLeftInTheTrash leaves in trash/<job>/<file>/
@@ -76,11 +74,7 @@ func TestDeleteRerunNamesWhatItLeftInTheTrash(t *testing.T) {
 			if c.exdev {
 				crossDevice(e.x)
 			}
-			j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
-				policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			j := requestPair(t, e, fk, fd, false)
 			dst := filepath.Join(e.x.Trash.Path(), strconv.FormatInt(j.ID, 10), strconv.FormatInt(fd.ID, 10), filepath.Base(del))
 			staged := stagedPath(del, j.ID, fd.ID)
 			if err := os.MkdirAll(filepath.Dir(dst), 0o750); err != nil {
@@ -135,11 +129,7 @@ func TestDeleteLeavesHandMadeStagedNameAlone(t *testing.T) {
 			if c.exdev {
 				crossDevice(e.x)
 			}
-			j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
-				policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			j := requestPair(t, e, fk, fd, false)
 			staged := stagedPath(del, j.ID, fd.ID)
 			c.plant(t, staged, kept)
 			before, err := os.Lstat(staged)

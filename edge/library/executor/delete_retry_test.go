@@ -9,7 +9,6 @@ import (
 
 	"github.com/vesta-cx/euterpe/daemon/lease"
 	"github.com/vesta-cx/euterpe/edge/library/executor"
-	"github.com/vesta-cx/euterpe/edge/library/policy"
 	"github.com/vesta-cx/euterpe/edge/library/store"
 )
 
@@ -45,11 +44,7 @@ func TestDeleteStagedRecoveredAfterRetriesExhausted(t *testing.T) {
 	kept, del, fk, fd := dupPair(t, e)
 	keptIno := inode(t, kept)
 	crossDevice(e.x)
-	j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
-		policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := requestPair(t, e, fk, fd, false)
 	staged := stagedPath(del, j.ID, fd.ID)
 	if err := os.Rename(del, staged); err != nil {
 		t.Fatal(err)
@@ -81,11 +76,7 @@ func TestDeleteStoppedByAnErrorRunsAgain(t *testing.T) {
 	e := newEnv(t, false) // the policy's retry pass writes too
 	kept, del, fk, fd := dupPair(t, e)
 	keptIno := inode(t, kept)
-	j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
-		policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := requestPair(t, e, fk, fd, false)
 	if _, err := e.st.DB.Exec(`CREATE TRIGGER refuse_trashed BEFORE INSERT ON delete_decisions
 		WHEN NEW.decision = 'trashed' BEGIN SELECT RAISE(ABORT, 'decision not recorded'); END`); err != nil {
 		t.Fatal(err)

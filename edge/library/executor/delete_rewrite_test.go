@@ -1,14 +1,12 @@
 package executor_test
 
 import (
-	"context"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vesta-cx/euterpe/edge/library/executor"
-	"github.com/vesta-cx/euterpe/edge/library/policy"
 	"github.com/vesta-cx/euterpe/edge/library/store"
 )
 
@@ -61,11 +59,7 @@ func TestDeleteRefusesRewriteKeepingSizeAndMtime(t *testing.T) {
 						mustSwap(t, func() error { return rewriteKeepingMtime(target) })
 					}
 				}, nil)
-				j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
-					policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}, Permanent: permanent})
-				if err != nil {
-					t.Fatal(err)
-				}
+				j := requestPair(t, e, fk, fd, permanent)
 				got := e.runJob()
 				d := decisions(t, e, j.ID)[fd.ID]
 				if got.Status != store.StatusFailed || d.Decision != executor.DecisionRefused {

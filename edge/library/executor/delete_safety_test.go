@@ -235,11 +235,7 @@ func TestDeleteAdversarialFilesystem(t *testing.T) {
 							}
 						}
 						executor.SetDeleteHooks(e.x, hook(c.atCheck), hook(c.atMove))
-						j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
-							policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}, Permanent: permanent})
-						if err != nil {
-							t.Fatal(err)
-						}
+						j := requestPair(t, e, fk, fd, permanent)
 						got := e.runJob()
 						d := decisions(t, e, j.ID)[fd.ID]
 						if c.keptReplaced {
@@ -445,11 +441,7 @@ func bindMountCases(t *testing.T) {
 		kept, del, _, fd := dupPair(t, e)
 		aliasKept := filepath.Join(alias, strings.TrimPrefix(kept, e.root))
 		fk := e.file(aliasKept)
-		j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
-			policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		j := requestPair(t, e, fk, fd, false)
 		done := make(chan store.Job, 1)
 		go func() { done <- e.runJob() }()
 		select {
@@ -491,11 +483,7 @@ func bindMountCases(t *testing.T) {
 				if inode(t, kept) != inode(t, del) {
 					t.Fatal("bind mount did not make both paths one file")
 				}
-				j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
-					policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}, Permanent: permanent})
-				if err != nil {
-					t.Fatal(err)
-				}
+				j := requestPair(t, e, fk, fd, permanent)
 				got := e.runJob()
 				d := decisions(t, e, j.ID)[fd.ID]
 				if got.Status != store.StatusFailed || d.Decision != executor.DecisionRefused || !strings.Contains(d.Reason, "same file as kept") {
@@ -584,11 +572,7 @@ func TestDeleteStagedAcrossFilesystems(t *testing.T) {
 					mustSwap(t, func() error { return os.Rename(del, del+".orig") }, func() error { return os.Link(kept, del) })
 				})
 			}
-			j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
-				policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}, Permanent: c.permanent})
-			if err != nil {
-				t.Fatal(err)
-			}
+			j := requestPair(t, e, fk, fd, c.permanent)
 			e.runJob()
 			d := decisions(t, e, j.ID)[fd.ID]
 			if d.Decision != c.want {

@@ -14,7 +14,6 @@ import (
 	"github.com/vesta-cx/euterpe/daemon/testsvc"
 	"github.com/vesta-cx/euterpe/edge/library/executor"
 	"github.com/vesta-cx/euterpe/edge/library/pathsafe"
-	"github.com/vesta-cx/euterpe/edge/library/policy"
 	"github.com/vesta-cx/euterpe/edge/library/store"
 )
 
@@ -113,11 +112,7 @@ func TestDeleteStagedCopyMatchesWhatWasChecked(t *testing.T) {
 						}
 					})
 				}
-				j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
-					policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}})
-				if err != nil {
-					t.Fatal(err)
-				}
+				j := requestPair(t, e, fk, fd, false)
 				e.runJob()
 				if want == "" {
 					t.Fatal("the change was never made")
@@ -168,11 +163,7 @@ func TestDeleteStagedCopyKeepsModeOwnerAndTimes(t *testing.T) {
 					func() error { return os.Chtimes(del, atime, mtime) })
 				e.scanAndHash()
 				fk, fd := e.file(kept), e.file(del)
-				j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
-					policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}})
-				if err != nil {
-					t.Fatal(err)
-				}
+				j := requestPair(t, e, fk, fd, false)
 				if got := e.runJob(); got.Status != store.StatusCompleted {
 					t.Fatalf("job %s: %s", got.Status, deref(got.ErrorMessage))
 				}
@@ -213,11 +204,7 @@ func TestDeleteRerunStoppedWhileFinishingStaged(t *testing.T) {
 	keptIno := inode(t, kept)
 	clock := fixClock(e)
 	crossFilesystem(t, e, false)
-	j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
-		policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := requestPair(t, e, fk, fd, false)
 	dst := filepath.Join(e.x.Trash.Path(), strconv.FormatInt(j.ID, 10), strconv.FormatInt(fd.ID, 10), filepath.Base(del))
 	staged := stagedPath(del, j.ID, fd.ID)
 	orig, err := os.Lstat(del)
@@ -294,11 +281,7 @@ func TestDeleteStagedTrashFilesystemFull(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.x.Trash = trash
-		j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
-			policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		j := requestPair(t, e, fk, fd, false)
 		e.runJob()
 		d := decisions(t, e, j.ID)[fd.ID]
 		if d.Decision != executor.DecisionRefused || !strings.Contains(d.Reason, "no space left on device") {
@@ -364,11 +347,7 @@ func TestDeleteStagedNameSwappedDuringCopy(t *testing.T) {
 					t.Fatal(err)
 				}
 			})
-			j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
-				policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			j := requestPair(t, e, fk, fd, false)
 			e.runJob()
 			if swapped == nil {
 				t.Fatal("the swap was never made")
@@ -402,11 +381,7 @@ func TestDeleteRerunStagedNameSwappedWhileChecked(t *testing.T) {
 	kept, del, fk, fd := dupPair(t, e)
 	keptIno := inode(t, kept)
 	crossFilesystem(t, e, false)
-	j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
-		policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := requestPair(t, e, fk, fd, false)
 	dst := filepath.Join(e.x.Trash.Path(), strconv.FormatInt(j.ID, 10), strconv.FormatInt(fd.ID, 10), filepath.Base(del))
 	staged := stagedPath(del, j.ID, fd.ID)
 	mustSwap(t, func() error { return os.MkdirAll(filepath.Dir(dst), 0o750) },

@@ -1,7 +1,6 @@
 package executor_test
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -10,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/vesta-cx/euterpe/edge/library/executor"
-	"github.com/vesta-cx/euterpe/edge/library/policy"
 	"github.com/vesta-cx/euterpe/edge/library/store"
 )
 
@@ -70,11 +68,7 @@ func TestDeleteRerunAfterCrashWhileStaged(t *testing.T) {
 			kept, del, fk, fd := dupPair(t, e)
 			keptIno := inode(t, kept)
 			crossDevice(e.x)
-			j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
-				policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}, Permanent: c.permanent})
-			if err != nil {
-				t.Fatal(err)
-			}
+			j := requestPair(t, e, fk, fd, c.permanent)
 			dst := filepath.Join(e.x.Trash.Path(), strconv.FormatInt(j.ID, 10), strconv.FormatInt(fd.ID, 10), filepath.Base(del))
 			staged := stagedPath(del, j.ID, fd.ID)
 			if err := os.MkdirAll(filepath.Dir(dst), 0o750); err != nil {
@@ -100,7 +94,7 @@ func TestDeleteRerunAfterCrashWhileStaged(t *testing.T) {
 				t.Fatalf("job %s after decision %s", got.Status, c.want)
 			}
 			keptIntact(t, kept, keptIno, true)
-			_, err = os.Lstat(staged)
+			_, err := os.Lstat(staged)
 			if c.left {
 				if err != nil || !strings.Contains(d.Reason, staged) {
 					t.Fatalf("staged name: %v, reason %q: want it left and named", err, d.Reason)
@@ -155,11 +149,7 @@ func TestDeleteTrashEntryNeverFollowsSymlink(t *testing.T) {
 			e := newEnv(t, true)
 			kept, del, fk, fd := dupPair(t, e)
 			keptIno := inode(t, kept)
-			j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
-				policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}, Permanent: permanent})
-			if err != nil {
-				t.Fatal(err)
-			}
+			j := requestPair(t, e, fk, fd, permanent)
 			if err := os.Symlink(e.outside, filepath.Join(e.x.Trash.Path(), strconv.FormatInt(j.ID, 10))); err != nil {
 				t.Fatal(err)
 			}

@@ -1,7 +1,6 @@
 package executor_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/vesta-cx/euterpe/daemon/testsvc"
 	"github.com/vesta-cx/euterpe/edge/library/executor"
-	"github.com/vesta-cx/euterpe/edge/library/policy"
 )
 
 // TestDeleteTrashEntryNeverCrossesMount mounts a directory from outside
@@ -48,11 +46,7 @@ func trashMountCases(t *testing.T) {
 			if c.exdev {
 				crossDevice(e.x)
 			}
-			j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
-				policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}, Permanent: c.permanent})
-			if err != nil {
-				t.Fatal(err)
-			}
+			j := requestPair(t, e, fk, fd, c.permanent)
 			target := filepath.Join(e.x.Trash.Path(), strconv.FormatInt(j.ID, 10))
 			if c.file {
 				target = filepath.Join(target, strconv.FormatInt(fd.ID, 10))

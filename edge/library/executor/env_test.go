@@ -166,3 +166,14 @@ func exdev(o, n string) error { return &os.LinkError{Op: "rename", Old: o, New: 
 // crossDevice makes x's moves into the trash fail as across filesystems,
 // so its deletes take the staged copy.
 func crossDevice(x *executor.Executor) { executor.SetRename(x, exdev) }
+
+// requestPair asks for a delete of fd keeping fk, both of one group.
+func requestPair(t *testing.T, e *env, fk, fd store.File, permanent bool) store.Job {
+	t.Helper()
+	j, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
+		policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}, Permanent: permanent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}

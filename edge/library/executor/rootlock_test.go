@@ -12,7 +12,6 @@ import (
 
 	"github.com/vesta-cx/euterpe/edge/library/executor"
 	"github.com/vesta-cx/euterpe/edge/library/pathsafe"
-	"github.com/vesta-cx/euterpe/edge/library/policy"
 	"github.com/vesta-cx/euterpe/edge/library/store"
 	"github.com/vesta-cx/euterpe/edge/library/trash"
 )
@@ -26,10 +25,7 @@ func TestDeleteWaitsForTheRootLock(t *testing.T) {
 	keptIno := inode(t, kept)
 	var checked atomic.Bool
 	executor.SetDeleteHooks(e.x, func(string) { checked.Store(true) }, nil)
-	if _, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
-		policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}}); err != nil {
-		t.Fatal(err)
-	}
+	requestPair(t, e, fk, fd, false)
 	fdRoot, err := unix.Open(e.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -80,10 +76,7 @@ func TestDeleteUnaffectedByAnotherRootGone(t *testing.T) {
 	if err := os.Remove(other); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.p.RequestDelete(context.Background(), groupOf(t, fk),
-		policy.DeleteRequest{KeepFileIDs: []int64{fk.ID}, DeleteFileIDs: []int64{fd.ID}}); err != nil {
-		t.Fatal(err)
-	}
+	requestPair(t, e, fk, fd, false)
 	if j := e.runJob(); j.Status != store.StatusCompleted {
 		t.Fatalf("job %s: %v", j.Status, deref(j.ErrorMessage))
 	}

@@ -94,7 +94,7 @@ const (
 func (a *App) Bind(c *daemon.Config, s *Settings) {
 	c.String(&s.Addr, "addr", "EUTERPE_CENTRAL_ADDR", "127.0.0.1:8090", "HTTP listen address", daemon.CheckHostPort)
 	c.String(&s.DatabaseURL, "database-url", "EUTERPE_DATABASE_URL", "", "postgres://… or sqlite:PATH[?synchronous=full]; empty: <state-dir>/central.db", sqldb.CheckURL, daemon.Secret())
-	c.String(&s.StateDir, "state-dir", "EUTERPE_STATE_DIR", daemon.DefaultStateDir(), "directory for the embedded database and local KEK", daemon.CheckAbsPath)
+	c.String(&s.StateDir, "state-dir", "EUTERPE_STATE_DIR", daemon.DefaultStateDir("euterpe-central"), "directory for the embedded database and local KEK", daemon.CheckAbsPath)
 	c.String(&s.LogLevel, "log-level", "EUTERPE_LOG_LEVEL", "info", "debug, info, warn or error", daemon.CheckOneOf("debug", "info", "warn", "error"))
 	c.String(&s.Roles, "roles", "EUTERPE_CENTRAL_ROLES", "", "comma-separated roles to run; empty: every default role ("+strings.Join(a.defaultRoles(), ",")+")", a.checkRoles)
 	c.String(&s.Keyring, "keyring", "EUTERPE_KEYRING", "", "credential KEKs: kek_id:base64(32 bytes)[,…]; required with Postgres", nil, daemon.Secret())
@@ -286,6 +286,9 @@ func databaseSetting(s Settings) string {
 // Open opens and migrates the database and builds the shared dependencies.
 // close releases them.
 func (a *App) Open(ctx context.Context, s Settings, log *slog.Logger, getenv func(string) string) (d *Deps, closeFn func(), err error) {
+	if err := checkFormerStateDir(s, centralStateDir, formerStateDir); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", databaseSetting(s), err)
+	}
 	db, err := sqldb.Open(ctx, s.DatabaseURL, s.StateDir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", databaseSetting(s), err)

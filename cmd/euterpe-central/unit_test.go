@@ -55,6 +55,27 @@ func TestSystemdUnitVerifies(t *testing.T) {
 	}
 }
 
+// Outside systemd central keeps its database and key where its unit's
+// StateDirectory= would, not in the edge's /var/lib/euterpe: an edge and a
+// central started by hand on one machine must not share central.db.
+func TestDefaultStateDirIsTheUnits(t *testing.T) {
+	t.Setenv("STATE_DIRECTORY", "")
+	app := serve.NewApp()
+	register(app)
+	cfg := daemon.NewConfig("euterpe-central", func(string) string { return "" })
+	var s serve.Settings
+	app.Bind(cfg, &s)
+	for _, st := range cfg.Settings() {
+		if st.Env == "EUTERPE_STATE_DIR" {
+			if st.Default != "/var/lib/euterpe-central" {
+				t.Fatalf("EUTERPE_STATE_DIR defaults to %q, want the unit's /var/lib/euterpe-central", st.Default)
+			}
+			return
+		}
+	}
+	t.Fatal("no EUTERPE_STATE_DIR setting")
+}
+
 // The example environment file, shipped as the package's conffile
 // /etc/euterpe/central.env, shows real settings with their real defaults.
 func TestEnvExampleMatchesSettings(t *testing.T) {

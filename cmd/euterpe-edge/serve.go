@@ -41,7 +41,7 @@ func newServeConfig(getenv func(string) string) (*daemon.Config, *serveSettings)
 	cfg.String(&s.Addr, "addr", "EUTERPE_EDGE_ADDR", "127.0.0.1:8070", "HTTP listen address", daemon.CheckHostPort)
 	cfg.String(&s.RedisURL, "redis-url", "EUTERPE_REDIS_URL", "redis://127.0.0.1:6379/0", "Redis server URL", checkRedisURL, daemon.Secret())
 	cfg.Int(&s.RedisPool, "redis-pool-size", "EUTERPE_REDIS_POOL_SIZE", 6, 2, 1024, "connections in the shared Redis pool (the SSE reader adds one)")
-	cfg.String(&s.StateDir, "state-dir", "EUTERPE_STATE_DIR", daemon.DefaultStateDir(), "directory for persistent state", daemon.CheckAbsPath)
+	cfg.String(&s.StateDir, "state-dir", "EUTERPE_STATE_DIR", daemon.DefaultStateDir("euterpe"), "directory for persistent state", daemon.CheckAbsPath)
 	cfg.Duration(&s.Grace, "shutdown-grace", "EUTERPE_SHUTDOWN_GRACE", 10*time.Second, 0, 10*time.Minute, "time in-flight work gets to finish on shutdown")
 	cfg.String(&s.LogLevel, "log-level", "EUTERPE_LOG_LEVEL", "info", "log level: debug, info, warn, error", daemon.CheckOneOf("debug", "info", "warn", "error"))
 	cfg.String(&s.Origins, "trusted-origins", "EUTERPE_TRUSTED_ORIGINS", "",

@@ -196,7 +196,22 @@ func (r *Runner) execute(ctx context.Context, j *inbox.Job, dir string, log *slo
 	if err := r.promote(ctx, j, wd, bucket, stagedOuts, log); err != nil {
 		return err
 	}
-	return r.jobs.Succeed(ctx, j, files)
+	if err := r.jobs.Succeed(ctx, j, files); err != nil {
+		// The outputs are at their final keys, and a job that did not
+		// succeed leaves none: should a later attempt end failed, these
+		// would sit in the requester's bucket beside a failure. unpromote
+		// fences first, so a success whose commit landed after all (its
+		// answer lost) keeps them.
+		if !errors.Is(err, lease.ErrStale) {
+			finals := make([]string, len(stagedOuts))
+			for i, o := range stagedOuts {
+				finals[i] = o.final
+			}
+			r.unpromote(ctx, j, bucket, finals, log)
+		}
+		return err
+	}
+	return nil
 }
 
 // fetch downloads the source into path, replacing any partial earlier try;

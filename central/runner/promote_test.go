@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -145,4 +146,50 @@ func (e *env) noStagedLeft(id string, n int) {
 	if got != n {
 		e.t.Fatalf("%d objects under the prefix, %d outputs", got, n)
 	}
+}
+
+// commitLost is the inbox as a runner sees a database that fails the
+// success write once (a failover, a connection reset), not a stale claim.
+type commitLost struct {
+	*inbox.Store
+	failed atomic.Bool
+}
+
+func (c *commitLost) Succeed(ctx context.Context, j *inbox.Job, outputs []inbox.OutputFile) error {
+	if c.failed.CompareAndSwap(false, true) {
+		return errors.New("commit: read tcp 10.0.0.5:5432: connection reset by peer")
+	}
+	return c.Store.Succeed(ctx, j, outputs)
+}
+
+// TestSucceedFailureRemovesPromotedOutputs: every output was promoted to
+// its final key, then the success write failed. The attempt removes them —
+// a job that has not succeeded leaves nothing at its final keys, so one
+// whose later attempts end failed does not leave outputs beside the
+// failure — and the retry writes them again.
+func TestSucceedFailureRemovesPromotedOutputs(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *env) {
+		e.putWAV("in/src.wav", 1)
+		id := e.enqueue("in/src.wav", oneOpus, nil)
+		jobs := &commitLost{Store: e.inbox}
+		r := e.runnerOptions(nil, func(o *runner.Options) { o.Jobs = jobs })
+		if ok, err := r.RunOnce(context.Background()); err != nil || !ok {
+			t.Fatalf("first attempt: claimed %v, %v", ok, err)
+		}
+		v := e.view(id)
+		if v.Status != schema.StatusQueued || v.AttemptCount != 1 {
+			t.Fatalf("after the lost success: status %s attempts %d err %+v", v.Status, v.AttemptCount, v.LastError)
+		}
+		e.noStagedLeft(id, 0)
+		if _, err := e.db.Exec(e.db.Rebind(`UPDATE inbox_jobs SET next_attempt_at = 0 WHERE id = ?`), id); err != nil {
+			t.Fatal(err)
+		}
+		v = e.drive(r, id, 60*time.Second)
+		if v.Status != schema.StatusSucceeded {
+			t.Fatalf("status %s err %+v", v.Status, v.LastError)
+		}
+		outs := e.outputs(v)
+		e.checkStored(outs)
+		e.noStagedLeft(id, len(outs))
+	})
 }

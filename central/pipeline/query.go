@@ -249,11 +249,23 @@ func (s *Store) Redrive(ctx context.Context, id string) (JobRecord, error) {
 		if err := Transitions.Check(st, StatusQueued); err != nil {
 			return err
 		}
-		_, err := s.DB.ExecTx(ctx, tx, `UPDATE pipeline_jobs SET status = ?, visible_at = ?, updated_at = ?, redriven_at = ?,
+		res, err := s.DB.ExecTx(ctx, tx, `UPDATE pipeline_jobs SET status = ?, visible_at = ?, updated_at = ?, redriven_at = ?,
 			attempt_count = 0, finished_at = NULL, claim_version = claim_version + 1, worker_id = NULL, lease_expires_at = NULL
 			WHERE job_id = ? AND status = ?`, StatusQueued, now, now, now, id, StatusDeadLetter)
 		if err != nil {
 			return err
+		}
+		// On Postgres a concurrent redrive of the same job passes the read
+		// above, waits for the first one's row lock, then finds the row no
+		// longer dead-lettered: it changed nothing, and says so as SQLite
+		// (which serializes the two) does.
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n != 1 {
+			if err := s.DB.QueryRowTx(ctx, tx, "SELECT status FROM pipeline_jobs WHERE job_id = ?", id).Scan(&st); err != nil {
+				return err
+			}
+			return &lease.TransitionError{Machine: Transitions.Machine, From: st, To: StatusQueued, Reason: "only a dead-lettered job is redriven; another redrive took it first"}
 		}
 		// The record as this redrive left it, read before the commit: a
 		// worker may claim the job the moment it is queued, and the answer

@@ -62,6 +62,30 @@ func NewStore(db *sqldb.DB, now func() time.Time) *Store {
 // and Reclaim refuse to recover expired leases.
 func (s *Store) LeaseQueue() *lease.Queue { return s.q }
 
+// ClaimOnly restricts the store's claims to jobs of the named types: a pod
+// claims only what it can run. Pods may differ in EUTERPE_PIPELINE_TYPES
+// (a rolling deploy adds a type to some pods first); were every pod to
+// claim every job, one without the type would spend the job's attempts on
+// STAGE_UNAVAILABLE and could dead-letter it before a pod that runs it
+// ever claimed it. A job of a type no pod runs stays queued, visible to
+// the console and the queue metrics, until one does. Call it before the
+// first claim; names must be registered job type names.
+func (s *Store) ClaimOnly(names []string) error {
+	quoted := make([]string, 0, len(names))
+	for _, n := range names {
+		if !jobTypeRe.MatchString(n) {
+			return fmt.Errorf("pipeline: claim only job type %q: must match %s", n, jobTypeRe)
+		}
+		quoted = append(quoted, "'"+n+"'") // the pattern leaves nothing to escape
+	}
+	if len(quoted) == 0 {
+		s.q.Spec.Where = "1 = 0"
+		return nil
+	}
+	s.q.Spec.Where = "job_type IN (" + strings.Join(quoted, ", ") + ")"
+	return nil
+}
+
 // now is the time by the database's clock (lease.Queue.Time): the clock
 // of every time the store writes and of every ready time a claim compares.
 func (s *Store) now() time.Time { return s.q.Time() }

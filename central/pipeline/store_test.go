@@ -530,3 +530,79 @@ func TestFinishNeverBeforeStart(t *testing.T) {
 		}
 	})
 }
+
+// Two redrives of one dead letter at once (two operators, a retried
+// request): one takes it back to the queue, the other is refused as an
+// invalid transition on both engines — on Postgres the loser has read
+// dead_letter before the winner committed and finds the row changed under
+// its lock.
+func TestConcurrentRedrivesOneWins(t *testing.T) {
+	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
+		ctx := context.Background()
+		f := newFixture(t, db, nil)
+		f.store.MaxAttempts = 1
+		f.register(t, "prices", stage("storage", nil, Fail(CodeQualityFailed, "bad data"), nil))
+		c := f.submit(t, "prices", "AAPL", "2026-01-02")
+		f.runUntil(t, 5*time.Second, "dead letter", func() bool { return f.get(t, c.JobID).Status == StatusDeadLetter })
+
+		var hold *sql.Tx
+		if db.Engine == sqldb.Postgres {
+			// Hold the row so both redrives read dead_letter, then queue
+			// behind this lock at their UPDATE.
+			var err error
+			if hold, err = db.BeginTx(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = hold.Rollback() }()
+			if _, err := hold.ExecContext(ctx, `SELECT 1 FROM pipeline_jobs WHERE job_id = $1 FOR UPDATE`, c.JobID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		errs := make(chan error, 2)
+		for range 2 {
+			go func() {
+				_, err := f.store.Redrive(ctx, c.JobID)
+				errs <- err
+			}()
+		}
+		if hold != nil {
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				var waiting int
+				if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'
+					AND query LIKE 'UPDATE pipeline_jobs SET status%' AND datname = current_database()`).Scan(&waiting); err != nil {
+					t.Fatal(err)
+				}
+				if waiting == 2 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d redrives waiting on the row lock, want 2", waiting)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if err := hold.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var won, refused int
+		for range 2 {
+			err := <-errs
+			var te *lease.TransitionError
+			switch {
+			case err == nil:
+				won++
+			case errors.As(err, &te):
+				refused++
+			default:
+				t.Fatalf("redrive: %v", err)
+			}
+		}
+		if won != 1 || refused != 1 {
+			t.Fatalf("%d redrives won and %d were refused, want one each", won, refused)
+		}
+		if r := f.get(t, c.JobID); r.Attempts != 0 {
+			t.Fatalf("after the redrives: %+v", r)
+		}
+	})
+}

@@ -282,3 +282,20 @@ func TestDisabledTokenRefusedWithinAuthCache(t *testing.T) {
 		}
 	})
 }
+
+// The role's claims take only the job types its pod runs (the Go ones and
+// EUTERPE_PIPELINE_TYPES): a job of a type this pod lacks is left queued
+// for a pod that has it, not claimed and retried here.
+func TestRoleClaimsOnlyItsTypes(t *testing.T) {
+	db := sqltest.Open(t, sqldb.SQLite, sets...)
+	cfg := testConfig()
+	cfg.Types = "prices=exec:/bin/true"
+	d := &serve.Deps{DB: db, Log: slog.New(slog.DiscardHandler), StateDir: t.TempDir(), WorkerID: "w"}
+	r, err := New(context.Background(), cfg, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := r.Store.LeaseQueue().Spec.Where, "job_type IN ('edge_daily', 'prices')"; got != want {
+		t.Fatalf("claim predicate %q, want %q", got, want)
+	}
+}

@@ -142,6 +142,9 @@ func New(ctx context.Context, cfg Config, d *serve.Deps) (*Role, error) {
 		return nil, err
 	}
 	store.Types = types
+	if err := store.ClaimOnly(types.Names()); err != nil {
+		return nil, err
+	}
 	w := pipeline.NewWorker(store, types, pipeline.WorkerConfig{ID: d.WorkerID, Visibility: cfg.Visibility, Concurrency: cfg.Concurrency, Poll: cfg.Poll})
 	store.OnSubmit = w.Wake
 	at, _ := pipeline.ParseSchedule(cfg.Schedule)

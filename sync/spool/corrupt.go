@@ -1,9 +1,12 @@
 package spool
 
 import (
+	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"modernc.org/sqlite"
@@ -18,9 +21,17 @@ import (
 // an operator can open with sqlite3, and starts an empty spool; the events
 // in it are not shipped (the shipper logs the file's new name).
 
+// errDamaged is what the open's integrity check found: pages no statement
+// of the open itself read (an index, the gaps table) would otherwise fail
+// every Add or Next from then on, at every start, with nothing set aside.
+var errDamaged = errors.New("integrity check failed")
+
 // corrupt reports whether err says the file itself is unreadable, as
 // opposed to unreachable for now (locked, disk full, permissions).
 func corrupt(err error) bool {
+	if errors.Is(err, errDamaged) {
+		return true
+	}
 	var se *sqlite.Error
 	if !errors.As(err, &se) {
 		return false
@@ -44,4 +55,40 @@ func setAside(path string, now time.Time) (string, error) {
 		}
 	}
 	return aside, nil
+}
+
+// checkIntegrity runs SQLite's quick_check over the whole file; what it
+// finds is errDamaged, with SQLite's first findings. (REINDEX cannot mend
+// a damaged index page: it frees the old tree's pages first, and reading
+// them fails the same way.)
+func checkIntegrity(ctx context.Context, db *sql.DB) error {
+	problems, err := quickCheck(ctx, db)
+	if err != nil || len(problems) == 0 {
+		return err
+	}
+	if len(problems) > 3 {
+		problems = problems[:3]
+	}
+	return fmt.Errorf("%w: %s", errDamaged, strings.Join(problems, "; "))
+}
+
+// quickCheck returns what PRAGMA quick_check reports, nothing for a sound
+// file. A page it cannot even read is an SQLITE_CORRUPT error instead.
+func quickCheck(ctx context.Context, db *sql.DB) ([]string, error) {
+	rows, err := db.QueryContext(ctx, "PRAGMA quick_check")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return nil, err
+		}
+		if line != "ok" {
+			out = append(out, line)
+		}
+	}
+	return out, rows.Err()
 }

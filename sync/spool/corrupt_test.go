@@ -1,7 +1,9 @@
 package spool_test
 
 import (
+	"bytes"
 	"context"
+	"database/sql"
 	"os"
 	"path/filepath"
 	"strings"
@@ -69,6 +71,58 @@ func TestCorruptSpoolFileIsSetAside(t *testing.T) {
 			sp, err = spool.Open(ctx, path, 1<<20)
 			require.NoError(t, err)
 			assert.Empty(t, sp.SetAside())
+		})
+	}
+}
+
+// damagePage overwrites the root page of the table or index name in the
+// closed spool file at path, as a card that lost a write would leave it.
+func damagePage(t *testing.T, path, name string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	var root, size int64
+	require.NoError(t, db.QueryRow(`SELECT rootpage FROM sqlite_master WHERE name = ?`, name).Scan(&root))
+	require.NoError(t, db.QueryRow(`PRAGMA page_size`).Scan(&size))
+	require.NoError(t, db.Close())
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = f.WriteAt(bytes.Repeat([]byte{0xab}, int(size)), (root-1)*size)
+	require.NoError(t, err)
+}
+
+// Damage in pages the open itself does not read — an index, the gaps
+// table — fails every Add or Next that meets it, at every start. Open
+// checks the whole file and sets a damaged one aside, so the spool takes
+// and ships events again.
+func TestDamageOnlyALaterStatementMeetsIsFoundAtOpen(t *testing.T) {
+	for _, victim := range []string{"events_entry", "events_delta", "gaps", "tombstones"} {
+		t.Run(victim, func(t *testing.T) {
+			ctx := context.Background()
+			path := filepath.Join(t.TempDir(), spool.File)
+			sp, err := spool.Open(ctx, path, 1<<20)
+			require.NoError(t, err)
+			_, err = sp.Add(ctx, []jobs.Captured{ev("j1", 1, "queued", `{}`), ev("j1", 2, "delta", `{}`)})
+			require.NoError(t, err)
+			_, err = sp.AddGaps(ctx, []spool.Gap{{JobID: "j1", Type: "delta", Count: 2, FirstEntry: "1-0", LastEntry: "2-0", FirstTS: 1, LastTS: 2}})
+			require.NoError(t, err)
+			require.NoError(t, sp.Close())
+			damagePage(t, path, victim)
+
+			sp, err = spool.Open(ctx, path, 1<<20)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = sp.Close() })
+			p, err := sp.Next(ctx, 10, 10, 1<<20)
+			require.NoError(t, err)
+			assert.NotEmpty(t, sp.SetAside(), "damage left in place")
+			assert.Empty(t, p.Rows)
+			_, err = sp.Add(ctx, []jobs.Captured{ev("j2", 3, "queued", `{}`)})
+			require.NoError(t, err)
+			require.NoError(t, sp.Close())
+			sp, err = spool.Open(ctx, path, 1<<20)
+			require.NoError(t, err)
+			assert.Empty(t, sp.SetAside(), "the spool that replaced it is sound")
 		})
 	}
 }

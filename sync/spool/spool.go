@@ -174,6 +174,12 @@ func (s *Spool) init(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, schema); err != nil {
 		return err
 	}
+	// Every page, not only those the open reads: a spool whose damage only
+	// a later Add or Next would meet is set aside now, not retried for
+	// ever. The file is the budget's size at most, read once per start.
+	if err := checkIntegrity(ctx, s.db); err != nil {
+		return err
+	}
 	ins, err := s.db.PrepareContext(ctx, insertSQL(insertChunk))
 	if err != nil {
 		return err

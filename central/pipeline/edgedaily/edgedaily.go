@@ -78,12 +78,13 @@ type Event struct {
 type Events struct {
 	Count int
 	Jobs  map[string][]Event
-	// Starts are running events before the day of jobs that ended in it.
+	// Starts are the earliest running events, outside the day, of jobs
+	// that ended in it without one inside it.
 	Starts map[string]int64
 }
 
 // Fetch reads the edge's events whose edge timestamp falls in the UTC day
-// asof (index edge_events_day), and the running events, from earlier days,
+// asof (index edge_events_day), and the running events, from other days,
 // of jobs whose terminal event is in it. No event: UPSTREAM_EMPTY.
 func Fetch(ctx context.Context, db *sqldb.DB, edge, asof string) (*Events, error) {
 	day, err := pipeline.ParseAsof(asof)
@@ -117,7 +118,9 @@ func Fetch(ctx context.Context, db *sqldb.DB, edge, asof string) (*Events, error
 	if ev.Count == 0 {
 		return nil, pipeline.Fail(pipeline.CodeUpstreamEmpty, fmt.Sprintf("edge %s synced no job events on %s", edge, asof))
 	}
-	// Jobs that ended today but started earlier.
+	// Jobs that ended today but started on another day: earlier (running
+	// over midnight), or later by the edge clock when it was stepped back
+	// across midnight during the job; Transform tells the two apart.
 	var missing []string
 	for id, es := range ev.Jobs {
 		if terminal(es) != nil && first(es, typeRunning) == nil {
@@ -129,11 +132,11 @@ func Fetch(ctx context.Context, db *sqldb.DB, edge, asof string) (*Events, error
 		n := min(len(missing), 500)
 		batch := missing[:n]
 		missing = missing[n:]
-		args := []any{edge, from}
+		args := []any{edge, from, to}
 		for _, id := range batch {
 			args = append(args, id)
 		}
-		r, err := db.QueryContext(ctx, db.Rebind(`SELECT job_id, MIN(ts) FROM edge_events WHERE edge_id = ? AND type = 'running' AND ts < ?
+		r, err := db.QueryContext(ctx, db.Rebind(`SELECT job_id, MIN(ts) FROM edge_events WHERE edge_id = ? AND type = 'running' AND (ts < ? OR ts >= ?)
 			AND job_id IN (`+strings.TrimSuffix(strings.Repeat("?,", n), ",")+`) GROUP BY job_id`), args...)
 		if err != nil {
 			return nil, pipeline.Fail(pipeline.CodeRepoUnavailable, "reading edge events: "+err.Error())
@@ -181,6 +184,18 @@ func terminal(es []Event) *Event {
 	return nil
 }
 
+// isDeadLetter reports whether e is the error event of a job the edge
+// worker dead-lettered (edge/worker deadLetter): it may end a job that
+// never ran, since the edge allows queued -> error for a poison message.
+func isDeadLetter(e *Event) bool {
+	return e.Type == typeError && (e.Step == stepDead || e.Code == codeDead)
+}
+
+// mayEndUnstarted reports whether a job may legitimately end with the
+// terminal event e and no running event: cancelled or dead-lettered while
+// queued.
+func mayEndUnstarted(e *Event) bool { return e.Type == typeCanceled || isDeadLetter(e) }
+
 func first(es []Event, typ string) *Event {
 	for i := range es {
 		if es[i].Type == typ {
@@ -208,6 +223,10 @@ type TaskStats struct {
 	DeadLetters int       `json:"dead_letters"`
 	Unfinished  int       `json:"unfinished"`
 	Duration    Durations `json:"duration"`
+	// ClockSteppedBack counts the jobs whose terminal event is stamped
+	// before their running event (the edge clock went back during the
+	// job); they have no duration.
+	ClockSteppedBack int `json:"clock_stepped_back"`
 }
 
 // Report is the day's report. It holds nothing but the data (no generation
@@ -220,6 +239,8 @@ type Report struct {
 	Tasks       []TaskStats    `json:"tasks"`
 	ErrorCodes  map[string]int `json:"error_codes"`
 	DeadLetters []string       `json:"dead_letters"`
+	// ClockSteppedBack names the jobs TaskStats.ClockSteppedBack counts.
+	ClockSteppedBack []string `json:"clock_stepped_back"`
 	// Violations are the quality stage's findings (not stored: a report
 	// with any is refused).
 	Violations []string `json:"-"`
@@ -227,7 +248,8 @@ type Report struct {
 
 // Transform computes the report.
 func Transform(edge, asof string, ev *Events) (*Report, error) {
-	r := &Report{EdgeID: edge, Asof: asof, Events: ev.Count, Jobs: len(ev.Jobs), ErrorCodes: map[string]int{}, DeadLetters: []string{}}
+	r := &Report{EdgeID: edge, Asof: asof, Events: ev.Count, Jobs: len(ev.Jobs), ErrorCodes: map[string]int{},
+		DeadLetters: []string{}, ClockSteppedBack: []string{}}
 	byTask := map[string]*TaskStats{}
 	durs := map[string][]int64{}
 	ids := make([]string, 0, len(ev.Jobs))
@@ -270,7 +292,7 @@ func Transform(edge, asof string, ev *Events) (*Report, error) {
 		case typeError:
 			ts.Error++
 			r.ErrorCodes[end.Code]++
-			if end.Step == stepDead || end.Code == codeDead {
+			if isDeadLetter(end) {
 				ts.DeadLetters++
 				r.DeadLetters = append(r.DeadLetters, id)
 			}
@@ -284,12 +306,14 @@ func Transform(edge, asof string, ev *Events) (*Report, error) {
 			start, ok = s, true
 		}
 		switch {
-		case !ok && end.Type != typeCanceled:
-			// A job cancelled while queued never ran; anything else that
-			// ended must have started.
+		case !ok && !mayEndUnstarted(end):
 			r.Violations = append(r.Violations, fmt.Sprintf("job %s: terminal event %s without a running event", id, end.Type))
 		case ok && end.TS < start:
-			r.Violations = append(r.Violations, fmt.Sprintf("job %s: terminal event before its running event", id))
+			// Event timestamps are the edge's wall clock, which may be
+			// stepped back (NTP) during a job: the events are sound, only
+			// the duration is unknown, so the day's report still stands.
+			ts.ClockSteppedBack++
+			r.ClockSteppedBack = append(r.ClockSteppedBack, id)
 		case ok:
 			durs[task] = append(durs[task], end.TS-start)
 		}
@@ -338,10 +362,10 @@ func Encode(r *Report) (js, cs []byte, err error) {
 	}
 	var b bytes.Buffer
 	w := csv.NewWriter(&b)
-	_ = w.Write([]string{"edge_id", "asof", "task", "jobs", "done", "error", "canceled", "dead_letters", "unfinished", "duration_count", "duration_p50_ms", "duration_p95_ms"})
+	_ = w.Write([]string{"edge_id", "asof", "task", "jobs", "done", "error", "canceled", "dead_letters", "unfinished", "duration_count", "duration_p50_ms", "duration_p95_ms", "clock_stepped_back"})
 	for _, t := range r.Tasks {
 		_ = w.Write([]string{r.EdgeID, r.Asof, t.Task, itoa(t.Jobs), itoa(t.Done), itoa(t.Error), itoa(t.Canceled), itoa(t.DeadLetters), itoa(t.Unfinished),
-			itoa(t.Duration.Count), strconv.FormatInt(t.Duration.P50, 10), strconv.FormatInt(t.Duration.P95, 10)})
+			itoa(t.Duration.Count), strconv.FormatInt(t.Duration.P50, 10), strconv.FormatInt(t.Duration.P95, 10), itoa(t.ClockSteppedBack)})
 	}
 	w.Flush()
 	return append(js, '\n'), b.Bytes(), w.Error()

@@ -172,24 +172,165 @@ func TestReport(t *testing.T) {
 	})
 }
 
-func TestQualityAndEmpty(t *testing.T) {
+// The quality stage refuses only events that contradict the edge's job
+// state machine; a job dead-lettered before it ran (queued -> error) and an
+// edge clock stepped back during a job are sound events, so the day's
+// report is produced: QUALITY_FAILED is final and would leave that edge
+// without the day's report for good.
+func TestReportQuality(t *testing.T) {
+	deadData := `{"code":"max_deliveries_exceeded","message":"queue message 1-0 was delivered 5 times; the limit is 5","deliveries":5}`
+	cases := []struct {
+		name   string
+		events []ev
+		// wantErr is a substring of the QUALITY_FAILED message; empty: the
+		// report is stored and is as the want fields say.
+		wantErr    string
+		wantTasks  []TaskStats
+		wantDead   []string
+		wantClock  []string
+		wantErrors map[string]int
+	}{{
+		name: "dead letter before running",
+		events: []ev{
+			{"a", "running", "worker.start", "chat", time.Hour, ""},
+			{"a", "done", "worker.done", "chat", time.Hour + 2*time.Second, ""},
+			{"b", "queued", "gateway.enqueue", "chat", 2 * time.Hour, ""},
+			{"b", "error", stepDead, "chat", 3 * time.Hour, deadData},
+		},
+		wantTasks:  []TaskStats{{Task: "chat", Jobs: 2, Done: 1, Error: 1, DeadLetters: 1, Duration: Durations{Count: 1, P50: 2000, P95: 2000}}},
+		wantDead:   []string{"b"},
+		wantClock:  []string{},
+		wantErrors: map[string]int{"max_deliveries_exceeded": 1},
+	}, {
+		name: "dead letter before running known by its code",
+		events: []ev{
+			{"b", "queued", "gateway.enqueue", "embed", 2 * time.Hour, ""},
+			{"b", "error", "worker.error", "embed", 3 * time.Hour, `{"code":"max_deliveries_exceeded"}`},
+		},
+		wantTasks:  []TaskStats{{Task: "embed", Jobs: 1, Error: 1, DeadLetters: 1}},
+		wantDead:   []string{"b"},
+		wantClock:  []string{},
+		wantErrors: map[string]int{"max_deliveries_exceeded": 1},
+	}, {
+		name: "dead letter before running known by its step",
+		events: []ev{
+			{"b", "error", stepDead, "embed", 3 * time.Hour, ""},
+		},
+		wantTasks:  []TaskStats{{Task: "embed", Jobs: 1, Error: 1, DeadLetters: 1}},
+		wantDead:   []string{"b"},
+		wantClock:  []string{},
+		wantErrors: map[string]int{"unknown": 1},
+	}, {
+		name: "cancelled while queued",
+		events: []ev{
+			{"c", "queued", "gateway.enqueue", "chat", time.Hour, ""},
+			{"c", "canceled", "gateway.cancel", "chat", time.Hour + time.Second, ""},
+		},
+		wantTasks:  []TaskStats{{Task: "chat", Jobs: 1, Canceled: 1}},
+		wantDead:   []string{},
+		wantClock:  []string{},
+		wantErrors: map[string]int{},
+	}, {
+		name: "clock stepped back",
+		events: []ev{
+			{"a", "running", "worker.start", "chat", time.Hour, ""},
+			{"a", "done", "worker.done", "chat", time.Hour + 4*time.Second, ""},
+			{"b", "running", "worker.start", "chat", 2 * time.Hour, ""},
+			{"b", "done", "worker.done", "chat", 2*time.Hour - time.Second, ""},
+		},
+		wantTasks:  []TaskStats{{Task: "chat", Jobs: 2, Done: 2, ClockSteppedBack: 1, Duration: Durations{Count: 1, P50: 4000, P95: 4000}}},
+		wantDead:   []string{},
+		wantClock:  []string{"b"},
+		wantErrors: map[string]int{},
+	}, {
+		name: "clock stepped back across midnight",
+		events: []ev{
+			{"b", "running", "worker.start", "chat", 24*time.Hour + time.Second, ""}, // stamped tomorrow
+			{"b", "error", "worker.error", "chat", 24*time.Hour - time.Second, `{"code":"backend_timeout"}`},
+		},
+		wantTasks:  []TaskStats{{Task: "chat", Jobs: 1, Error: 1, ClockSteppedBack: 1}},
+		wantDead:   []string{},
+		wantClock:  []string{"b"},
+		wantErrors: map[string]int{"backend_timeout": 1},
+	}, {
+		name: "done without a running event",
+		events: []ev{
+			{"a", "queued", "gateway.enqueue", "chat", time.Hour, ""},
+			{"a", "done", "worker.done", "chat", 2 * time.Hour, ""},
+		},
+		wantErr: "job a: terminal event done without a running event",
+	}, {
+		name: "error without a running event that is no dead letter",
+		events: []ev{
+			{"a", "error", "worker.error", "chat", 2 * time.Hour, `{"code":"backend_timeout"}`},
+		},
+		wantErr: "job a: terminal event error without a running event",
+	}, {
+		name: "two terminal events",
+		events: []ev{
+			{"a", "running", "worker.start", "chat", time.Hour, ""},
+			{"a", "done", "worker.done", "chat", 2 * time.Hour, ""},
+			{"a", "error", stepDead, "chat", 3 * time.Hour, deadData},
+		},
+		wantErr: "job a has 2 terminal events",
+	}}
 	sqltest.Each(t, sets, func(t *testing.T, db *sqldb.DB) {
-		addEdge(t, db, "edge-q")
+		for i, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				edge := fmt.Sprintf("edge-%d", i)
+				addEdge(t, db, edge)
+				addEvents(t, db, edge, tc.events)
+				dir := t.TempDir()
+				cs := &countingStore{Store: objstore.Dir{Path: dir}}
+				_, err := Type(db, cs).Runner.Run(context.Background(), msg(edge))
+				if tc.wantErr != "" {
+					if pipeline.ErrorCode(err) != pipeline.CodeQualityFailed || !strings.Contains(err.Error(), tc.wantErr) {
+						t.Fatalf("got %v, want QUALITY_FAILED %q", err, tc.wantErr)
+					}
+					if p, _ := cs.counts(); p != 0 {
+						t.Fatalf("%d storage writes after a failed quality check", p)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := os.ReadFile(filepath.Join(dir, "edge_daily", edge, "2026-01-02.json"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var r Report
+				if err := json.Unmarshal(b, &r); err != nil {
+					t.Fatal(err)
+				}
+				if fmt.Sprint(r.Tasks) != fmt.Sprint(tc.wantTasks) {
+					t.Fatalf("tasks\n%+v\nwant\n%+v", r.Tasks, tc.wantTasks)
+				}
+				if fmt.Sprint(r.DeadLetters) != fmt.Sprint(tc.wantDead) || fmt.Sprint(r.ClockSteppedBack) != fmt.Sprint(tc.wantClock) ||
+					fmt.Sprint(r.ErrorCodes) != fmt.Sprint(tc.wantErrors) {
+					t.Fatalf("dead letters %v clock stepped back %v error codes %v", r.DeadLetters, r.ClockSteppedBack, r.ErrorCodes)
+				}
+				if !strings.Contains(string(b), `"clock_stepped_back": [`) {
+					t.Fatalf("report lists no clock_stepped_back:\n%s", b)
+				}
+				c, _ := os.ReadFile(filepath.Join(dir, "edge_daily", edge, "2026-01-02.csv"))
+				lines := strings.Split(strings.TrimSpace(string(c)), "\n")
+				if len(lines) != 2 || !strings.HasSuffix(lines[0], ",clock_stepped_back") ||
+					!strings.HasSuffix(lines[1], fmt.Sprintf(",%d", tc.wantTasks[0].ClockSteppedBack)) {
+					t.Fatalf("csv:\n%s", c)
+				}
+			})
+		}
+	})
+}
+
+func TestEmptyAndInvalid(t *testing.T) {
+	sqltest.Each(t, sets, func(t *testing.T, db *sqldb.DB) {
 		addEdge(t, db, "edge-empty")
-		addEvents(t, db, "edge-q", []ev{
-			{"a", "done", "worker.done", "chat", time.Hour, ""}, // no start at all
-			{"b", "running", "", "chat", 2 * time.Hour, ""},
-			{"b", "done", "", "chat", 2*time.Hour - time.Second, ""}, // before its start
-		})
 		addEvents(t, db, "edge-empty", []ev{{"x", "running", "", "chat", 30 * time.Hour, ""}}) // not that day
 		cs := &countingStore{Store: objstore.Dir{Path: t.TempDir()}}
 		typ := Type(db, cs)
-		_, err := typ.Runner.Run(context.Background(), msg("edge-q"))
-		if pipeline.ErrorCode(err) != pipeline.CodeQualityFailed || !strings.Contains(err.Error(), "job a: terminal event done without a running event") ||
-			!strings.Contains(err.Error(), "job b: terminal event before") {
-			t.Fatalf("quality: %v", err)
-		}
-		_, err = typ.Runner.Run(context.Background(), msg("edge-empty"))
+		_, err := typ.Runner.Run(context.Background(), msg("edge-empty"))
 		if pipeline.ErrorCode(err) != pipeline.CodeUpstreamEmpty {
 			t.Fatalf("empty: %v", err)
 		}

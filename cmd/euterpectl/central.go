@@ -17,9 +17,7 @@ import (
 // Authorization header.
 type centralClient struct {
 	base, token string
-	// http has no overall timeout: the fleet tail and --follow stream for
-	// as long as the user wants; Ctrl-C ends them through the context.
-	http *http.Client
+	http        *http.Client // httpClient
 }
 
 // centralFlags declares --server (EUTERPE_CENTRAL_URL) and --token
@@ -54,7 +52,7 @@ func centralFlags(name string, env Env) (*flag.FlagSet, func() (*centralClient, 
 		if err != nil {
 			return nil, err
 		}
-		return &centralClient{base: base, token: t, http: &http.Client{}}, nil
+		return &centralClient{base: base, token: t, http: httpClient()}, nil
 	}
 }
 
@@ -108,8 +106,18 @@ func (c *centralClient) do(ctx context.Context, method, path string, body any, o
 		}
 		return err
 	}
-	return json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(out)
+	b, err := readAnswer(resp.Body, maxCentralAnswer, "central")
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, out)
 }
+
+// maxCentralAnswer bounds what one answer of central's operator API may
+// be. The largest, a page of edge events, asks for edgeEventsPage events:
+// at 64 KiB of data each (wire.MaxDataBytes), HTML-escaped by the JSON
+// encoder at worst six bytes for one, a page stays under it.
+const maxCentralAnswer = 64 << 20
 
 func (c *centralClient) get(ctx context.Context, path string, out any) error {
 	return c.do(ctx, http.MethodGet, path, nil, out)

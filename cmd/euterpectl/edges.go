@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -120,6 +121,11 @@ func edgesJobs(ctx context.Context, env Env, args []string) int {
 	}
 }
 
+// edgeEventsPage is how many events edges events asks for at a time: few
+// enough that a page of the largest events fits maxCentralAnswer (central's
+// own default, 1,000, would not).
+const edgeEventsPage = 100
+
 func edgesEvents(ctx context.Context, env Env, args []string) int {
 	fs, client := centralFlags("edges events", env)
 	follow := fs.Bool("follow", false, "keep printing new events until the job ends on the edge")
@@ -148,9 +154,9 @@ func edgesEvents(ctx context.Context, env Env, args []string) int {
 			Events []json.RawMessage
 			Gaps   []json.RawMessage
 		}
-		q := ""
+		q := "?limit=" + strconv.Itoa(edgeEventsPage)
 		if after != "" {
-			q = "?after=" + url.QueryEscape(after)
+			q += "&after=" + url.QueryEscape(after)
 		}
 		if err := c.get(ctx, path+q, &out); err != nil {
 			return fail(env, err)
@@ -188,7 +194,7 @@ func edgesEvents(ctx context.Context, env Env, args []string) int {
 		if outputFailed(env) {
 			return 0 // dispatch reports the failed write and exits 1
 		}
-		more := len(out.Events) >= 1000 // more pages of history
+		more := len(out.Events) >= edgeEventsPage // more pages of history
 		if !more {
 			switch out.Job.Status {
 			case "done", "error", "canceled":

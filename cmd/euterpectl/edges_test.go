@@ -313,7 +313,7 @@ func TestEdgesEventsWithoutEntryID(t *testing.T) {
 		return `{"job":{"status":"` + status + `"},"events":[` + strings.Join(events, ",") +
 			`],"gaps":[{"type":"delta","count":2},{"type":"delta","count":3}]}`
 	}
-	full := make([]string, 1000)
+	full := make([]string, edgeEventsPage)
 	for i := range full {
 		full[i] = fmt.Sprintf(`{"seq":%d,"type":"delta"}`, i+1)
 	}
@@ -324,7 +324,7 @@ func TestEdgesEventsWithoutEntryID(t *testing.T) {
 		code   int
 		lines  int
 	}{
-		{"a full page", page("running", full...), false, 1, 1000},
+		{"a full page", page("running", full...), false, 1, edgeEventsPage},
 		{"following a running job", page("running", `{"entry_id":"1-0","type":"queued"}`, `{"type":"running"}`), true, 1, 2},
 		{"an entry_id that is not one", page("running", `{"entry_id":"1-0&limit=1","type":"queued"}`), true, 1, 1},
 		{"not an object", page("running", `{"entry_id":"1-0","type":"queued"}`, `null`), true, 1, 2},

@@ -28,6 +28,11 @@ func init() {
 	register(&Command{Path: "jobs cancel", Usage: "ID", Summary: "cancel a job", Run: jobsCancel})
 }
 
+// maxEdgeAnswer bounds one answer of the edge's job API: a job's result
+// (16 MiB at most from a backend) and its payload (EUTERPE_MAX_BODY_BYTES,
+// 16 MiB at most), JSON-escaped.
+const maxEdgeAnswer = 128 << 20
+
 // edgeClient is an HTTP client for one euterpe-edge server.
 type edgeClient struct {
 	base string
@@ -53,7 +58,7 @@ func client(env Env, server string) (*edgeClient, bool) {
 		report(env, err)
 		return nil, false
 	}
-	return &edgeClient{base: base, http: &http.Client{}}, true
+	return &edgeClient{base: base, http: httpClient()}, true
 }
 
 // parseArgs parses flags wherever they appear among positional arguments.
@@ -142,7 +147,7 @@ func (c *edgeClient) do(ctx context.Context, method, path string, body []byte, h
 	if resp.StatusCode/100 != 2 {
 		return nil, apiErr(resp)
 	}
-	return io.ReadAll(resp.Body)
+	return readAnswer(resp.Body, maxEdgeAnswer, "the edge")
 }
 
 func jobsSubmit(ctx context.Context, env Env, args []string) int {

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"sort"
@@ -179,6 +180,32 @@ func serverURL(raw string) (string, error) {
 		return "", fmt.Errorf("--server %s: want http://HOST[:PORT][/PREFIX] or https://…", shown)
 	}
 	return strings.TrimRight(raw, "/"), nil
+}
+
+// httpClient is the client of both servers. It follows no redirect: Go
+// would follow a 301 or 302 of a POST as a GET without its body (behind a
+// proxy that sends http to https, an enqueue would print the job list and
+// exit 0 having enqueued nothing) and would send the token again wherever
+// the answer points. It has no overall timeout: the fleet tail and
+// --follow stream for as long as the user wants; Ctrl-C ends them through
+// the context.
+func httpClient() *http.Client {
+	return &http.Client{CheckRedirect: func(req *http.Request, _ []*http.Request) error {
+		return fmt.Errorf("--server answered with a redirect to %s: use that URL as --server", clip(shownURL(req.URL), 200))
+	}}
+}
+
+// readAnswer reads a 2xx answer's body, refusing one past max bytes with
+// an error that says so (a JSON decoder cut short would only say EOF).
+func readAnswer(r io.Reader, max int64, server string) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%s's answer is over %d MiB", server, max>>20)
+	}
+	return b, nil
 }
 
 // shownURL is u as errors and usage text name it: without a password,

@@ -2,13 +2,11 @@ package gateway
 
 import (
 	"errors"
-	"io"
-	"net"
 	"net/http"
-	"syscall"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/edge/jobs"
 )
 
 // unavailable turns an error that only says Redis cannot answer right now
@@ -25,19 +23,8 @@ func unavailable(err error, retryAfter int) error {
 	return e
 }
 
+// redisDown is jobs.Unreachable, and a closed client too: during shutdown
+// a request still being answered is told to retry elsewhere or later.
 func redisDown(err error) bool {
-	var ne net.Error
-	switch {
-	case errors.As(err, &ne),
-		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
-		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrClosed):
-		return true
-	}
-	for _, prefix := range []string{"LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN"} {
-		if redis.HasErrorPrefix(err, prefix) {
-			return true
-		}
-	}
-	return false
+	return errors.Is(err, redis.ErrClosed) || jobs.Unreachable(err)
 }

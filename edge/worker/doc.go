@@ -20,7 +20,9 @@
 // it (Redis >= 6.2) and XPENDING+XCLAIM otherwise, and finishes them; the
 // pool keeps its own in-flight entries fresh (an ownership-checked XCLAIM
 // JUSTID at a third of the idle time), so a long job is not stolen from a
-// live worker. A message delivered more than EUTERPE_MAX_DELIVERIES times is
+// live worker, and keeps a running job's keys from expiring. An outcome
+// Redis cannot take is retried until Redis is back, the job keeping its
+// slot and its heartbeat. A message delivered more than EUTERPE_MAX_DELIVERIES times is
 // dead-lettered: the job ends as error max_deliveries_exceeded, a copy goes
 // to jobs:dead, and the message is acknowledged. A message whose job has a
 // status outside the state machine (or keys of the wrong type) is

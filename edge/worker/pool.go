@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -67,6 +68,18 @@ type job struct {
 	deliveries int64
 	ctx        context.Context
 	cancel     context.CancelCauseFunc
+
+	// finishing is set once the backend call has returned, before the
+	// outcome is handed to the writer: from then on the job's own write
+	// may acknowledge its queue entry at any moment, so a heartbeat that
+	// no longer finds the entry pending has not found it stolen.
+	finishing atomic.Bool
+	// lost is set when a heartbeat finds the entry pending under another
+	// consumer after the job finished: its outcome write, if Redis still
+	// refuses it, is given up (the other consumer runs the job).
+	lost atomic.Bool
+	// kept is set once a heartbeat has refreshed the job's entry and keys.
+	kept atomic.Bool
 }
 
 // New returns a pool reading as consumer (the worker identity) and running
@@ -149,7 +162,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	for range p.s.Concurrency {
 		executors.Go(func() { p.execute(bookCtx) })
 	}
-	finisher.Go(func() { p.finishLoop(bookCtx) })
+	finisher.Go(func() { p.finishLoop(bookCtx, ctx) })
 	book.Go(func() { p.listenCancels(bookCtx, ps) })
 	book.Go(func() { p.monitor(bookCtx) })
 	book.Go(func() { p.pruneLoop(bookCtx) })

@@ -29,12 +29,16 @@ type outcome struct {
 	result json.RawMessage
 	err    json.RawMessage
 	ran    time.Duration // how long the backend ran
+	// refusals counts writes of it that Redis refused (not outages).
+	refusals int
 }
 
 // execute runs started jobs until the work channel is closed.
 func (p *Pool) execute(bookCtx context.Context) {
 	for j := range p.work {
-		p.fin <- p.runJob(bookCtx, j)
+		o := p.runJob(bookCtx, j)
+		j.finishing.Store(true)
+		p.fin <- o
 	}
 }
 
@@ -86,8 +90,12 @@ func (p *Pool) runJob(bookCtx context.Context, j *job) (o outcome) {
 }
 
 // finishLoop writes outcomes in batches: whatever has queued up while the
-// previous batch was being written goes out in the next round trip.
-func (p *Pool) finishLoop(bookCtx context.Context) {
+// previous batch was being written goes out in the next round trip. Once
+// runCtx ends (shutdown), a write Redis does not take is not retried.
+func (p *Pool) finishLoop(bookCtx, runCtx context.Context) {
+	retryCtx, stopRetry := context.WithCancel(bookCtx)
+	defer stopRetry()
+	defer context.AfterFunc(runCtx, stopRetry)()
 	for o := range p.fin {
 		batch := []outcome{o}
 	more:
@@ -102,16 +110,32 @@ func (p *Pool) finishLoop(bookCtx context.Context) {
 				break more
 			}
 		}
-		p.writeOutcomes(bookCtx, batch)
+		p.writeOutcomes(bookCtx, retryCtx, batch)
 	}
 }
 
-// writeOutcomes writes a batch, retrying Redis failures a few times; a job
-// whose outcome still cannot be written stays pending and is re-run by
-// recovery.
-func (p *Pool) writeOutcomes(ctx context.Context, batch []outcome) {
+// finishBackoff spaces the retries of an outcome write. Its cap keeps a
+// job whose result waits out an outage from being written more than a few
+// seconds after Redis is back.
+var finishBackoff = lease.Backoff{Base: 50 * time.Millisecond, Cap: 4 * time.Second}
+
+// refusalAttempts is how often a write is tried that Redis answered with
+// an error of its own (not an outage): such a refusal is unlikely to
+// change, and the job is left to recovery rather than hold its slot.
+const refusalAttempts = 5
+
+// writeOutcomes writes a batch. A write that fails because Redis cannot be
+// reached (restarted, loading its data, the connection cut) is retried
+// for as long as that lasts: the outcome is in memory, and the job stays
+// tracked and holds its slot, so the heartbeat keeps its queue entry from
+// being claimed and the backend does not run a second time. It is given
+// up, leaving the entry pending for recovery, only when a heartbeat found
+// the entry taken by another consumer, when shutdown has begun (retryCtx
+// ends: the first attempt still uses ctx, so jobs finishing in the drain
+// are written), or after refusalAttempts refusals.
+func (p *Pool) writeOutcomes(ctx, retryCtx context.Context, batch []outcome) {
 	pending := batch
-	bo := lease.Backoff{Base: 50 * time.Millisecond, Cap: time.Second}
+	wctx := ctx
 	for attempt := 1; len(pending) > 0; attempt++ {
 		var (
 			ops    []jobs.Op
@@ -138,7 +162,7 @@ func (p *Pool) writeOutcomes(ctx context.Context, batch []outcome) {
 				p.done(o)
 			}
 		}
-		for i, r := range p.store.ApplyBatch(ctx, ops) {
+		for i, r := range p.store.ApplyBatch(wctx, ops) {
 			// Success acked the message in the same script; ErrFinished or
 			// ErrNotFound (cancelled meanwhile, or expired) acked it too.
 			if r.Err == nil || jobs.IsGone(r.Err) {
@@ -155,13 +179,21 @@ func (p *Pool) writeOutcomes(ctx context.Context, batch []outcome) {
 				p.done(o)
 				continue
 			}
-			failed = append(failed, opOf[i])
-			p.log.Warn("finish job", "job_id", opOf[i].j.id, "attempt", attempt, "err", r.Err)
+			if wctx.Err() != nil {
+				failed = append(failed, opOf[i]) // cut short by shutdown: given up below
+			} else if o, keep := p.writeFailed(opOf[i], attempt, r.Err, "finish job"); keep {
+				failed = append(failed, o)
+			}
 		}
 		if len(ackIDs) > 0 {
-			if err := p.store.Ack(ctx, ackIDs...); err != nil {
-				failed = append(failed, acked...)
-				p.log.Warn("ack cancelled jobs", "attempt", attempt, "err", err)
+			if err := p.store.Ack(wctx, ackIDs...); err != nil {
+				for _, o := range acked {
+					if wctx.Err() != nil {
+						failed = append(failed, o)
+					} else if o, keep := p.writeFailed(o, attempt, err, "ack cancelled job"); keep {
+						failed = append(failed, o)
+					}
+				}
 			} else {
 				for _, o := range acked {
 					p.observe(o, jobs.Canceled)
@@ -173,17 +205,58 @@ func (p *Pool) writeOutcomes(ctx context.Context, batch []outcome) {
 		if len(pending) == 0 {
 			return
 		}
-		if attempt >= 5 || ctx.Err() != nil {
-			for _, o := range pending {
-				p.log.Error("job outcome not written; left pending for recovery", "job_id", o.j.id)
-				p.done(o)
-			}
-			return
-		}
 		select {
-		case <-ctx.Done():
-		case <-time.After(bo.Delay(attempt)):
+		case <-retryCtx.Done():
+			p.giveUp(pending, "shutting down")
+			return
+		case <-time.After(finishBackoff.Delay(attempt)):
 		}
+		pending = p.dropLost(pending)
+		wctx = retryCtx
+	}
+}
+
+// writeFailed counts a failed write of o's outcome and logs it (the first
+// failure and every tenth, not each retry of a long outage). It reports
+// whether to try again, giving the job up after refusalAttempts refusals.
+func (p *Pool) writeFailed(o outcome, attempt int, err error, what string) (outcome, bool) {
+	if !jobs.Unreachable(err) {
+		o.refusals++
+		if o.refusals >= refusalAttempts {
+			p.log.Error("job outcome not written; left pending for recovery", "job_id", o.j.id,
+				"reason", "refused by redis", "attempts", attempt, "err", err)
+			p.done(o)
+			return o, false
+		}
+	}
+	if attempt == 1 || attempt%10 == 0 {
+		p.log.Warn(what+"; retrying", "job_id", o.j.id, "attempt", attempt, "err", err)
+	}
+	return o, true
+}
+
+// dropLost gives up the outcomes whose queue entry a heartbeat found
+// pending under another consumer: that consumer has the job now.
+func (p *Pool) dropLost(pending []outcome) []outcome {
+	kept := pending[:0]
+	var lost []outcome
+	for _, o := range pending {
+		if o.j.lost.Load() {
+			lost = append(lost, o)
+		} else {
+			kept = append(kept, o)
+		}
+	}
+	p.giveUp(lost, "queue message claimed by another consumer")
+	return kept
+}
+
+// giveUp releases jobs whose outcome was not written: their queue entries
+// stay pending and recovery runs them again.
+func (p *Pool) giveUp(pending []outcome, reason string) {
+	for _, o := range pending {
+		p.log.Error("job outcome not written; left pending for recovery", "job_id", o.j.id, "reason", reason)
+		p.done(o)
 	}
 }
 

@@ -13,6 +13,9 @@ import (
 	"github.com/vesta-cx/euterpe/sync/ingest"
 )
 
+// idHelp is the -id flag's help in every command that takes it.
+const idHelp = "edge id (edge rotate-secret, edge disable, edge enable)"
+
 // The edge registry commands: register prints the sync secret once, on
 // stdout only; the log names edges by id, never their secrets.
 func init() {
@@ -52,7 +55,7 @@ func init() {
 	}
 	commands["edge rotate-secret"] = &command{
 		flags: func(c *daemon.Config) {
-			c.String(&id, "id", "", "", "edge id (edge rotate-secret, edge disable)", nil)
+			c.String(&id, "id", "", "", idHelp, nil)
 			c.Duration(&overlap, "overlap", "", 24*time.Hour, 0, 30*24*time.Hour, "how long the previous sync secret is still accepted")
 		},
 		run: func(ctx context.Context, app *serve.App, s serve.Settings, getenv func(string) string, log *slog.Logger, stdout io.Writer) error {
@@ -76,7 +79,7 @@ func init() {
 		},
 	}
 	commands["edge disable"] = &command{
-		flags: func(c *daemon.Config) { c.String(&id, "id", "", "", "edge id (edge rotate-secret, edge disable)", nil) },
+		flags: func(c *daemon.Config) { c.String(&id, "id", "", "", idHelp, nil) },
 		run: func(ctx context.Context, app *serve.App, s serve.Settings, getenv func(string) string, log *slog.Logger, stdout io.Writer) error {
 			if err := needID(); err != nil {
 				return err
@@ -91,6 +94,26 @@ func init() {
 			}
 			log.Info("edge disabled", "edge_id", id)
 			return json.NewEncoder(stdout).Encode(map[string]string{"edge_id": id, "status": "disabled"})
+		},
+	}
+	// enable undoes disable: the edge's next batch and heartbeat, with its
+	// current secret, are taken in again.
+	commands["edge enable"] = &command{
+		flags: func(c *daemon.Config) { c.String(&id, "id", "", "", idHelp, nil) },
+		run: func(ctx context.Context, app *serve.App, s serve.Settings, getenv func(string) string, log *slog.Logger, stdout io.Writer) error {
+			if err := needID(); err != nil {
+				return err
+			}
+			r, closeFn, err := registry(ctx, app, s, getenv, log)
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			if err := r.Enable(ctx, id); err != nil {
+				return err
+			}
+			log.Info("edge enabled", "edge_id", id)
+			return json.NewEncoder(stdout).Encode(map[string]string{"edge_id": id, "status": "enabled"})
 		},
 	}
 }

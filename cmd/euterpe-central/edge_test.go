@@ -19,8 +19,9 @@ import (
 )
 
 // `edge register` prints {edge_id, name, sync_secret} once on stdout and
-// never logs the secret; `edge rotate-secret` and `edge disable` act on an
-// id (unknown: exit 1, one line); `keys rewrap` moves edge secrets too.
+// never logs the secret; `edge rotate-secret`, `edge disable` and `edge
+// enable` act on an id (unknown: exit 1, one line; enabling an enabled edge
+// is a no-op); `keys rewrap` moves edge secrets too.
 func TestEdgeCommands(t *testing.T) {
 	for _, e := range sqltest.Engines {
 		t.Run(string(e), func(t *testing.T) {
@@ -70,13 +71,23 @@ func TestEdgeCommands(t *testing.T) {
 			if !creds.Disabled {
 				t.Fatal("edge not disabled")
 			}
-			for _, args := range [][]string{{"edge", "disable", "--id", "nope"}, {"edge", "rotate-secret", "--id", "nope"}} {
+			for i := range 2 { // enabling an enabled edge succeeds and changes nothing
+				code, out, errOut = c.run("edge", "enable", "--id", reg.EdgeID)
+				if code != 0 || out != `{"edge_id":"`+reg.EdgeID+`","status":"enabled"}`+"\n" || !strings.Contains(errOut, "edge enabled") {
+					t.Fatalf("enable %d: exit %d %q\n%s", i+1, code, out, errOut)
+				}
+				creds, err = ingest.NewRegistry(db, onlyK2).CredentialsAt(context.Background(), reg.EdgeID, time.Now())
+				if err != nil || creds.Disabled || len(creds.Secrets) != 2 || string(creds.Secrets[0]) != rot.Secret {
+					t.Fatalf("enable %d: disabled %v, %d secrets, %v", i+1, creds.Disabled, len(creds.Secrets), err)
+				}
+			}
+			for _, args := range [][]string{{"edge", "disable", "--id", "nope"}, {"edge", "enable", "--id", "nope"}, {"edge", "rotate-secret", "--id", "nope"}} {
 				code, out, errOut = c.run(args...)
 				if code != 1 || out != "" || len(lines(errOut)) != 1 || !strings.Contains(errOut, "nope") {
 					t.Fatalf("%v: exit %d %q\n%s", args, code, out, errOut)
 				}
 			}
-			for _, args := range [][]string{{"edge", "register"}, {"edge", "disable"}, {"edge", "rotate-secret"}} {
+			for _, args := range [][]string{{"edge", "register"}, {"edge", "disable"}, {"edge", "enable"}, {"edge", "rotate-secret"}} {
 				if code, _, errOut = c.run(args...); code != 2 || len(lines(errOut)) != 1 {
 					t.Fatalf("%v without its flag: exit %d\n%s", args, code, errOut)
 				}

@@ -37,6 +37,7 @@ commands:
   edge rotate-secret --id ID [--overlap 24h]
                               new sync secret (printed once); the old one is still accepted during the overlap
   edge disable --id ID        refuse an edge's batches and heartbeats (403 edge_disabled)
+  edge enable --id ID         let a disabled edge's batches and heartbeats in again
   pipeline backfill --type T --symbol S --from YYYY-MM-DD --to YYYY-MM-DD
                               enqueue one pipeline job per day (existing active jobs are kept)
   pipeline storage-credentials --access-key-id ID < secret-key

@@ -164,6 +164,24 @@ func (r *Registry) Disable(ctx context.Context, edgeID string) error {
 	})
 }
 
+// Enable lets a disabled edge's batches and heartbeats in again: the
+// edge, retrying every EUTERPE_SYNC_BACKOFF_MAX, ships its spool with its
+// current secret. Enabling an enabled edge is not an error. Unknown:
+// ErrNotFound.
+func (r *Registry) Enable(ctx context.Context, edgeID string) error {
+	return r.db.Tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, r.db.Rebind(`UPDATE edges SET disabled_at = NULL, updated_at = ? WHERE id = ?`),
+			sqldb.Micros(r.now()), edgeID)
+		if err != nil {
+			return fmt.Errorf("ingest: enable: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("enable: no edge %q: %w", edgeID, ErrNotFound)
+		}
+		return nil
+	})
+}
+
 // Credentials are what the sync endpoints verify a request with.
 type Credentials struct {
 	Disabled bool

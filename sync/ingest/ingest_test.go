@@ -97,6 +97,44 @@ func TestRegisterRotateDisable(t *testing.T) {
 	})
 }
 
+// A disabled edge enabled again is let in with its current secret: the
+// batch it was refused (403 edge_disabled) is then stored. Enabling an
+// enabled edge changes nothing; an unknown one is ErrNotFound.
+func TestEnableLetsADisabledEdgeInAgain(t *testing.T) {
+	eachEngine(t, func(t *testing.T, url string) {
+		ctx := context.Background()
+		db := openURL(t, url)
+		s := startServer(t, db)
+		r := NewRegistry(db, s.keys)
+		edge, secret := s.register("jetson-1")
+		if err := r.Disable(ctx, edge); err != nil {
+			t.Fatal(err)
+		}
+		b := wire.Batch{EdgeID: edge, SentAt: time.Now(), Events: events(edge, "job-1", 1700000000000, "queued", "running")}
+		if res := s.send(sign(t, b, secret, time.Now())); res.status != 403 || res.code() != wire.CodeEdgeDisabled {
+			t.Fatalf("disabled: %d %s", res.status, res.body)
+		}
+		for range 2 { // the second is a no-op
+			if err := r.Enable(ctx, edge); err != nil {
+				t.Fatal(err)
+			}
+			creds, err := r.CredentialsAt(ctx, edge, time.Now())
+			if err != nil || creds.Disabled || len(creds.Secrets) != 1 {
+				t.Fatalf("enabled: disabled %v, %d secrets, %v", creds.Disabled, len(creds.Secrets), err)
+			}
+		}
+		if res := s.send(sign(t, b, secret, time.Now())); res.status != 200 {
+			t.Fatalf("enabled: %d %s", res.status, res.body)
+		}
+		if n := count(t, db, `SELECT COUNT(*) FROM edge_events`); n != 2 {
+			t.Fatalf("%d events stored, want 2", n)
+		}
+		if err := r.Enable(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("enable unknown: %v", err)
+		}
+	})
+}
+
 func bomb(t *testing.T) []byte {
 	var buf bytes.Buffer
 	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)

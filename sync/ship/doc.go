@@ -22,5 +22,7 @@
 // central's answer) backs off exponentially with full jitter, a timed-out
 // batch halved for the next attempt. Nothing the shipper meets stops the
 // daemon: the edge serves while central is away, and NewOpening's spool
-// that cannot be opened is retried while the jobs run.
+// that cannot be opened is retried while the jobs run. NewOpening's spool
+// is shipped only under the edge id its events were captured under
+// (EdgeIDFile): one captured under another id is set aside at start.
 package ship

@@ -281,7 +281,7 @@ func (s *Shipper) act(ctx context.Context, st *sendState, r *Result, sub spool.P
 	case actAuth:
 		r.Wait = s.cfg.BackoffMax
 		s.once("auth", func() {
-			s.log.Error("sync: central refuses this edge's credentials; events keep spooling until EUTERPE_SYNC_EDGE_ID and the sync secret are fixed or the edge is enabled",
+			s.log.Error("sync: central refuses this edge's credentials; events keep spooling until the sync secret is fixed or the edge is enabled on central (euterpe-central edge enable); a restart under another EUTERPE_SYNC_EDGE_ID sets them aside, not shipped",
 				"status", r.Status, "code", r.Code, "retry_every", r.Wait.String())
 		})
 	default:

@@ -155,7 +155,8 @@ func New(log *slog.Logger, rdb redis.UniversalClient, sp *spool.Spool, cfg Confi
 }
 
 // NewOpening is New with a spool that Run opens with open, and closes
-// when it returns. A spool that cannot be opened (a full disk, a read-only
+// when it returns. The spool is bound to Config.EdgeID: one whose events
+// were captured under another id is set aside, not shipped (bind). A spool that cannot be opened (a full disk, a read-only
 // or missing state directory) does not stop the edge: Run logs it once at
 // error level and retries with backoff, the heartbeat goes on, captured
 // events wait on the capture stream in Redis, and moving and shipping
@@ -199,6 +200,11 @@ func newShipper(log *slog.Logger, rdb redis.UniversalClient, cfg Config) (*Shipp
 
 func (s *Shipper) setSpool(sp *spool.Spool) {
 	s.sp.Store(sp)
+	s.corruptSetAside(sp)
+}
+
+// corruptSetAside logs a corrupt file spool.Open set aside for sp.
+func (s *Shipper) corruptSetAside(sp *spool.Spool) {
 	if aside := sp.SetAside(); aside != "" {
 		s.log.Error("sync: the spool file was corrupt; it is set aside and an empty spool took its place: the events in it are not shipped",
 			"spool", sp.Path(), "set_aside", aside)
@@ -232,14 +238,19 @@ func (s *Shipper) Run(ctx context.Context) error {
 	return err
 }
 
-// openSpool opens the spool, retrying with backoff until it opens or ctx
-// ends (false). The failure is logged once: it lasts as long as the disk
-// stays full, and the capture stream in Redis holds the events meanwhile.
+// openSpool opens the spool, bound to Config.EdgeID (bind), retrying with
+// backoff until it opens or ctx ends (false). The failure is logged once:
+// it lasts as long as the disk stays full, and the capture stream in Redis
+// holds the events meanwhile.
 func (s *Shipper) openSpool(ctx context.Context) bool {
 	for failures := 1; ; failures++ {
 		sp, err := s.open(ctx)
 		if err == nil {
-			s.setSpool(sp)
+			s.corruptSetAside(sp)
+			sp, err = s.bind(ctx, sp)
+		}
+		if err == nil {
+			s.sp.Store(sp)
 			if failures > 1 {
 				s.log.Info("sync: the spool is open; moving and shipping start", "spool", sp.Path())
 			}

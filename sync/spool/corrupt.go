@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -43,15 +44,21 @@ func corrupt(err error) bool {
 	return false
 }
 
-// setAside renames path, and its -wal and -shm files when present, to
-// <path>.corrupt-<unix ms> and returns that name.
-func setAside(path string, now time.Time) (string, error) {
-	aside := fmt.Sprintf("%s.corrupt-%d", path, now.UnixMilli())
+// MoveAside renames the spool file at path, and its -wal and -shm files
+// when present, to <path>.<why>-<unix ms> and returns that name: a spool
+// kept for an operator, never shipped, and out of the way of a fresh one.
+// A path that is a link (sync.db on another card) is followed: the files
+// are where it points, and the fresh spool is created there through it.
+func MoveAside(path, why string, now time.Time) (string, error) {
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
+	aside := fmt.Sprintf("%s.%s-%d", path, why, now.UnixMilli())
 	// The WAL first: a database moved without its WAL would be opened by
 	// the fresh spool's connection together with the old WAL.
 	for _, suffix := range []string{"-wal", "-shm", ""} {
 		if err := os.Rename(path+suffix, aside+suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return "", fmt.Errorf("set the corrupt spool aside: %w", err)
+			return "", fmt.Errorf("set the spool aside (%s): %w", why, err)
 		}
 	}
 	return aside, nil

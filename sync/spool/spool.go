@@ -139,7 +139,7 @@ func Open(ctx context.Context, path string, maxBytes int64) (*Spool, error) {
 	if err == nil || !corrupt(err) {
 		return s, err
 	}
-	aside, aerr := setAside(path, time.Now())
+	aside, aerr := MoveAside(path, "corrupt", time.Now())
 	if aerr != nil {
 		return nil, fmt.Errorf("%w; %w", err, aerr)
 	}

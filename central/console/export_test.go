@@ -6,3 +6,6 @@ func SetListPageSize(n int) (restore func()) {
 	old := listPageSize.Swap(int64(n))
 	return func() { listPageSize.Store(old) }
 }
+
+// EdgeJobEvents is how many events an edge job's page shows.
+const EdgeJobEvents = edgeJobEvents

@@ -70,7 +70,14 @@ type edgeJobView struct {
 	Job    ingest.JobView
 	Events []ingest.EventView
 	Gaps   []ingest.GapView
+	More   bool // the job has events past the first edgeJobEvents
 }
+
+// edgeJobEvents is how many of a job's events its page shows, each clipped
+// to dconsole.PageText: a job may hold thousands of 64 KiB events, which
+// would make a page of hundreds of megabytes on the pod that builds it.
+// euterpectl edges events prints them all.
+const edgeJobEvents = 500
 
 func (r *Role) edgeJobPage(c echo.Context) error {
 	ctx := c.Request().Context()
@@ -84,9 +91,13 @@ func (r *Role) edgeJobPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	events, gaps, err := r.fleet.JobEvents(ctx, j.EdgeID, j.JobID, "", 2000)
+	events, gaps, err := r.fleet.JobEvents(ctx, j.EdgeID, j.JobID, "", edgeJobEvents+1)
 	if err != nil {
 		return err
 	}
-	return r.render(c, r.ui.edgeJob, "Edge job "+j.JobID, pathFleet, edgeJobView{Job: j, Events: events, Gaps: gaps})
+	v := edgeJobView{Job: j, Events: events, Gaps: gaps}
+	if len(events) > edgeJobEvents {
+		v.Events, v.More = events[:edgeJobEvents], true
+	}
+	return r.render(c, r.ui.edgeJob, "Edge job "+j.JobID, pathFleet, v)
 }

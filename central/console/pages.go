@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -243,26 +242,9 @@ var funcs = template.FuncMap{
 		}
 		return *v
 	},
-	// pretty indents a JSON document for a <pre> (html/template escapes
-	// it like any text).
-	"pretty": func(v json.RawMessage) string {
-		if len(v) == 0 {
-			return ""
-		}
-		var x any
-		if json.Unmarshal(v, &x) != nil {
-			return string(v)
-		}
-		// Not json.MarshalIndent: it would turn < into \u003c, and the
-		// page would show that instead of the text (html/template
-		// escapes it for HTML already).
-		var b strings.Builder
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(false)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(x)
-		return strings.TrimSuffix(b.String(), "\n")
-	},
+	// pretty indents a JSON document for a <pre>, clipped to PageText
+	// (html/template escapes it like any text).
+	"pretty": dconsole.Pretty,
 }
 
 func roundAge(d time.Duration) string {

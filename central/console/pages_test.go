@@ -2,6 +2,8 @@ package console_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -12,8 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vesta-cx/euterpe/central/console"
 	"github.com/vesta-cx/euterpe/central/pipeline"
+	dconsole "github.com/vesta-cx/euterpe/daemon/console"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
+	"github.com/vesta-cx/euterpe/sync/ingest"
+	"github.com/vesta-cx/euterpe/sync/wire"
 )
 
 const evil = `<script>window.pwned=1</script>`
@@ -218,6 +224,49 @@ func TestRedrive(t *testing.T) {
 		})
 		if res, _ := cl.post("/ui/pipeline/redrive", url.Values{"id": {f.reportID}, "csrf": {csrf(t, page)}}); res.StatusCode != http.StatusConflict {
 			t.Fatalf("redrive of a succeeded job: %d", res.StatusCode)
+		}
+	})
+}
+
+// An edge job's page shows its first edgeJobEvents events, each clipped to
+// PageText, and says there are more: a job of thousands of 64 KiB events
+// made a page of hundreds of megabytes on the pod that built it.
+func TestEdgeJobPageIsBounded(t *testing.T) {
+	engines(t, func(t *testing.T, e sqldb.Engine) {
+		c := startCentral(t, e, nil)
+		job := "long-job"
+		edge := c.edge(t, "edge-long", job)
+		big := json.RawMessage(`{"text":"` + strings.Repeat("x", 20<<10) + `"}`)
+		ms := time.Now().UnixMilli()
+		for sent := 2; sent < console.EdgeJobEvents+10; {
+			b := wire.Batch{EdgeID: edge, SentAt: time.Now()}
+			for i := 0; i < 50; i++ {
+				ev := wire.NewEvent(edge, job, fmt.Sprintf("%d-0", ms+int64(sent)), "delta", "step.delta", ms+int64(sent), big)
+				ev.Task = "chat"
+				b.Events = append(b.Events, ev)
+				sent++
+			}
+			if _, err := ingest.NewStore(c.deps.DB).Ingest(context.Background(), b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cl := c.client(t)
+		cl.signIn(c.op.Token)
+		res, body := cl.get("/ui/fleet/job?edge=" + edge + "&id=" + job)
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("%d\n%.500s", res.StatusCode, body)
+		}
+		if n := strings.Count(body, "<pre>"); n != console.EdgeJobEvents {
+			t.Errorf("%d events shown, want %d", n, console.EdgeJobEvents)
+		}
+		if !strings.Contains(body, `id="edge-events-more"`) || !strings.Contains(body, "euterpectl edges events "+edge+" "+job) {
+			t.Error("the page does not say that more events exist")
+		}
+		if max := console.EdgeJobEvents * (dconsole.PageText + 1024); len(body) > max {
+			t.Errorf("page of %d bytes, want at most %d: event data not clipped", len(body), max)
+		}
+		if !strings.Contains(body, "truncated (") {
+			t.Error("a clipped event does not say so")
 		}
 	})
 }

@@ -302,8 +302,8 @@ func (c *Console) funcs() template.FuncMap {
 		"ms":     func(d int64) string { return humanDuration(time.Duration(d) * time.Millisecond) },
 		"utc":    func(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05Z") },
 		"bytes":  humanBytes,
-		"pretty": pretty,
-		"clip":   func(s string) string { return clip(s, len(s)) },
+		"pretty": ui.Pretty,
+		"clip":   func(s string) string { return ui.Clip(s, len(s)) },
 		"deref": func(p *string) string {
 			if p == nil {
 				return ""
@@ -339,7 +339,7 @@ func errorJSON(raw json.RawMessage) string {
 		return ""
 	}
 	if len(raw) > 4*PageText {
-		return clip(string(raw), len(raw))
+		return ui.Clip(string(raw), len(raw))
 	}
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
@@ -349,7 +349,7 @@ func errorJSON(raw json.RawMessage) string {
 	if err != nil {
 		return daemon.CapMessage(string(raw))
 	}
-	return clip(string(b), len(raw))
+	return ui.Clip(string(b), len(raw))
 }
 
 func capStrings(v any) any {

@@ -31,6 +31,8 @@ document.addEventListener("DOMContentLoaded", function () {
     onEvent: function (ev) { if (ev.id) window.seen.push(ev.id + ":" + ev.type); log.appendChild(E.el("li", null, ev.type + " " + E.pretty(ev.data))); },
     onState: function (s) { window.states.push(s); }
   });
+  window.deniedStates = [];
+  E.sse("/events-denied", { onState: function (s) { window.deniedStates.push(s); } });
 });`
 
 // TestScriptInBrowser runs console.js in Chromium: data is shown as text,
@@ -86,6 +88,19 @@ func TestScriptInBrowser(t *testing.T) {
 		}
 		return nil
 	})
+	// /events-denied serves one event, then the session ends: the
+	// reconnect is refused 401, and the script stops asking.
+	var denied atomic.Int64
+	e.GET("/events-denied", func(ec echo.Context) error {
+		if denied.Add(1) > 1 {
+			return ec.String(http.StatusUnauthorized, "sign in")
+		}
+		w := ec.Response()
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		fmt.Fprint(w, "id: 1\nevent: progress\ndata: {}\n\n")
+		return nil
+	})
 	srv := httptest.NewServer(e)
 	defer srv.Close()
 	_ = srvReady(t, srv.URL)
@@ -112,8 +127,12 @@ func TestScriptInBrowser(t *testing.T) {
 	// Each connection resent the entry it resumed after; none shows twice.
 	require.EqualValues(t, 19, resumedFrom.Load())
 	require.EqualValues(t, 3, conns.Load(), "no reconnect after the terminal event")
+	b.WaitFor("the refused reconnect", `window.deniedStates.indexOf("signed-out") >= 0`, 20*time.Second)
+	time.Sleep(1500 * time.Millisecond) // a retry would come after 500 ms
+	require.EqualValues(t, 2, denied.Load(), "the stream was asked for again after a 401")
 	b.WaitFor("the chart", `document.querySelector("#chart svg path.line")`, 20*time.Second)
-	require.Empty(t, b.Errors())
+	// The browser reports the refused reconnect itself; nothing else.
+	require.Equal(t, []string{"console: Failed to load resource: the server responded with a status of 401 (Unauthorized)"}, b.Errors())
 	b.Screenshot("console-foundation")
 }
 

@@ -9,7 +9,10 @@
   var max = 200;
   E.sse(body.getAttribute("data-sse"), {
     terminal: [],
-    onState: function (s, reconnects) { E.text(state, s + (reconnects ? " (reconnected " + reconnects + "×)" : "")); },
+    onState: function (s, reconnects) {
+      if (s === "signed-out") { E.text(state, "signed out: reload the page to sign in again"); return; }
+      E.text(state, s + (reconnects ? " (reconnected " + reconnects + "×)" : ""));
+    },
     onEvent: function (ev) {
       if (ev.type !== "edge_event") return;
       var e = ev.data;

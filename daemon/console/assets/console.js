@@ -97,7 +97,7 @@
   }
 
   // sse follows url. opts: onEvent({id,type,data}), onState(state) with
-  // "open" | "reconnecting" | "closed" | "gone" | "failed", terminal (event types
+  // "open" | "reconnecting" | "closed" | "gone" | "signed-out" | "failed", terminal (event types
   // that end the stream, default done/error/canceled), lastEventId to
   // start after. Reconnects resume with Last-Event-ID; an entry at or
   // before the last one seen is dropped, so a resume shows no duplicate.
@@ -131,6 +131,9 @@
       if (last) h["Last-Event-ID"] = last;
       fetch(url, { headers: h, signal: ctrl.signal, cache: "no-store", credentials: "same-origin" }).then(function (r) {
         if (r.status === 404 || r.status === 410) { finish("gone"); return; }
+        // The session ended (signed out elsewhere, expired, the operator
+        // disabled): asking again would only be refused again.
+        if (r.status === 401 || r.status === 403) { finish("signed-out"); return; }
         if (!r.ok || !r.body) throw new Error("HTTP " + r.status);
         state("open");
         delay = 500;

@@ -95,7 +95,7 @@
         }
       },
       onState: function (s) {
-        var label = { open: "live", reconnecting: "reconnecting", closed: "ended", gone: "expired", failed: "unreadable" }[s] || s;
+        var label = { open: "live", reconnecting: "reconnecting", closed: "ended", gone: "expired", "signed-out": "signed out", failed: "unreadable" }[s] || s;
         E.text(state, label);
         state.className = "badge " + (s === "open" ? "s-running" : s === "closed" ? "s-done" : "s-canceled");
       }
@@ -177,8 +177,16 @@
     });
   }
 
-  // follow polls a library job until it ends.
-  function follow(job, out, g, dropped) {
+  // follow polls a library job until it ends. An answer that cannot change
+  // (a 4xx: the job is not there) stops it and says so; an edge that does
+  // not answer, or answers 5xx (the library database busy or restarting),
+  // is asked again, less often, with the reason shown meanwhile.
+  function follow(job, out, g, dropped, wait) {
+    wait = wait || 500;
+    function again(why) {
+      if (why) E.text(out, "delete job #" + job + ": " + why + "; asking again");
+      setTimeout(function () { follow(job, out, g, dropped, why ? Math.min(wait * 2, 10000) : 500); }, wait);
+    }
     E.api("GET", "/api/v1/jobs/" + job).then(function (res) {
       var j = res.body || {};
       if (res.status === 200 && ["completed", "succeeded"].indexOf(j.status) >= 0) {
@@ -194,8 +202,12 @@
         g.setAttribute("data-delete-status", j.status);
         return;
       }
-      setTimeout(function () { follow(job, out, g, dropped); }, 500);
-    });
+      if (res.status === 200) { again(""); return; }
+      if (res.status >= 500) { again(E.errorText(res)); return; }
+      E.text(out, "delete job #" + job + ": " + E.errorText(res));
+      out.className = "delete-result error-msg";
+      g.setAttribute("data-delete-status", "unknown");
+    }, function () { again("the edge did not answer"); });
   }
 
   function scanButton(btn) {

@@ -73,39 +73,26 @@ func build(ctx context.Context, log *slog.Logger, stateDir, workerID string, s S
 			}
 		}
 	})
-	thumbs, err := pathsafe.NewDir(filepath.Join(state.Path(), "thumbs"))
+	// The thumbnails directory has no setting of its own: a <state>/thumbs
+	// symlink that leads it elsewhere is refused as the state directory's.
+	thumbsPath := filepath.Join(state.Path(), "thumbs")
+	thumbs, err := stateSubdir{
+		what: "thumbnails directory", setting: "EUTERPE_STATE_DIR", value: stateDir, path: thumbsPath,
+		outside: fmt.Errorf("thumbnails directory %s must be inside the state directory", thumbsPath),
+	}.open(state.Path(), roots.List())
 	if err != nil {
-		return nil, fmt.Errorf("thumbnails directory: %w", err)
+		return nil, err
 	}
 	trashPath := s.TrashDir
 	if trashPath == "" {
 		trashPath = filepath.Join(state.Path(), "trash")
 	}
-	// Judged by the directory it really is: a symlink on its way (or a
-	// ".." after one) can lead a trash that looks inside the state
-	// directory into a library root, where trashed files would be scanned
-	// again and the cleaner would remove library files. It is resolved
-	// before anything is created, and checked again once it exists.
-	outside := func(real string) bool { return !pathsafe.Under(state.Path(), real) || real == state.Path() }
-	if !filepath.IsAbs(trashPath) {
-		return nil, &daemon.SettingError{Setting: "EUTERPE_LIBRARY_TRASH_DIR", Value: s.TrashDir, Reason: errTrashOutside.Error()}
-	}
-	if real, err := pathsafe.RealPath(trashPath); err != nil || outside(real) {
-		reason := errTrashOutside.Error()
-		if err != nil {
-			reason = fmt.Sprintf("%s: %v", reason, err)
-		} else if real != filepath.Clean(trashPath) {
-			reason = fmt.Sprintf("%s (it resolves to %s)", reason, real)
-		}
-		return nil, &daemon.SettingError{Setting: "EUTERPE_LIBRARY_TRASH_DIR", Value: s.TrashDir, Reason: reason}
-	}
-	trashDir, err := pathsafe.NewDir(trashPath)
+	trashDir, err := stateSubdir{
+		what: "trash directory", setting: "EUTERPE_LIBRARY_TRASH_DIR", value: s.TrashDir, path: trashPath,
+		outside: errTrashOutside,
+	}.open(state.Path(), roots.List())
 	if err != nil {
-		return nil, fmt.Errorf("trash directory: %w", err)
-	}
-	if outside(trashDir.Path()) {
-		return nil, &daemon.SettingError{Setting: "EUTERPE_LIBRARY_TRASH_DIR", Value: s.TrashDir,
-			Reason: fmt.Sprintf("%s (it resolves to %s)", errTrashOutside, trashDir.Path())}
+		return nil, err
 	}
 	dbPath := filepath.Join(state.Path(), "library.db")
 	st, err := store.Open(ctx, dbPath)

@@ -47,12 +47,15 @@ func checkRoots(v string) error {
 	return nil
 }
 
-// RootList splits the comma-separated roots setting.
+// RootList splits the comma-separated roots setting. The roots are left
+// as written, not cleaned: a ".." after a symlink leads where the kernel
+// walks the symlink first (pathsafe.NewRoots resolves them so), which
+// filepath.Clean would change.
 func RootList(v string) []string {
 	var out []string
 	for _, r := range strings.Split(v, ",") {
 		if r = strings.TrimSpace(r); r != "" {
-			out = append(out, filepath.Clean(r))
+			out = append(out, r)
 		}
 	}
 	return out

@@ -147,6 +147,13 @@ WHERE t.status IN ('ready','failed') AND `+inGroupSQL("t", "?1"), group)
 	if err := rows.Err(); err != nil {
 		return err
 	}
+	// A cleared cache (its directory removed) has nothing to remove, but
+	// Contains cannot judge a path in a directory that is not there.
+	if len(todo) > 0 {
+		if err := x.Thumbs.Ensure(); err != nil {
+			return fmt.Errorf("thumbnails directory: %w", err)
+		}
+	}
 	for _, r := range todo {
 		if r.path != "" {
 			if err := x.Thumbs.Contains(r.path); err != nil {

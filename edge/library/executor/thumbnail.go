@@ -185,6 +185,12 @@ func (x *Executor) RunThumbnailOnce(ctx context.Context) (bool, error) {
 // render produces t.OutputPath (under the thumbnails directory only) from
 // the source (under a library root only) and returns its size.
 func (x *Executor) render(ctx context.Context, t *ThumbTask) (w, h int, size int64, err error) {
+	// The cache may have been cleared by removing the directory; without
+	// it every render would fail, and spend the attempts of files that
+	// have nothing wrong with them.
+	if err := x.Thumbs.Ensure(); err != nil {
+		return 0, 0, 0, thumbErr(CodeOutputRefused, fmt.Errorf("thumbnails directory: %w", err))
+	}
 	if err := x.Thumbs.Contains(t.OutputPath); err != nil {
 		return 0, 0, 0, thumbErr(CodeOutputRefused, err)
 	}

@@ -31,7 +31,11 @@ func NewRoots(roots []string) (*Roots, error) {
 		if !filepath.IsAbs(p) {
 			return nil, fmt.Errorf("library root %q is not absolute", p)
 		}
+		// Resolved as written: the kernel walks a symlink before a ".."
+		// that follows it, which filepath.Clean would remove with the
+		// symlink's name. The cleaned form is only shown.
 		real, err := filepath.EvalSymlinks(p)
+		p = filepath.Clean(p)
 		if err != nil {
 			return nil, fmt.Errorf("library root %q: %w", p, err)
 		}
@@ -195,6 +199,47 @@ func NewDir(dir string) (*Dir, error) {
 
 // Path is the real path of the directory.
 func (d *Dir) Path() string { return d.real }
+
+// Ensure creates the directory again (mode 0750) when it was removed while
+// the library runs (a cleared thumbnail cache), at the real path it was
+// opened with, so the checks made at the open still hold. It refuses, with
+// an error wrapping ErrOutside, whatever no longer resolves to that path:
+// a symlink put in its place or on its way. Its parent is not created: a
+// state directory removed is not this directory's to restore.
+func (d *Dir) Ensure() error {
+	st, err := os.Lstat(d.real)
+	if errors.Is(err, os.ErrNotExist) {
+		// Mkdir follows a symlink on the way to the directory, not one in
+		// its place (it fails with EEXIST, and the Lstat below finds it).
+		parent := filepath.Dir(d.real)
+		if real, err := filepath.EvalSymlinks(parent); err != nil {
+			return err
+		} else if real != parent {
+			return fmt.Errorf("%w: %s now resolves to %s", ErrOutside, parent, real)
+		}
+		if err := os.Mkdir(d.real, 0o750); err != nil && !errors.Is(err, os.ErrExist) {
+			return err
+		}
+		st, err = os.Lstat(d.real)
+	}
+	if err != nil {
+		return err
+	}
+	if st.Mode()&os.ModeSymlink != 0 {
+		return fmt.Errorf("%w: %s is a symlink now", ErrOutside, d.real)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s is not a directory", d.real)
+	}
+	real, err := filepath.EvalSymlinks(d.real)
+	if err != nil {
+		return err
+	}
+	if real != d.real {
+		return fmt.Errorf("%w: %s now resolves to %s", ErrOutside, d.real, real)
+	}
+	return nil
+}
 
 // Join returns dir/rel after checking rel is local.
 func (d *Dir) Join(rel string) (string, error) {

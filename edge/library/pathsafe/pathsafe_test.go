@@ -236,3 +236,83 @@ func TestRealPath(t *testing.T) {
 		}
 	}
 }
+
+// TestDirEnsure: a directory removed while the library runs is created
+// again where it was opened, mode 0750; a symlink or a file standing in its
+// place, or a symlink put on its way, is refused and left as it is, and
+// nothing is created where it leads.
+func TestDirEnsure(t *testing.T) {
+	cases := []struct {
+		name string
+		// prepare changes the opened directory dir; elsewhere is a
+		// directory outside it.
+		prepare func(t *testing.T, dir, elsewhere string)
+		ok      bool
+	}{
+		{"still there", func(t *testing.T, dir, elsewhere string) {}, true},
+		{"removed", func(t *testing.T, dir, elsewhere string) {
+			if err := os.RemoveAll(dir); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"replaced by a symlink", func(t *testing.T, dir, elsewhere string) {
+			os.RemoveAll(dir)
+			if err := os.Symlink(elsewhere, dir); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"replaced by a dangling symlink", func(t *testing.T, dir, elsewhere string) {
+			os.RemoveAll(dir)
+			if err := os.Symlink(filepath.Join(elsewhere, "new"), dir); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"replaced by a file", func(t *testing.T, dir, elsewhere string) {
+			os.RemoveAll(dir)
+			if err := os.WriteFile(dir, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"parent replaced by a symlink", func(t *testing.T, dir, elsewhere string) {
+			parent := filepath.Dir(dir)
+			os.RemoveAll(parent)
+			if err := os.Symlink(elsewhere, parent); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			base := t.TempDir()
+			elsewhere := filepath.Join(base, "elsewhere")
+			if err := os.Mkdir(elsewhere, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			d, err := NewDir(filepath.Join(base, "state", "thumbs"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.prepare(t, d.Path(), elsewhere)
+			err = d.Ensure()
+			if !c.ok {
+				if err == nil {
+					t.Fatal("Ensure accepted the changed directory")
+				}
+				if entries, _ := os.ReadDir(elsewhere); len(entries) != 0 {
+					t.Fatalf("Ensure created %v where the change leads", entries)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Ensure: %v", err)
+			}
+			st, err := os.Lstat(d.Path())
+			if err != nil || !st.IsDir() {
+				t.Fatalf("directory not there after Ensure: %v", err)
+			}
+			if st.Mode().Perm()&^0o750 != 0 {
+				t.Fatalf("recreated with mode %v", st.Mode().Perm())
+			}
+		})
+	}
+}

@@ -109,6 +109,7 @@ func (s *Shipper) sendOnce(ctx context.Context, st *sendState) Result {
 	p, err := s.Spool().Next(ctx, wire.MaxEvents, wire.MaxEvents, wire.MaxBodyBytes)
 	if err != nil {
 		st.failures++
+		s.spoolFailed(err)
 		s.once("spool", func() { s.log.Warn("sync: cannot read the spool; retrying", "err", err) })
 		return Result{Action: actBackoff, Err: err, Wait: s.backoff.Delay(st.failures)}
 	}
@@ -332,6 +333,7 @@ func timedOut(err error) bool {
 // other failure, so the same batch is not resent at once, over and over.
 func (s *Shipper) unrecorded(st *sendState, r *Result, err error) {
 	st.failures++
+	s.spoolFailed(err)
 	r.Err, r.Wait = err, s.backoff.Delay(st.failures)
 	s.once("record", func() {
 		s.log.Warn("sync: cannot record central's answer in the spool; the batch will be sent again",

@@ -127,7 +127,10 @@ type Shipper struct {
 	unmoved *pendingMove
 
 	// wake nudges the sender after the mover spooled something.
-	wake  chan struct{}
+	wake chan struct{}
+	// corrupt tells Run that a statement found the spool it opened
+	// corrupt (spoolFailed).
+	corrupt chan struct{}
 	state sendState // the send loop's; SendOnce (tests) shares it
 
 	gzMu sync.Mutex
@@ -194,7 +197,7 @@ func newShipper(log *slog.Logger, rdb redis.UniversalClient, cfg Config) (*Shipp
 	return &Shipper{
 		cfg: cfg, log: log, rdb: rdb,
 		backoff: lease.Backoff{Base: cfg.BackoffBase, Cap: cfg.BackoffMax, Rand: cfg.Rand},
-		started: time.Now(), wake: make(chan struct{}, 1), logged: map[string]bool{},
+		started: time.Now(), wake: make(chan struct{}, 1), corrupt: make(chan struct{}, 1), logged: map[string]bool{},
 	}, nil
 }
 
@@ -216,26 +219,97 @@ func (s *Shipper) corruptSetAside(sp *spool.Spool) {
 // heartbeat runs meanwhile) and closed when Run returns.
 func (s *Shipper) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	start := func(l func(context.Context)) {
+	if s.cfg.Heartbeat > 0 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l(ctx)
+			s.heartbeatLoop(ctx)
 		}()
 	}
-	if s.cfg.Heartbeat > 0 {
-		start(s.heartbeatLoop)
-	}
 	var err error
-	if s.open == nil || s.openSpool(ctx) {
-		start(s.moveLoop)
-		start(s.sendLoop)
+	if s.open == nil {
+		s.runLoops(ctx)
+	} else if s.openSpool(ctx) {
+		for s.runLoops(ctx) {
+			if !s.replaceCorrupt(ctx) {
+				break
+			}
+		}
 	}
 	wg.Wait()
 	if sp := s.Spool(); s.open != nil && sp != nil {
 		err = sp.Close()
 	}
 	return err
+}
+
+// runLoops runs the mover and the sender until ctx ends (false) or a
+// statement finds the spool Run opened corrupt (true). Both have stopped
+// when it returns, so the spool can be replaced under neither: a batch
+// read from one spool is never acknowledged in another.
+func (s *Shipper) runLoops(ctx context.Context) bool {
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	for _, loop := range []func(context.Context){s.moveLoop, s.sendLoop} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			loop(lctx)
+		}()
+	}
+	corrupt := false
+	select {
+	case <-ctx.Done():
+	case <-s.corrupt:
+		corrupt = true
+	}
+	stop()
+	wg.Wait()
+	return corrupt && ctx.Err() == nil
+}
+
+// spoolFailed is told of every error of a spool operation. One that says
+// the file is corrupt (pages damaged while the edge runs: a failing card)
+// fails the same way on every retry, so Run replaces the spool instead; a
+// spool given to New is the caller's and is only retried.
+func (s *Shipper) spoolFailed(err error) {
+	if s.open == nil || !spool.Corrupt(err) {
+		return
+	}
+	select {
+	case s.corrupt <- struct{}{}:
+	default:
+	}
+}
+
+// replaceCorrupt sets aside the spool a statement found corrupt, as Open
+// sets aside one it finds corrupt at start, and opens an empty one in its
+// place; false when ctx ended first. The events in it are not shipped. A
+// move whose XDEL is pending is forgotten: its entries, still on the
+// capture stream, are moved again into the new spool rather than deleted
+// from Redis with the old one set aside.
+func (s *Shipper) replaceCorrupt(ctx context.Context) bool {
+	sp := s.sp.Swap(nil)
+	path := sp.Path()
+	_ = sp.Close()
+	s.moveMu.Lock()
+	s.unmoved = nil
+	s.moveMu.Unlock()
+	select {
+	case <-s.corrupt:
+	default:
+	}
+	if aside, err := spool.MoveAside(path, "corrupt", s.cfg.Now()); err != nil {
+		// Open checks every page: if it finds the damage, it sets the file
+		// aside itself.
+		s.log.Error("sync: the spool file became corrupt while running and cannot be set aside; opening it again", "spool", path, "err", err)
+	} else {
+		s.log.Error("sync: the spool file became corrupt while running; it is set aside and an empty spool took its place: the events in it are not shipped",
+			"spool", path, "set_aside", aside)
+	}
+	s.clear("move", "spool", "record", "moved")
+	return s.openSpool(ctx)
 }
 
 // openSpool opens the spool, bound to Config.EdgeID (bind), retrying with
@@ -310,6 +384,7 @@ func (s *Shipper) clear(keys ...string) {
 // whole stream clears it.
 func (s *Shipper) moved(ctx context.Context, caps []jobs.Captured, drained bool) {
 	if err := s.Spool().Moved(ctx, caps, drained); err != nil {
+		s.spoolFailed(err)
 		s.once("moved", func() { s.log.Warn("sync: cannot clear the spool's tombstones of moved events", "err", err) })
 	} else {
 		s.clear("moved")
@@ -327,6 +402,7 @@ func (s *Shipper) moveLoop(ctx context.Context) {
 		switch {
 		case err != nil && ctx.Err() == nil:
 			failures++
+			s.spoolFailed(err)
 			s.once("move", func() { s.log.Warn("sync: cannot move captured events to the spool; retrying", "err", err) })
 			daemon.Sleep(ctx, s.backoff.Delay(failures))
 		case err == nil && int64(n) < s.cfg.MoveBatch:

@@ -27,9 +27,10 @@ import (
 // every Add or Next from then on, at every start, with nothing set aside.
 var errDamaged = errors.New("integrity check failed")
 
-// corrupt reports whether err says the file itself is unreadable, as
-// opposed to unreachable for now (locked, disk full, permissions).
-func corrupt(err error) bool {
+// Corrupt reports whether err, from Open or from any of the spool's
+// operations, says the file itself is unreadable, as opposed to
+// unreachable for now (locked, disk full, permissions).
+func Corrupt(err error) bool {
 	if errors.Is(err, errDamaged) {
 		return true
 	}

@@ -136,7 +136,7 @@ func Open(ctx context.Context, path string, maxBytes int64) (*Spool, error) {
 		return nil, fmt.Errorf("spool %s: budget %d must be positive", path, maxBytes)
 	}
 	s, err := open(ctx, path, maxBytes)
-	if err == nil || !corrupt(err) {
+	if err == nil || !Corrupt(err) {
 		return s, err
 	}
 	aside, aerr := MoveAside(path, "corrupt", time.Now())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"io/fs"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -25,7 +26,7 @@ type Catalog interface {
 	StartScanSession(ctx context.Context, jobID int64, roots []string) (int64, error)
 	FinishScanSession(ctx context.Context, id int64, status string, c store.ScanCounts, errMsg string) error
 	UpsertFiles(ctx context.Context, sessionID int64, batch []store.FileStat) (newN, changedN int64, err error)
-	MarkMissing(ctx context.Context, sessionID int64, walked []store.WalkedRoot) (int64, error)
+	MarkMissing(ctx context.Context, sessionID int64, walked []store.WalkedRoot) (store.Missing, error)
 	RecordHash(ctx context.Context, f store.File, algo, hashHex string) (bool, error)
 	MarkNeedsHash(ctx context.Context, id int64) error
 	RecordDecision(ctx context.Context, d store.Decision) error
@@ -100,6 +101,10 @@ type Executor struct {
 	// Tests use it to deny a directory as EACCES would when they run as
 	// root (who reads any directory), and to hold a scan mid-walk.
 	scanDir func(path string) error
+	// dirDev, when set, gives the device a scan records for each directory
+	// it enters instead of its lstat. Tests use it to show a directory on
+	// another device, as a disk not mounted on its mount point would.
+	dirDev func(path string, d fs.DirEntry) (int64, error)
 	// beforeCleanRow, when set, is called by a cleanup for each thumbnail
 	// row it is about to delete, with its id and cache path. Tests use it
 	// to replace the row in between.

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"io/fs"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -29,6 +30,23 @@ func SetAfterVerify(x *Executor, fn func(path string)) { x.afterVerify = fn }
 // SetScanDir installs a function a scan calls for each directory before it
 // lists it; its error stands for the directory's read error.
 func SetScanDir(x *Executor, fn func(path string) error) { x.scanDir = fn }
+
+// SetDirDevice installs the function a scan asks for the device of each
+// directory it enters.
+func SetDirDevice(x *Executor, fn func(path string) (int64, error)) {
+	if fn == nil {
+		x.dirDev = nil
+		return
+	}
+	x.dirDev = func(p string, _ fs.DirEntry) (int64, error) { return fn(p) }
+}
+
+// ThumbIOCost is what a thumbnail of t from a source of size bytes books in
+// the I/O bucket.
+func ThumbIOCost(t *ThumbTask, size int64) int64 { return thumbIOCost(t, size) }
+
+// VideoThumbIOCost bounds what a video source books.
+const VideoThumbIOCost = videoThumbIOCost
 
 // SetBeforeCleanRow installs a function a cleanup calls before it deletes
 // each thumbnail row and its cache file.

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -35,6 +37,11 @@ const unreadNamed = 20
 // all (no file, nothing unreadable) while the catalog holds files there (a
 // disk not mounted on its mount point), is not walked: nothing of it is
 // marked missing and the scan fails.
+//
+// A directory below a root under which the walk finds no file, on another
+// device than the files catalogued under it were seen on, is a second disk
+// not mounted on its mount point inside the root: those files keep their
+// state too, and the scan counts and names the directory but succeeds.
 func (x *Executor) scan(ctx context.Context, c *Claim) error {
 	roots := x.Roots.List()
 	sid, err := x.Catalog.StartScanSession(ctx, c.Job.ID, roots)
@@ -66,6 +73,7 @@ func (x *Executor) scan(ctx context.Context, c *Claim) error {
 	}
 	for _, root := range roots {
 		var rootUnread []string
+		dirs := newDirDevs(root)
 		notRead := func(p string, err error) {
 			counts.Unreadable++
 			rootUnread = append(rootUnread, p)
@@ -85,6 +93,9 @@ func (x *Executor) scan(ctx context.Context, c *Claim) error {
 				}
 				if x.scanDir != nil {
 					err = x.scanDir(p)
+				}
+				if err == nil {
+					dirs.enter(p, d, x.dirDevice)
 				}
 			}
 			if err != nil {
@@ -123,6 +134,7 @@ func (x *Executor) scan(ctx context.Context, c *Claim) error {
 				return nil
 			}
 			counts.Seen++
+			dirs.fileIn(filepath.Dir(p))
 			batch = append(batch, store.FileStat{Root: root, Path: p, Size: info.Size(), MtimeNS: info.ModTime().UnixNano(), Ident: identOf(info)})
 			if len(batch) >= scanBatch {
 				return flush()
@@ -152,7 +164,7 @@ func (x *Executor) scan(ctx context.Context, c *Claim) error {
 			batch = batch[:0]
 			continue
 		}
-		walked = append(walked, store.WalkedRoot{Root: root, Unread: rootUnread})
+		walked = append(walked, store.WalkedRoot{Root: root, Unread: rootUnread, Empty: dirs.empty()})
 	}
 	missing, err := x.Catalog.MarkMissing(ctx, sid, walked)
 	if err != nil {
@@ -161,7 +173,7 @@ func (x *Executor) scan(ctx context.Context, c *Claim) error {
 		}
 		return fmt.Errorf("mark missing: %w", err)
 	}
-	counts.Missing = missing
+	counts.Missing = missing.Marked
 	c.SetProgress(counts.Seen, 1)
 	var msgs []string
 	if len(rootErrs) > 0 {
@@ -176,6 +188,12 @@ func (x *Executor) scan(ctx context.Context, c *Claim) error {
 		}
 		msgs = append(msgs, fmt.Sprintf("%d %s not read, their files kept: %s", counts.Unreadable, noun, strings.Join(unread, "; ")))
 	}
+	if len(missing.Unmounted) > 0 {
+		m := unmountedMessage(missing.Unmounted)
+		x.Log.Warn("scan: directories on another device than their catalogued files; those files keep their state",
+			"session", sid, "dirs", m)
+		msgs = append(msgs, m)
+	}
 	msg := daemon.CapMessage(strings.Join(msgs, "; "))
 	if len(rootErrs) > 0 {
 		finish(store.StatusFailed, msg)
@@ -183,6 +201,92 @@ func (x *Executor) scan(ctx context.Context, c *Claim) error {
 	}
 	finish(store.StatusSucceeded, msg)
 	return nil
+}
+
+// unmountedMessage names, in order, the directories whose files were kept
+// because their filesystem is not mounted there, with how many each kept.
+func unmountedMessage(kept map[string]int64) string {
+	dirs := slices.Sorted(maps.Keys(kept))
+	var total int64
+	named := make([]string, 0, min(len(dirs), unreadNamed))
+	for i, d := range dirs {
+		total += kept[d]
+		if i < unreadNamed {
+			named = append(named, fmt.Sprintf("%s (%d)", d, kept[d]))
+		}
+	}
+	return fmt.Sprintf("%d files kept under directories on another device than they were catalogued on (not mounted?): %s",
+		total, strings.Join(named, ", "))
+}
+
+// dirDevs is what a scan learns of one root's directories: the device of
+// each it entered, and which have a file somewhere below them.
+type dirDevs struct {
+	root string
+	dev  map[string]int64
+	full map[string]bool
+}
+
+func newDirDevs(root string) *dirDevs {
+	return &dirDevs{root: filepath.Clean(root), dev: make(map[string]int64), full: make(map[string]bool)}
+}
+
+// enter records the device of directory p. One whose device cannot be told
+// is taken as holding files, which leaves the files under it to the usual
+// rule (not seen, marked missing) rather than keeping them on no evidence.
+func (w *dirDevs) enter(p string, d fs.DirEntry, devOf func(string, fs.DirEntry) (int64, error)) {
+	dev, err := devOf(p, d)
+	if err != nil {
+		w.fileIn(p)
+		return
+	}
+	w.dev[filepath.Clean(p)] = dev
+}
+
+// fileIn records that directory dir, and so each one above it up to the
+// root, has a file below it. It stops at the first one already recorded,
+// so a walk costs one step per directory, not per file.
+func (w *dirDevs) fileIn(dir string) {
+	for p := filepath.Clean(dir); !w.full[p]; {
+		w.full[p] = true
+		parent := filepath.Dir(p)
+		if p == w.root || parent == p {
+			return
+		}
+		p = parent
+	}
+}
+
+// empty is the directories entered under which no file was seen, with
+// their devices; nil when there is none.
+func (w *dirDevs) empty() map[string]int64 {
+	var out map[string]int64
+	for p, dev := range w.dev {
+		if w.full[p] {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]int64)
+		}
+		out[p] = dev
+	}
+	return out
+}
+
+// dirDevice is the device directory p sits on (x.dirDev when set).
+func (x *Executor) dirDevice(p string, d fs.DirEntry) (int64, error) {
+	if x.dirDev != nil {
+		return x.dirDev(p, d)
+	}
+	info, err := d.Info()
+	if err != nil {
+		return 0, err
+	}
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, errors.ErrUnsupported
+	}
+	return int64(st.Dev), nil
 }
 
 // EmptyRootError is a root in which a scan found no file while the catalog

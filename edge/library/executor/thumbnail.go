@@ -210,7 +210,7 @@ func (x *Executor) render(ctx context.Context, t *ThumbTask) (w, h int, size int
 		return 0, 0, 0, err
 	}
 	if st, err := src.Stat(); err == nil {
-		if err := x.ReserveIO(ctx, ThumbnailIOBucket, st.Size()); err != nil {
+		if err := x.ReserveIO(ctx, ThumbnailIOBucket, thumbIOCost(t, st.Size())); err != nil {
 			return 0, 0, 0, err
 		}
 	}
@@ -242,6 +242,24 @@ func (x *Executor) render(ctx context.Context, t *ThumbTask) (w, h int, size int
 		return 0, 0, 0, thumbErr(CodeEncodeFailed, err)
 	}
 	return w, h, st.Size(), nil
+}
+
+// videoThumbIOCost bounds what a video source's thumbnail books in the I/O
+// bucket. ffmpeg reads the container's header and index (a few MiB even
+// for hours of video, at the end of a file not laid out for streaming) and
+// the stream from the keyframe before 1 s up to that frame: at 100 Mbit/s,
+// two seconds are 25 MiB. Booking the whole file would make one 4 GiB video
+// hold every worker's next thumbnail for a minute at the default rate.
+const videoThumbIOCost = 32 << 20
+
+// thumbIOCost is what rendering t from a source of size bytes books in the
+// I/O bucket: an image is decoded whole, so its size; a video, whose one
+// frame ffmpeg reads, its size up to videoThumbIOCost.
+func thumbIOCost(t *ThumbTask, size int64) int64 {
+	if t.MediaType == store.MediaVideo {
+		return min(size, videoThumbIOCost)
+	}
+	return size
 }
 
 // renderImageJPEG decodes JPEG, PNG, GIF or WebP, scales it to fit

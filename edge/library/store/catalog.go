@@ -275,10 +275,29 @@ type WalkedRoot struct {
 	// catalogued files at or under them were not seen, which says nothing
 	// about whether they still exist: they keep their state.
 	Unread []string
+	// Empty are the directories at or below Root under which the walk saw
+	// no file, each with the device it sits on. A catalogued file whose
+	// nearest walked directory is one of them, on another device than the
+	// one the file was catalogued on, was on a filesystem that is not
+	// mounted there now (a second disk mounted below the root): it keeps
+	// its state. A directory holding any file is taken as mounted, so a
+	// disk that comes back with another device number does not keep its
+	// deleted files live for ever.
+	Empty map[string]int64
+}
+
+// Missing is what MarkMissing did.
+type Missing struct {
+	Marked int64 // files marked missing
+	// Unmounted counts, per directory of WalkedRoot.Empty, the files kept
+	// because that directory now sits on another device than they were
+	// catalogued on.
+	Unmounted map[string]int64
 }
 
 // MarkMissing flags every file of the walked roots that session did not
-// see, except those at or under a path the scan could not read. Roots that
+// see, except those at or under a path the scan could not read and those
+// whose filesystem is not mounted where it was (WalkedRoot.Empty). Roots that
 // could not be walked are not passed, so an unmounted disk never makes its
 // files look deleted. Files of a root that is no longer configured (not
 // among the roots the session was started with) are flagged too, walked or
@@ -286,9 +305,10 @@ type WalkedRoot struct {
 // duplicate groups that every path check then refuses to act on. A session
 // that is no longer running marks nothing (ErrScanSessionClosed): a newer
 // scan has started and owns the catalog.
-func (s *Store) MarkMissing(ctx context.Context, sessionID int64, walked []WalkedRoot) (int64, error) {
+func (s *Store) MarkMissing(ctx context.Context, sessionID int64, walked []WalkedRoot) (Missing, error) {
 	now := s.NowMS()
 	var n int64
+	var unmounted map[string]int64
 	err := s.TxOnPath(ctx, []WritePath{{"library_files", PathMarkMissing}}, func(tx *sql.Tx) error {
 		if err := requireRunningSession(ctx, tx, sessionID); err != nil {
 			return err
@@ -300,15 +320,21 @@ func (s *Store) MarkMissing(ctx context.Context, sessionID int64, walked []Walke
 		n += k
 		var whole []any
 		for _, w := range walked {
-			if len(w.Unread) == 0 {
+			if len(w.Unread) == 0 && len(w.Empty) == 0 {
 				whole = append(whole, w.Root)
 				continue
 			}
-			k, err := markMissingExcept(ctx, tx, sessionID, now, w)
+			k, kept, err := markMissingExcept(ctx, tx, sessionID, now, w)
 			if err != nil {
 				return err
 			}
 			n += k
+			for dir, c := range kept {
+				if unmounted == nil {
+					unmounted = make(map[string]int64)
+				}
+				unmounted[dir] += c
+			}
 		}
 		if len(whole) == 0 {
 			return nil
@@ -324,9 +350,9 @@ WHERE is_missing = 0 AND (last_seen_scan_id IS NULL OR last_seen_scan_id <> ?)
 		return err
 	})
 	if err != nil {
-		return 0, err
+		return Missing{}, err
 	}
-	return n, nil
+	return Missing{Marked: n, Unmounted: unmounted}, nil
 }
 
 // markMissingOutsideRoots marks missing the live files whose root is not one
@@ -345,54 +371,90 @@ WHERE is_missing = 0 AND EXISTS (SELECT 1 FROM configured) AND root NOT IN (SELE
 }
 
 // markMissingExcept marks missing the files of w.Root that session did not
-// see and that lie neither at nor under one of w.Unread. The files not seen
-// are few (deleted ones, and those under the unread paths), so they are
-// read and filtered here rather than matched against every unread prefix
-// in SQL.
-func markMissingExcept(ctx context.Context, tx *sql.Tx, sessionID, now int64, w WalkedRoot) (int64, error) {
+// see, that lie neither at nor under one of w.Unread, and whose filesystem
+// is not off its mount point (offDevice); it returns how many it marked and,
+// per directory of w.Empty, how many it kept for that last reason. The
+// files not seen are few (deleted ones, and those under the unread paths),
+// so they are read and filtered here rather than matched against every
+// unread prefix in SQL.
+func markMissingExcept(ctx context.Context, tx *sql.Tx, sessionID, now int64, w WalkedRoot) (int64, map[string]int64, error) {
 	unread := make(map[string]bool, len(w.Unread))
 	for _, p := range w.Unread {
 		unread[filepath.Clean(p)] = true
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT id, path FROM library_files
+	rows, err := tx.QueryContext(ctx, `SELECT id, path, dev FROM library_files
 WHERE root = ? AND is_missing = 0 AND (last_seen_scan_id IS NULL OR last_seen_scan_id <> ?)`, w.Root, sessionID)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	var gone []int64
+	var kept map[string]int64
 	for rows.Next() {
 		var id int64
 		var path string
-		if err := rows.Scan(&id, &path); err != nil {
+		var dev sql.NullInt64
+		if err := rows.Scan(&id, &path, &dev); err != nil {
 			rows.Close()
-			return 0, err
+			return 0, nil, err
 		}
-		if !atOrUnder(unread, path) {
-			gone = append(gone, id)
+		if atOrUnder(unread, path) {
+			continue
 		}
+		if dir, off := offDevice(w.Empty, path, dev); off {
+			if kept == nil {
+				kept = make(map[string]int64)
+			}
+			kept[dir]++
+			continue
+		}
+		gone = append(gone, id)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if len(gone) == 0 {
-		return 0, nil
+		return 0, kept, nil
 	}
 	st, err := tx.PrepareContext(ctx, `UPDATE library_files SET is_missing = 1, updated_at = ? WHERE id = ? AND is_missing = 0`)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer st.Close()
 	var n int64
 	for _, id := range gone {
 		res, err := st.ExecContext(ctx, now, id)
 		if err != nil {
-			return n, err
+			return n, nil, err
 		}
 		k, _ := res.RowsAffected()
 		n += k
 	}
-	return n, nil
+	return n, kept, nil
+}
+
+// offDevice reports whether the file at path, catalogued on device dev, is
+// on a filesystem not mounted where it was: the nearest directory above it
+// that the walk entered is one it found no file under (empty) and sits on
+// another device. It returns that directory. A file with no recorded device
+// gives no evidence and is not off. Emptiness is passed down a tree (a
+// directory under which no file was seen has none under its subdirectories
+// either), so the first empty directory met going up is the nearest walked
+// one whenever the nearest walked one is empty.
+func offDevice(empty map[string]int64, path string, dev sql.NullInt64) (string, bool) {
+	if !dev.Valid || len(empty) == 0 {
+		return "", false
+	}
+	for p := filepath.Dir(filepath.Clean(path)); ; {
+		if d, ok := empty[p]; ok {
+			return p, d != dev.Int64
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return "", false
+		}
+		p = parent
+	}
 }
 
 // atOrUnder reports whether path is one of paths or lies below one of them.

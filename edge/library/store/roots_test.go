@@ -69,7 +69,8 @@ func TestMarkMissingFilesOfRootsNoLongerConfigured(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			n, err := s.MarkMissing(ctx, sid, c.walked)
+			m, err := s.MarkMissing(ctx, sid, c.walked)
+			n := m.Marked
 			if err != nil {
 				t.Fatal(err)
 			}

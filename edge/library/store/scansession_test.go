@@ -155,8 +155,8 @@ func TestClosedSessionWritesNothing(t *testing.T) {
 	if _, _, err := s.UpsertFiles(ctx, old, []FileStat{{Root: "/lib", Path: "/lib/b", Size: 1, MtimeNS: 1}}); !errors.Is(err, ErrScanSessionClosed) {
 		t.Fatalf("upsert under the closed session = %v, want ErrScanSessionClosed", err)
 	}
-	if n, err := s.MarkMissing(ctx, old, []WalkedRoot{{Root: "/lib"}}); !errors.Is(err, ErrScanSessionClosed) || n != 0 {
-		t.Fatalf("mark missing under the closed session = %d, %v", n, err)
+	if m, err := s.MarkMissing(ctx, old, []WalkedRoot{{Root: "/lib"}}); !errors.Is(err, ErrScanSessionClosed) || m.Marked != 0 {
+		t.Fatalf("mark missing under the closed session = %d, %v", m.Marked, err)
 	}
 	var missing int
 	s.DB.QueryRow(`SELECT COUNT(*) FROM library_files WHERE is_missing = 1`).Scan(&missing)
@@ -202,7 +202,8 @@ func TestMarkMissingKeepsUnreadPaths(t *testing.T) {
 			if _, _, err := s.UpsertFiles(ctx, sid, []FileStat{{Root: "/lib", Path: "/lib/seen", Size: 1, MtimeNS: 1}}); err != nil {
 				t.Fatal(err)
 			}
-			n, err := s.MarkMissing(ctx, sid, []WalkedRoot{{Root: "/lib", Unread: c.unread}, {Root: "/other"}})
+			m, err := s.MarkMissing(ctx, sid, []WalkedRoot{{Root: "/lib", Unread: c.unread}, {Root: "/other"}})
+			n := m.Marked
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -78,42 +78,33 @@ func init() {
 			})
 		},
 	}
-	commands["edge disable"] = &command{
-		flags: func(c *daemon.Config) { c.String(&id, "id", "", "", idHelp, nil) },
-		run: func(ctx context.Context, app *serve.App, s serve.Settings, getenv func(string) string, log *slog.Logger, stdout io.Writer) error {
-			if err := needID(); err != nil {
-				return err
-			}
-			r, closeFn, err := registry(ctx, app, s, getenv, log)
-			if err != nil {
-				return err
-			}
-			defer closeFn()
-			if err := r.Disable(ctx, id); err != nil {
-				return err
-			}
-			log.Info("edge disabled", "edge_id", id)
-			return json.NewEncoder(stdout).Encode(map[string]string{"edge_id": id, "status": "disabled"})
-		},
-	}
-	// enable undoes disable: the edge's next batch and heartbeat, with its
+	// disable refuses an edge's batches and heartbeats (403 edge_disabled);
+	// enable undoes it: the edge's next batch and heartbeat, with its
 	// current secret, are taken in again.
-	commands["edge enable"] = &command{
-		flags: func(c *daemon.Config) { c.String(&id, "id", "", "", idHelp, nil) },
-		run: func(ctx context.Context, app *serve.App, s serve.Settings, getenv func(string) string, log *slog.Logger, stdout io.Writer) error {
-			if err := needID(); err != nil {
-				return err
-			}
-			r, closeFn, err := registry(ctx, app, s, getenv, log)
-			if err != nil {
-				return err
-			}
-			defer closeFn()
-			if err := r.Enable(ctx, id); err != nil {
-				return err
-			}
-			log.Info("edge enabled", "edge_id", id)
-			return json.NewEncoder(stdout).Encode(map[string]string{"edge_id": id, "status": "enabled"})
-		},
+	for _, c := range []struct {
+		name, status string
+		act          func(*ingest.Registry, context.Context, string) error
+	}{
+		{"edge disable", "disabled", (*ingest.Registry).Disable},
+		{"edge enable", "enabled", (*ingest.Registry).Enable},
+	} {
+		commands[c.name] = &command{
+			flags: func(cfg *daemon.Config) { cfg.String(&id, "id", "", "", idHelp, nil) },
+			run: func(ctx context.Context, app *serve.App, s serve.Settings, getenv func(string) string, log *slog.Logger, stdout io.Writer) error {
+				if err := needID(); err != nil {
+					return err
+				}
+				r, closeFn, err := registry(ctx, app, s, getenv, log)
+				if err != nil {
+					return err
+				}
+				defer closeFn()
+				if err := c.act(r, ctx, id); err != nil {
+					return err
+				}
+				log.Info("edge "+c.status, "edge_id", id)
+				return json.NewEncoder(stdout).Encode(map[string]string{"edge_id": id, "status": c.status})
+			},
+		}
 	}
 }

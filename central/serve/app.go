@@ -287,7 +287,7 @@ func databaseSetting(s Settings) string {
 // close releases them.
 func (a *App) Open(ctx context.Context, s Settings, log *slog.Logger, getenv func(string) string) (d *Deps, closeFn func(), err error) {
 	if err := checkFormerStateDir(s, centralStateDir, formerStateDir); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", databaseSetting(s), err)
+		return nil, nil, fmt.Errorf("state directory (EUTERPE_STATE_DIR): %w", err)
 	}
 	db, err := sqldb.Open(ctx, s.DatabaseURL, s.StateDir)
 	if err != nil {

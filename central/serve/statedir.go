@@ -6,49 +6,70 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/vesta-cx/euterpe/central/credentials"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 )
 
-// ErrFormerStateDir stops a start that would open an empty database while
-// the one in use sits in the former default state directory.
-var ErrFormerStateDir = errors.New("the embedded database is in the former default state directory")
+// ErrFormerStateDir stops a start that would begin afresh in the state
+// directory while what central keeps there sits in the former default one.
+var ErrFormerStateDir = errors.New("central's state is in the former default state directory")
 
 // Central once defaulted, outside systemd, to the edge's state directory.
-// Its own default is now the unit's /var/lib/euterpe-central; these name the
-// two so a start by hand that would open a new, empty database beside the
-// old one refuses instead.
+// Its own default is now the unit's /var/lib/euterpe-central; these name
+// the two so a start by hand that would begin afresh beside the old state
+// refuses instead.
 const (
 	centralStateDir = "/var/lib/euterpe-central"
 	formerStateDir  = "/var/lib/euterpe"
 )
 
-// checkFormerStateDir refuses to start on the embedded database in the
-// default state directory when that directory has no database yet and the
-// former default holds one: starting would take new jobs, requesters and a
-// new local key into an empty database while every queued job and sealed
-// secret stayed behind in the old file, unseen. Moving the files, or
-// setting EUTERPE_STATE_DIR to the former directory, ends the refusal.
+// pipelineDir is where the pipeline keeps its reports when
+// EUTERPE_PIPELINE_STORAGE is empty (pipelinerole.StorageDir).
+const pipelineDir = "pipeline"
+
+// checkFormerStateDir refuses to start in the default state directory when
+// it holds none of central's state and the former default holds some: the
+// embedded database (jobs, requesters, edges) with its local key, or the
+// pipeline's reports, which the database of any engine refers to. Starting
+// would take new work into an empty database, seal new secrets with a new
+// key, or store new reports apart from the old, while the old state stayed
+// behind, unseen. Moving it, or setting EUTERPE_STATE_DIR to the former
+// directory, ends the refusal.
 func checkFormerStateDir(s Settings, stateDir, former string) error {
-	if s.DatabaseURL != "" || s.StateDir != stateDir {
+	if s.StateDir != stateDir {
 		return nil
 	}
-	exists := func(p string) (bool, error) {
-		_, err := os.Stat(p)
-		if errors.Is(err, fs.ErrNotExist) {
-			return false, nil
+	exists := func(dir, name string) bool {
+		_, err := os.Stat(filepath.Join(dir, name))
+		return err == nil || !errors.Is(err, fs.ErrNotExist) // unreadable: let the open say why
+	}
+	var kept []string
+	if s.DatabaseURL == "" {
+		kept = append(kept, sqldb.DefaultFile, credentials.LocalKeyFile)
+	}
+	kept = append(kept, pipelineDir)
+	var found []string
+	for _, name := range kept {
+		if exists(stateDir, name) {
+			return nil
 		}
-		return err == nil, err
+		if exists(former, name) {
+			found = append(found, name)
+		}
 	}
-	current, err := exists(filepath.Join(stateDir, sqldb.DefaultFile))
-	if err != nil || current {
-		return nil // opening it reports what is wrong with it
-	}
-	old, err := exists(filepath.Join(former, sqldb.DefaultFile))
-	if err != nil || !old {
+	if len(found) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w %s, and %s has none: with central stopped, move %s* and %s into %s, or set EUTERPE_STATE_DIR=%s to keep using it there",
-		ErrFormerStateDir, former, stateDir, sqldb.DefaultFile, credentials.LocalKeyFile, stateDir, former)
+	for i, name := range found {
+		switch name {
+		case sqldb.DefaultFile:
+			found[i] = name + "*"
+		case pipelineDir:
+			found[i] = name + "/"
+		}
+	}
+	return fmt.Errorf("%w %s, and %s has none: with central stopped, move %s into %s, or set EUTERPE_STATE_DIR=%s to keep using it there",
+		ErrFormerStateDir, former, stateDir, strings.Join(found, ", "), stateDir, former)
 }

@@ -10,35 +10,41 @@ import (
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 )
 
-// A start by hand in the new default state directory refuses while the
-// database in use is still in the former one, and only then.
+// A start by hand in the new default state directory refuses while
+// central's state is still in the former one, and only then: the embedded
+// database and its key on SQLite, the pipeline's reports on either engine.
 func TestCheckFormerStateDir(t *testing.T) {
-	withDB := func(t *testing.T) string {
-		d := t.TempDir()
-		if err := os.WriteFile(filepath.Join(d, sqldb.DefaultFile), []byte("x"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}
 	for _, tc := range []struct {
-		name                  string
-		currentDB, formerDB   bool
-		databaseURL, explicit bool
-		refuse                bool
+		name            string
+		current, former []string // what each directory holds
+		databaseURL     bool
+		explicit        bool // EUTERPE_STATE_DIR set to another directory
+		want            []string
 	}{
-		{"database only in the former directory", false, true, false, false, true},
-		{"database in both: the current one is used", true, true, false, false, false},
-		{"fresh install", false, false, false, false, false},
-		{"Postgres configured", false, true, true, false, false},
-		{"state directory set by hand", false, true, false, true, false},
+		{name: "database only in the former directory", former: []string{sqldb.DefaultFile, "central-kek", "pipeline/"},
+			want: []string{"central.db*", "central-kek", "pipeline/"}},
+		{name: "database in both: the current one is used", current: []string{sqldb.DefaultFile}, former: []string{sqldb.DefaultFile}},
+		{name: "fresh install"},
+		{name: "Postgres: the database is elsewhere", former: []string{sqldb.DefaultFile}, databaseURL: true},
+		{name: "Postgres: the reports are in the former directory", former: []string{sqldb.DefaultFile, "pipeline/"}, databaseURL: true,
+			want: []string{"pipeline/"}},
+		{name: "Postgres: reports in both", current: []string{"pipeline/"}, former: []string{"pipeline/"}, databaseURL: true},
+		{name: "state directory set by hand", former: []string{sqldb.DefaultFile}, explicit: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			current, former := t.TempDir(), t.TempDir()
-			if tc.currentDB {
-				current = withDB(t)
-			}
-			if tc.formerDB {
-				former = withDB(t)
+			for dir, names := range map[string][]string{current: tc.current, former: tc.former} {
+				for _, n := range names {
+					var err error
+					if strings.HasSuffix(n, "/") {
+						err = os.Mkdir(filepath.Join(dir, n), 0o700)
+					} else {
+						err = os.WriteFile(filepath.Join(dir, n), []byte("x"), 0o600)
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
 			}
 			s := Settings{StateDir: current}
 			if tc.explicit {
@@ -48,13 +54,13 @@ func TestCheckFormerStateDir(t *testing.T) {
 				s.DatabaseURL = "postgres://127.0.0.1/db"
 			}
 			err := checkFormerStateDir(s, current, former)
-			if got := errors.Is(err, ErrFormerStateDir); got != tc.refuse {
-				t.Fatalf("refused = %v (%v), want %v", got, err, tc.refuse)
+			if got := errors.Is(err, ErrFormerStateDir); got != (tc.want != nil) {
+				t.Fatalf("refused = %v (%v), want %v", got, err, tc.want != nil)
 			}
-			if tc.refuse {
-				for _, want := range []string{former, current, "EUTERPE_STATE_DIR=" + former, "central-kek"} {
-					if !strings.Contains(err.Error(), want) {
-						t.Errorf("%q does not say %q", err, want)
+			if tc.want != nil {
+				for _, w := range []string{former, current, "EUTERPE_STATE_DIR=" + former, "move " + strings.Join(tc.want, ", ") + " into"} {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("%q does not say %q", err, w)
 					}
 				}
 			}

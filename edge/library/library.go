@@ -74,11 +74,12 @@ func build(ctx context.Context, log *slog.Logger, stateDir, workerID string, s S
 		}
 	})
 	// The thumbnails directory has no setting of its own: a <state>/thumbs
-	// symlink that leads it elsewhere is refused as the state directory's.
+	// symlink may move the cache to a bigger disk, but one that leads it
+	// into a library root is refused as the state directory's.
 	thumbsPath := filepath.Join(state.Path(), "thumbs")
 	thumbs, err := stateSubdir{
 		what: "thumbnails directory", setting: "EUTERPE_STATE_DIR", value: stateDir, path: thumbsPath,
-		outside: fmt.Errorf("thumbnails directory %s must be inside the state directory", thumbsPath),
+		outside: fmt.Errorf("thumbnails directory %s must not be the state directory", thumbsPath), elsewhere: true,
 	}.open(state.Path(), roots.List())
 	if err != nil {
 		return nil, err

@@ -15,6 +15,10 @@ type stateSubdir struct {
 	setting, value string // the setting a refusal names, as the operator wrote it
 	path           string
 	outside        error // the reason when it is not inside the state directory
+	// elsewhere allows a directory outside the state directory (the
+	// thumbnails cache moved to a bigger disk by a symlink), still never
+	// one overlapping a library root.
+	elsewhere bool
 }
 
 // open creates the directory and resolves it, judging it by the directory
@@ -23,7 +27,8 @@ type stateSubdir struct {
 // inside the state directory into a library root, where what the library
 // writes there would be scanned as media and what it removes there would
 // be the user's files. It must lie inside the state directory (the state
-// directory itself holds library.db) and hold no library root.
+// directory itself holds library.db), or anywhere but the state directory
+// itself when elsewhere is set, and overlap no library root.
 func (d stateSubdir) open(state string, roots []string) (*pathsafe.Dir, error) {
 	if !filepath.IsAbs(d.path) {
 		return nil, d.refuse(d.outside.Error())
@@ -51,8 +56,19 @@ func (d stateSubdir) misplaced(state string, roots []string, real string) string
 	if real != filepath.Clean(d.path) {
 		resolves = fmt.Sprintf(" (it resolves to %s)", real)
 	}
-	if !pathsafe.Under(state, real) || real == state {
+	inside := pathsafe.Under(state, real) && real != state
+	if !inside && (!d.elsewhere || real == state) {
 		return d.outside.Error() + resolves
+	}
+	if !inside {
+		// Scans skip the state directory only: outside it, a directory in
+		// a root would be walked as media whatever the root's place.
+		for _, root := range roots {
+			if pathsafe.Under(real, root) || pathsafe.Under(root, real) {
+				return fmt.Sprintf("%s must not overlap the library root %s%s", d.what, root, resolves)
+			}
+		}
+		return ""
 	}
 	for _, root := range roots {
 		// A state directory inside a root is skipped by scans, with all it

@@ -15,12 +15,12 @@ import (
 )
 
 // TestThumbsDirJudgedByItsRealPath: a <state>/thumbs symlink is judged by
-// the directory it leads to, as the trash is: into a library root (or to
-// one, or to a directory holding one), or anywhere outside the state
-// directory, New refuses it with a *daemon.SettingError naming
-// EUTERPE_STATE_DIR and the thumbnails directory, before library.db is
-// created and without touching what is there; a symlink to another
-// directory inside the state directory is accepted. A trash or thumbnails
+// the directory it leads to: into a library root (or to one, or to a
+// directory holding one), or to the state directory itself, New refuses it
+// with a *daemon.SettingError naming EUTERPE_STATE_DIR and the thumbnails
+// directory, before library.db is created and without touching what is
+// there; a symlink to another directory, inside the state directory or on
+// another disk outside every root, is accepted. A trash or thumbnails
 // directory inside the state directory that holds, or lies in, a library
 // root kept there is refused too.
 func TestThumbsDirJudgedByItsRealPath(t *testing.T) {
@@ -37,23 +37,33 @@ func TestThumbsDirJudgedByItsRealPath(t *testing.T) {
 			mkdir(t, filepath.Join(base, "lib", "album"))
 			symlink(t, filepath.Join(base, "lib", "album"), filepath.Join(state, "thumbs"))
 			return filepath.Join(base, "lib"), ""
-		}, "EUTERPE_STATE_DIR", "thumbnails directory " + "STATE/thumbs must be inside the state directory"},
+		}, "EUTERPE_STATE_DIR", "thumbnails directory must not overlap the library root"},
 		{"thumbs symlinked to a library root", func(t *testing.T, base, state string) (string, string) {
 			mkdir(t, filepath.Join(base, "lib"))
 			symlink(t, filepath.Join(base, "lib"), filepath.Join(state, "thumbs"))
 			return filepath.Join(base, "lib"), ""
-		}, "EUTERPE_STATE_DIR", "must be inside the state directory"},
+		}, "EUTERPE_STATE_DIR", "must not overlap the library root"},
 		{"thumbs symlinked to a directory holding a library root", func(t *testing.T, base, state string) (string, string) {
 			mkdir(t, filepath.Join(base, "disk", "lib"))
 			symlink(t, filepath.Join(base, "disk"), filepath.Join(state, "thumbs"))
 			return filepath.Join(base, "disk", "lib"), ""
-		}, "EUTERPE_STATE_DIR", "must be inside the state directory"},
+		}, "EUTERPE_STATE_DIR", "must not overlap the library root"},
 		{"thumbs symlinked to another disk, outside every root", func(t *testing.T, base, state string) (string, string) {
 			mkdir(t, filepath.Join(base, "lib"))
 			mkdir(t, filepath.Join(base, "bigdisk", "thumbs"))
 			symlink(t, filepath.Join(base, "bigdisk", "thumbs"), filepath.Join(state, "thumbs"))
 			return filepath.Join(base, "lib"), ""
-		}, "EUTERPE_STATE_DIR", "must be inside the state directory"},
+		}, "", ""},
+		{"thumbs symlinked into a library root that holds the state directory", func(t *testing.T, base, state string) (string, string) {
+			mkdir(t, filepath.Join(base, "album"))
+			symlink(t, filepath.Join(base, "album"), filepath.Join(state, "thumbs"))
+			return base, ""
+		}, "EUTERPE_STATE_DIR", "must not overlap the library root"},
+		{"thumbs symlinked to the state directory itself", func(t *testing.T, base, state string) (string, string) {
+			mkdir(t, filepath.Join(base, "lib"))
+			symlink(t, state, filepath.Join(state, "thumbs"))
+			return filepath.Join(base, "lib"), ""
+		}, "EUTERPE_STATE_DIR", "must not be the state directory"},
 		{"thumbs symlinked into a library root inside the state directory", func(t *testing.T, base, state string) (string, string) {
 			mkdir(t, filepath.Join(state, "media", "album"))
 			symlink(t, filepath.Join(state, "media", "album"), filepath.Join(state, "thumbs"))
@@ -100,8 +110,12 @@ func TestThumbsDirJudgedByItsRealPath(t *testing.T) {
 					t.Fatalf("refused: %v", err)
 				}
 				defer lib.Store.Close()
-				if got := lib.Executor.Thumbs.Path(); !strings.HasPrefix(got, state+"/") {
-					t.Fatalf("thumbnails at %s, outside the state directory %s", got, state)
+				want, err := filepath.EvalSymlinks(filepath.Join(state, "thumbs"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := lib.Executor.Thumbs.Path(); got != want {
+					t.Fatalf("thumbnails at %s, want %s", got, want)
 				}
 				return
 			}

@@ -256,15 +256,29 @@ func TestShutdownEndsOutcomeRetries(t *testing.T) {
 
 // failPipelines makes every pipeline of a client fail as a dropped
 // connection would while on is set; single commands (the heartbeat's
-// script) still go through.
+// script) still go through, and so does the pipeline that sets up a new
+// connection (HELLO, CLIENT SETINFO…): go-redis drops the connection a
+// failed pipeline used, and failing its replacement's set-up would fail
+// every command.
 type failPipelines struct{ on atomic.Bool }
+
+// connSetup reports whether cmds set up a connection.
+func connSetup(cmds []redis.Cmder) bool {
+	for _, c := range cmds {
+		switch strings.ToLower(c.Name()) {
+		case "hello", "auth", "select", "client", "readonly":
+			return true
+		}
+	}
+	return false
+}
 
 func (*failPipelines) DialHook(next redis.DialHook) redis.DialHook          { return next }
 func (*failPipelines) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 
 func (h *failPipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if !h.on.Load() {
+		if !h.on.Load() || connSetup(cmds) {
 			return next(ctx, cmds)
 		}
 		err := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}

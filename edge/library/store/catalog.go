@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 )
 
 // The catalog is the policy side's record of what the executor observed: what
@@ -382,8 +383,8 @@ func markMissingExcept(ctx context.Context, tx *sql.Tx, sessionID, now int64, w 
 	for _, p := range w.Unread {
 		unread[filepath.Clean(p)] = true
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT id, path, dev FROM library_files
-WHERE root = ? AND is_missing = 0 AND (last_seen_scan_id IS NULL OR last_seen_scan_id <> ?)`, w.Root, sessionID)
+	rows, err := tx.QueryContext(ctx, `SELECT f.id, f.path, f.dev, (SELECT started_at FROM scan_sessions WHERE id = f.last_seen_scan_id)
+FROM library_files f WHERE f.root = ? AND f.is_missing = 0 AND (f.last_seen_scan_id IS NULL OR f.last_seen_scan_id <> ?)`, w.Root, sessionID)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -392,15 +393,20 @@ WHERE root = ? AND is_missing = 0 AND (last_seen_scan_id IS NULL OR last_seen_sc
 	for rows.Next() {
 		var id int64
 		var path string
-		var dev sql.NullInt64
-		if err := rows.Scan(&id, &path, &dev); err != nil {
+		var dev, seenAt sql.NullInt64
+		if err := rows.Scan(&id, &path, &dev, &seenAt); err != nil {
 			rows.Close()
 			return 0, nil, err
 		}
 		if atOrUnder(unread, path) {
 			continue
 		}
-		if dir, off := offDevice(w.Empty, path, dev); off {
+		// Kept only for UnmountedGrace after the scan that last saw it: a
+		// directory emptied on a disk whose device number changed since
+		// (NFS, FUSE, btrfs subvolumes renumber on every mount) looks the
+		// same as an unmounted disk, and its deleted files must not stay
+		// live for ever.
+		if dir, off := offDevice(w.Empty, path, dev); off && seenAt.Valid && now-seenAt.Int64 <= UnmountedGrace.Milliseconds() {
 			if kept == nil {
 				kept = make(map[string]int64)
 			}
@@ -432,6 +438,11 @@ WHERE root = ? AND is_missing = 0 AND (last_seen_scan_id IS NULL OR last_seen_sc
 	}
 	return n, kept, nil
 }
+
+// UnmountedGrace is how long after the scan that last saw it a file on a
+// disk not mounted below its root is kept (WalkedRoot.Empty); after that it
+// is marked missing like any file not seen.
+const UnmountedGrace = 7 * 24 * time.Hour
 
 // offDevice reports whether the file at path, catalogued on device dev, is
 // on a filesystem not mounted where it was: the nearest directory above it

@@ -44,8 +44,9 @@ func TestOffDevice(t *testing.T) {
 
 // TestMarkMissingKeepsUnmountedFiles: files under an empty directory that
 // now sits on another device than they were catalogued on keep their state
-// and are counted per directory; a file deleted elsewhere, and one whose
-// empty directory is on its own device, are marked missing.
+// and are counted per directory; a file deleted elsewhere, one whose empty
+// directory is on its own device, and one last seen longer than
+// UnmountedGrace ago are marked missing.
 func TestMarkMissingKeepsUnmountedFiles(t *testing.T) {
 	s := openTest(t)
 	ctx := context.Background()
@@ -58,6 +59,7 @@ func TestMarkMissingKeepsUnmountedFiles(t *testing.T) {
 		{Path: "/lib/disk2/sub/b", Ident: &FileIdent{Dev: 2}},
 		{Path: "/lib/emptied/c", Ident: &FileIdent{Dev: 1}},
 		{Path: "/lib/old/d"}, // catalogued without a device
+		{Path: "/lib/disk3/e", Ident: &FileIdent{Dev: 3}},
 	}
 	for i := range files {
 		files[i].Root, files[i].Size, files[i].MtimeNS = "/lib", 1, 1
@@ -66,12 +68,22 @@ func TestMarkMissingKeepsUnmountedFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.FinishScanSession(ctx, first, StatusSucceeded, ScanCounts{}, "")
+	// disk3 was last seen longer than UnmountedGrace ago: no longer kept.
+	res, err := s.DB.Exec(`INSERT INTO scan_sessions(job_id, roots, status, started_at) VALUES (?, '[]', ?, ?)`,
+		job, StatusSucceeded, s.NowMS()-UnmountedGrace.Milliseconds()-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, _ := res.LastInsertId()
+	if _, err := s.DB.Exec(`UPDATE library_files SET last_seen_scan_id = ? WHERE path = '/lib/disk3/e'`, old); err != nil {
+		t.Fatal(err)
+	}
 	sid, _ := s.StartScanSession(ctx, job, []string{"/lib"})
 	if _, _, err := s.UpsertFiles(ctx, sid, files[:1]); err != nil {
 		t.Fatal(err)
 	}
 	m, err := s.MarkMissing(ctx, sid, []WalkedRoot{{Root: "/lib",
-		Empty: map[string]int64{"/lib/disk2": 1, "/lib/emptied": 1, "/lib/old": 1}}})
+		Empty: map[string]int64{"/lib/disk2": 1, "/lib/disk3": 1, "/lib/emptied": 1, "/lib/old": 1}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,8 +95,8 @@ func TestMarkMissingKeepsUnmountedFiles(t *testing.T) {
 		got = append(got, p)
 	}
 	rows.Close()
-	want := []string{"/lib/emptied/c", "/lib/gone", "/lib/old/d"}
-	if !slices.Equal(got, want) || m.Marked != 3 || len(m.Unmounted) != 1 || m.Unmounted["/lib/disk2"] != 2 {
+	want := []string{"/lib/disk3/e", "/lib/emptied/c", "/lib/gone", "/lib/old/d"}
+	if !slices.Equal(got, want) || m.Marked != 4 || len(m.Unmounted) != 1 || m.Unmounted["/lib/disk2"] != 2 {
 		t.Fatalf("marked %d %v, kept %v; want %v, kept /lib/disk2: 2", m.Marked, got, m.Unmounted, want)
 	}
 }

@@ -131,7 +131,7 @@ type Shipper struct {
 	// corrupt tells Run that a statement found the spool it opened
 	// corrupt (spoolFailed).
 	corrupt chan struct{}
-	state sendState // the send loop's; SendOnce (tests) shares it
+	state   sendState // the send loop's; SendOnce (tests) shares it
 
 	gzMu sync.Mutex
 	gz   *gzip.Writer // reused by compress

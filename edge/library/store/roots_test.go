@@ -74,14 +74,7 @@ func TestMarkMissingFilesOfRootsNoLongerConfigured(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got []string
-			rows, _ := s.DB.Query(`SELECT path FROM library_files WHERE is_missing = 1 ORDER BY path`)
-			for rows.Next() {
-				var p string
-				rows.Scan(&p)
-				got = append(got, p)
-			}
-			rows.Close()
+			got := missingPaths(t, s)
 			if !slices.Equal(got, c.missing) || n != int64(len(c.missing)) {
 				t.Fatalf("marked %d missing: %v, want %v", n, got, c.missing)
 			}

@@ -87,16 +87,31 @@ func TestMarkMissingKeepsUnmountedFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	rows, _ := s.DB.Query(`SELECT path FROM library_files WHERE is_missing = 1 ORDER BY path`)
-	for rows.Next() {
-		var p string
-		rows.Scan(&p)
-		got = append(got, p)
-	}
-	rows.Close()
+	got := missingPaths(t, s)
 	want := []string{"/lib/disk3/e", "/lib/emptied/c", "/lib/gone", "/lib/old/d"}
 	if !slices.Equal(got, want) || m.Marked != 4 || len(m.Unmounted) != 1 || m.Unmounted["/lib/disk2"] != 2 {
 		t.Fatalf("marked %d %v, kept %v; want %v, kept /lib/disk2: 2", m.Marked, got, m.Unmounted, want)
 	}
+}
+
+// missingPaths lists the paths of the files marked missing, in order.
+func missingPaths(t *testing.T, s *Store) []string {
+	t.Helper()
+	rows, err := s.DB.Query(`SELECT path FROM library_files WHERE is_missing = 1 ORDER BY path`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var p string
+		if err := rows.Scan(&p); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, p)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return got
 }

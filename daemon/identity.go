@@ -82,33 +82,15 @@ func PersistentWorkerID(getenv func(string) string, stateDir string) (string, er
 	if err := os.MkdirAll(stateDir, 0o750); err != nil {
 		return notKept(err)
 	}
-	// Written aside then linked into place: a crash leaves no half-written
-	// file, and of two daemons starting at once on one state directory the
-	// second finds the first one's identity instead of replacing it.
-	tmp, err := os.CreateTemp(stateDir, IdentityFile+".*")
-	if err != nil {
-		return notKept(err)
-	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.WriteString(id + "\n")
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Link(tmp.Name(), path)
-	}
+	// Linked into place, not renamed: of two daemons starting at once on
+	// one state directory the second finds the first one's identity
+	// instead of replacing it.
+	err := PlaceFile(path, []byte(id+"\n"), os.Link)
 	if errors.Is(err, fs.ErrExist) {
 		return readIdentity(path)
 	}
 	if err != nil {
 		return notKept(err)
-	}
-	if d, err := os.Open(stateDir); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
 	}
 	return id, nil
 }

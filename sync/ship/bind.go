@@ -108,28 +108,8 @@ func readEdgeID(path string) (string, error) {
 // renamed into place, so a power cut leaves the old id or the new one,
 // never a file that names no edge.
 func writeEdgeID(path, id string) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".*")
-	if err != nil {
+	if err := daemon.PlaceFile(path, []byte(id+"\n"), os.Rename); err != nil {
 		return fmt.Errorf("edge id of the spool: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.WriteString(id + "\n")
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		return fmt.Errorf("edge id of the spool: %w", err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
 	}
 	return nil
 }

@@ -25,8 +25,14 @@ func SQLiteDSN(path string, extra ...string) string {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")
-	return "file:" + path + "?" + q.Encode()
+	return "file:" + uriPath.Replace(path) + "?" + q.Encode()
 }
+
+// uriPath escapes what SQLite's URI filenames would otherwise read as syntax:
+// it decodes %HH and ends the path at '?' or '#', so a state directory named
+// "a#b" would put the database in a file "a" beside it, outside the directory
+// and its permissions.
+var uriPath = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
 
 // pragmaName is the name of a DSN pragma, "synchronous" of "synchronous(FULL)".
 func pragmaName(p string) string {

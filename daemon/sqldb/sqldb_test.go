@@ -212,3 +212,43 @@ func TestOpenErrorsHideThePassword(t *testing.T) {
 		}
 	}
 }
+
+// A state directory whose name SQLite's URI filenames would read as syntax
+// ('#' ends the path, '%' starts an escape, '?' starts the parameters) holds
+// the database itself, private, and nothing is created beside it.
+func TestOpenStateDirWithURISyntaxInItsName(t *testing.T) {
+	ctx := context.Background()
+	for _, name := range []string{"a#b", "c%41d", "e?f", "g h"} {
+		t.Run(name, func(t *testing.T) {
+			parent := t.TempDir()
+			dir := filepath.Join(parent, name)
+			db, err := sqldb.Open(ctx, "", dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = db.Exec("CREATE TABLE t (x INTEGER)")
+			_ = db.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			fi, err := os.Stat(filepath.Join(dir, "central.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if perm := fi.Mode().Perm(); perm != 0o600 {
+				t.Errorf("central.db mode %o, want 600", perm)
+			}
+			entries, err := os.ReadDir(parent)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(entries) != 1 || entries[0].Name() != name {
+				var names []string
+				for _, e := range entries {
+					names = append(names, e.Name())
+				}
+				t.Errorf("beside the state directory: %v", names)
+			}
+		})
+	}
+}

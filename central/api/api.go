@@ -122,7 +122,9 @@ func (a *API) enqueue(c echo.Context) error {
 	if key == "" {
 		return daemon.Errorf(http.StatusBadRequest, "idempotency_key_required", "header Idempotency-Key is required")
 	}
-	if len(key) > 255 || strings.IndexFunc(key, func(r rune) bool { return r < 0x21 || r > 0x7e }) >= 0 {
+	// Printable ASCII is 0x20-0x7E: a space inside a key ("order 42") is
+	// taken; net/http has already trimmed the value's outer whitespace.
+	if len(key) > 255 || strings.IndexFunc(key, func(r rune) bool { return r < 0x20 || r > 0x7e }) >= 0 {
 		return daemon.Errorf(http.StatusBadRequest, "invalid_idempotency_key", "header Idempotency-Key must be 1-255 printable ASCII characters")
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, a.cfg.MaxBodyBytes))

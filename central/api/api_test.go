@@ -165,6 +165,42 @@ func count(t *testing.T, db *sqldb.DB, q string, args ...any) int {
 	return n
 }
 
+// Idempotency-Key is 1–255 printable ASCII characters (0x20–0x7E): a space
+// inside a key is printable and taken; a tab, non-ASCII or 256 characters
+// are refused before anything is written.
+func TestIdempotencyKeyCharacters(t *testing.T) {
+	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
+		e := start(t, db)
+		key := e.requester()
+		body := js(validBody())
+		for _, tc := range []struct {
+			name, idem string
+			want       int
+		}{
+			{"plain", "order-41", 202},
+			{"space inside", "order 42", 202},
+			{"every printable", "x !\"#$%&'()*+,-./0123456789:;<=>?@AZ[\\]^_`az{|}~x", 202},
+			{"255 characters", strings.Repeat("k", 255), 202},
+			{"256 characters", strings.Repeat("k", 256), 400},
+			{"tab inside", "order\t43", 400},
+			{"non-ASCII", "commande-é", 400},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				r := e.do("POST", "/transcode", key, tc.idem, body)
+				if r.Code != tc.want || (tc.want == 400 && !strings.Contains(r.Raw, `"invalid_idempotency_key"`)) {
+					t.Fatalf("%q: %d %s", tc.idem, r.Code, r.Raw)
+				}
+				if tc.want == 202 {
+					// The key is the one stored: a replay finds the same job.
+					if again := e.do("POST", "/transcode", key, tc.idem, body); again.Code != 202 || again.Body["job_id"] != r.Body["job_id"] {
+						t.Fatalf("replay of %q: %d %s", tc.idem, again.Code, again.Raw)
+					}
+				}
+			})
+		}
+	})
+}
+
 func TestEnqueueStatusAuthAndIdempotency(t *testing.T) {
 	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
 		e := start(t, db)

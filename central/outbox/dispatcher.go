@@ -327,7 +327,7 @@ func (d *Dispatcher) recorder(ctx context.Context) {
 }
 
 // send makes one signed attempt and classifies it. The response body is
-// read up to 512 bytes for the record and drained a little for reuse.
+// read up to 512 bytes for the record (secret URL parts redacted) and drained a little for reuse.
 func (d *Dispatcher) send(ctx context.Context, e *Event, secrets [][]byte) Outcome {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.URL, bytes.NewReader(e.Payload))
 	if err != nil {
@@ -347,9 +347,8 @@ func (d *Dispatcher) send(ctx context.Context, e *Event, secrets [][]byte) Outco
 	defer resp.Body.Close()
 	o := classify(resp.StatusCode, resp.Header, nil, d.now())
 	if o.Action != Deliver {
-		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, daemon.MaxMessage))
-		if len(bytes.TrimSpace(snippet)) > 0 {
-			o.Reason = daemon.CapMessage(o.Reason + ": " + string(bytes.TrimSpace(snippet)))
+		if snippet := errorSnippet(resp.Body, e.URL); snippet != "" {
+			o.Reason = daemon.CapMessage(o.Reason + ": " + snippet)
 		}
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))

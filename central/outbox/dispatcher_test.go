@@ -5,8 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"html"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -530,4 +534,58 @@ func deref(s *string) string {
 		return "<nil>"
 	}
 	return *s
+}
+
+// A receiver whose error page echoes the request URI must not put the
+// webhook URL's query token into last_error or the logs.
+func TestReceiverEchoOfURLIsRedacted(t *testing.T) {
+	const token = "tok_9f2c41d7e8b35a60"
+	cases := []struct {
+		name string
+		code int
+		echo func(r *http.Request) string
+	}{
+		{"request URI 404", http.StatusNotFound, func(r *http.Request) string { return "no route for " + r.RequestURI }},
+		{"URL 500", http.StatusInternalServerError, func(r *http.Request) string { return "failed: " + r.URL.String() }},
+		{"absolute URL 500", http.StatusInternalServerError, func(r *http.Request) string {
+			return "POST http://user:pw_" + token + "@" + r.Host + r.URL.String() + " failed"
+		}},
+		{"decoded query 500", http.StatusInternalServerError, func(r *http.Request) string {
+			q, _ := url.QueryUnescape(r.URL.RawQuery)
+			return "bad params " + q
+		}},
+		{"escaped query 404", http.StatusNotFound, func(r *http.Request) string {
+			return "<a href=\"/login?next=" + url.QueryEscape(r.RequestURI) + "\">login</a> " + html.EscapeString(r.URL.RawQuery)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			eachEngine(t, func(t *testing.T, db *sqldb.DB) {
+				f := newFixture(t, db)
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					w.WriteHeader(tc.code)
+					_, _ = io.WriteString(w, tc.echo(r))
+				}))
+				t.Cleanup(srv.Close)
+				cfg := testConfig()
+				cfg.MaxAttempts = 2
+				f.start(t, cfg, "w1")
+				u := strings.Replace(srv.URL, "http://", "http://hookuser:pw_"+token+"@", 1) + "/hook?token=" + token + "&scope=a%2Fb"
+				id := f.addEvent(t, "job_1", 1, u)
+				r := f.waitStatus(t, id, "dead_letter")
+				if r.LastErr == nil || !strings.Contains(*r.LastErr, "receiver answered") || len(*r.LastErr) > 512 {
+					t.Fatalf("last_error %q", deref(r.LastErr))
+				}
+				logs := f.logs.String()
+				for _, s := range []string{*r.LastErr, logs} {
+					if strings.Contains(s, token[:12]) || strings.Contains(s, "token=") {
+						t.Fatalf("token leaked: last_error %q\nlogs %s", *r.LastErr, logs)
+					}
+				}
+				if !strings.Contains(logs, "outbox delivery failed; will retry") {
+					t.Fatalf("no retry log: %s", logs)
+				}
+			})
+		})
+	}
 }

@@ -111,7 +111,7 @@ func reasonCode(err error) string {
 	}{
 		{ErrMissingHeader, "missing_header"}, {ErrBadTimestamp, "bad_timestamp"}, {ErrStaleTimestamp, "stale_timestamp"},
 		{ErrBadNonce, "bad_nonce"}, {ErrBadSignature, "bad_signature"}, {ErrReplayedNonce, "replayed_nonce"},
-		{ErrNoSecret, "no_secret"},
+		{ErrNoSecret, "no_secret"}, {ErrEventIDMismatch, "event_id_mismatch"},
 	} {
 		if errors.Is(err, c.err) {
 			return c.code

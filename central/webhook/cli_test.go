@@ -40,6 +40,7 @@ func TestRunVerifyCommand(t *testing.T) {
 		{"wrong secret", []string{"--secret", "nope"}, req, now, 1, `"reason":"bad_signature"`},
 		{"tampered", []string{"--secret", "s3cret"}, strings.Replace(req, "succeeded", "succeedes", 1), now, 1, "bad_signature"},
 		{"stale", []string{"--secret", "s3cret"}, req, now.Add(time.Hour), 1, "stale_timestamp"},
+		{"event id rewritten", []string{"--secret", "s3cret"}, strings.Replace(req, "Event-Id: evt_9", "Event-Id: evt_8", 1), now, 1, `"reason":"event_id_mismatch"`},
 		{"no secret", nil, req, now, 2, ""},
 		{"not http", []string{"--secret", "x"}, "garbage", now, 2, ""},
 	}

@@ -1,9 +1,11 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -23,6 +25,11 @@ var (
 	ErrBadSignature   = errors.New("webhook: signature does not match")
 	ErrReplayedNonce  = errors.New("webhook: nonce already seen (replay)")
 	ErrNonceStoreFull = errors.New("webhook: nonce store is full")
+	// ErrEventIDMismatch: the signed body's event_id differs from the
+	// x-euterpe-event-id header. The header is not signed; receivers dedupe
+	// on the id, so a rewritten header could make a genuine event look
+	// like one already handled.
+	ErrEventIDMismatch = errors.New("webhook: " + HeaderEventID + " does not match the signed body's event_id")
 )
 
 // Defaults of a zero Verifier.
@@ -61,6 +68,9 @@ func NewVerifier(secrets ...[]byte) *Verifier {
 
 // Delivery is what a verified request says about itself.
 type Delivery struct {
+	// EventID is the signed body's event_id when the body is a JSON object
+	// with one (Verify refuses a header that differs), else the
+	// x-euterpe-event-id header.
 	EventID   string
 	Nonce     string
 	Timestamp time.Time
@@ -82,9 +92,11 @@ func Verify(secrets [][]byte, headers http.Header, body []byte, now time.Time) (
 
 // Verify checks, in order: the four headers are present, the timestamp is
 // within the skew of now, one of the v1 signatures matches one of the secrets
-// (constant-time), and the nonce has not been seen in the window. The nonce
-// is recorded only after the signature matched, so forged requests cannot
-// fill the store.
+// (constant-time), the event id header equals the body's event_id when the
+// body is a JSON object that has one, and the nonce has not been seen in the
+// window. The nonce is recorded only after the signature matched, so forged
+// requests cannot fill the store, and only for a request that passed every
+// other check, so a tampered copy does not shut out the genuine one.
 func (v *Verifier) Verify(ctx context.Context, headers http.Header, body []byte, now time.Time) (Delivery, error) {
 	var d Delivery
 	sig, ts, nonce, eventID := headers.Get(HeaderSignature), headers.Get(HeaderTimestamp), headers.Get(HeaderNonce), headers.Get(HeaderEventID)
@@ -115,6 +127,13 @@ func (v *Verifier) Verify(ctx context.Context, headers http.Header, body []byte,
 	if !matches(sig, secrets, ts, nonce, body) {
 		return d, ErrBadSignature
 	}
+	signedID, ok, err := bodyEventID(body)
+	if err != nil {
+		return d, err
+	}
+	if ok && signedID != eventID {
+		return d, ErrEventIDMismatch
+	}
 	window := v.NonceWindow
 	if window <= 0 {
 		window = 2 * skew
@@ -140,6 +159,27 @@ func (v *Verifier) Verify(ctx context.Context, headers http.Header, body []byte,
 		return d, err
 	}
 	return Delivery{EventID: eventID, Nonce: nonce, Timestamp: at}, nil
+}
+
+// bodyEventID reads the top-level "event_id" of a JSON object body; ok is
+// false when the body is not a JSON object or has no such field. A present
+// event_id that is not a string cannot match a header and is refused.
+func bodyEventID(body []byte) (id string, ok bool, err error) {
+	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) == 0 || b[0] != '{' {
+		return "", false, nil
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil {
+		return "", false, nil
+	}
+	raw, ok := fields["event_id"]
+	if !ok {
+		return "", false, nil
+	}
+	if json.Unmarshal(raw, &id) != nil || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return "", false, fmt.Errorf("%w: the body's event_id is not a string", ErrEventIDMismatch)
+	}
+	return id, true, nil
 }
 
 func parseTimestamp(ts string) (int64, error) {

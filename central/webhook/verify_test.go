@@ -284,3 +284,53 @@ func TestNonceRememberedAtLeastFiveMinutes(t *testing.T) {
 		})
 	}
 }
+
+// The event id header is not signed: a receiver dedupes on Delivery.EventID,
+// so Verify ties it to the signed body's event_id, and a rewritten header
+// cannot pass a genuine event off as one already handled.
+func TestVerifyEventIDHeaderMatchesSignedBody(t *testing.T) {
+	now := time.Unix(1700000000, 0)
+	cases := []struct {
+		name   string
+		body   string
+		header string // sent x-euterpe-event-id; "" keeps the signed one
+		want   error
+		id     string
+	}{
+		{name: "unchanged header", body: `{"event_id":"evt_1","status":"processing"}`, id: "evt_1"},
+		{name: "header rewritten", body: `{"event_id":"evt_1","status":"processing"}`, header: "evt_0", want: ErrEventIDMismatch},
+		{name: "header of another event", body: `{"status":"processing","event_id":"evt_2"}`, want: ErrEventIDMismatch},
+		{name: "escaped body id", body: `{"event_id":"evt\u005f1"}`, id: "evt_1"},
+		{name: "body id not a string", body: `{"event_id":1}`, want: ErrEventIDMismatch},
+		{name: "body id null", body: `{"event_id":null}`, want: ErrEventIDMismatch},
+		{name: "object without event_id", body: `{"a":1}`, header: "anything", id: "anything"},
+		{name: "nested event_id only", body: `{"events":[{"event_id":"evt_9"}]}`, id: "evt_1"},
+		{name: "not JSON", body: "x", header: "anything", id: "anything"},
+		{name: "JSON array", body: `[{"event_id":"evt_9"}]`, id: "evt_1"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			body := []byte(c.body)
+			h := signed(t, now, body, "k") // signs with header evt_1
+			if c.header != "" {
+				h.Set(HeaderEventID, c.header)
+			}
+			v := NewVerifier([]byte("k"))
+			d, err := v.Verify(context.Background(), h, body, now)
+			if !errors.Is(err, c.want) {
+				t.Fatalf("err = %v, want %v", err, c.want)
+			}
+			if c.want == nil && d.EventID != c.id {
+				t.Fatalf("event id %q, want %q", d.EventID, c.id)
+			}
+			if c.want != nil && c.header != "" {
+				// The refused copy left no nonce behind: the genuine
+				// request, header intact, still passes.
+				h.Set(HeaderEventID, "evt_1")
+				if _, err := v.Verify(context.Background(), h, body, now); err != nil {
+					t.Fatalf("genuine after tampered: %v", err)
+				}
+			}
+		})
+	}
+}

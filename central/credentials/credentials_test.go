@@ -250,3 +250,42 @@ func TestKeyLikeEntryStaysReadable(t *testing.T) {
 		t.Fatalf("rewrap: %+v %v %v", moved.KEKID, changed, err)
 	}
 }
+
+// A blob whose kek_id reads as a key (an older build took a key where the
+// id goes) and whose entry has left the keyring: the error must not quote
+// that id, which is key material, yet still match ErrUnknownKEK.
+func TestUnknownKEKErrorHidesKeyLikeID(t *testing.T) {
+	k, err := credentials.ParseKeyring("k1:"+credentials.NewKey(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	aad := []byte("row-1")
+	blob, err := k.Seal([]byte("payload"), aad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyID := credentials.NewKey()
+	for _, tc := range []struct {
+		name, id, hidden string
+		shown            bool
+	}{
+		{"key-like", keyID, strings.TrimRight(keyID, "="), false},
+		{"key-like unpadded", strings.TrimRight(keyID, "="), strings.TrimRight(keyID, "="), false},
+		{"plain name", "kek-2024", "kek-2024", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := blob
+			b.KEKID = tc.id
+			_, openErr := k.Open(b, aad)
+			_, _, rewrapErr := k.Rewrap(b, aad)
+			for _, err := range []error{openErr, rewrapErr} {
+				if !errors.Is(err, credentials.ErrUnknownKEK) {
+					t.Fatalf("err %v, want ErrUnknownKEK", err)
+				}
+				if strings.Contains(err.Error(), tc.hidden) != tc.shown {
+					t.Fatalf("error %q: kek_id shown %v, want %v", err, !tc.shown, tc.shown)
+				}
+			}
+		})
+	}
+}

@@ -79,6 +79,11 @@ func (k *Keyring) unwrap(s Sealed, aad []byte) ([]byte, error) {
 	}
 	kek, ok := k.keys[s.KEKID]
 	if !ok {
+		if isKey(s.KEKID) {
+			// An older build took a key where the id goes: the id is key
+			// material, so it is not shown (as ParseKeyring does).
+			return nil, fmt.Errorf("%w (the blob's kek_id reads as a key and is not shown)", ErrUnknownKEK)
+		}
 		return nil, fmt.Errorf("%w %q", ErrUnknownKEK, s.KEKID)
 	}
 	dek, err := gcmOpen(kek, s.WrappedDEK, aad)

@@ -3,10 +3,12 @@ package credentials
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 )
 
@@ -26,12 +28,68 @@ type Columns struct {
 // rewrapBatch is how many rows one read of RewrapColumns takes.
 const rewrapBatch = 200
 
+// ErrRewrapIncomplete is matched (errors.Is) by the error of a rewrap that
+// left blobs under their old KEK because they did not open.
+var ErrRewrapIncomplete = errors.New("credentials: blobs left under their old KEK")
+
+// maxRewrapFailureIDs bounds the row ids a RewrapError keeps; Count goes on.
+const maxRewrapFailureIDs = 1000
+
+// RewrapError names the rows of one set of columns whose blob could not be
+// opened to rewrap (its KEK gone from the keyring, a corrupt blob). It holds
+// row ids and the first cause, never key material.
+type RewrapError struct {
+	Table  string   // e.g. "inbox_jobs"
+	Prefix string   // the columns' prefix, e.g. "previous_webhook_secret_"
+	IDs    []string // failed row ids in key order, the first maxRewrapFailureIDs
+	Count  int      // every failed row
+	Cause  error    // why the first one failed
+}
+
+func (e *RewrapError) Error() string {
+	const shown = 5
+	ids := strings.Join(e.IDs[:min(len(e.IDs), shown)], ", ")
+	if e.Count > shown {
+		ids += fmt.Sprintf(" and %d more", e.Count-shown)
+	}
+	return daemon.CapMessage(fmt.Sprintf("rewrap %s %s*: %d blob(s) not rewrapped (rows %s): %v",
+		e.Table, e.Prefix, e.Count, ids, e.Cause))
+}
+
+// Is makes every RewrapError match ErrRewrapIncomplete.
+func (e *RewrapError) Is(target error) bool { return target == ErrRewrapIncomplete }
+
+// Unwrap gives the first cause (ErrUnknownKEK, ErrDecrypt).
+func (e *RewrapError) Unwrap() error { return e.Cause }
+
+// RewrapSets rewraps each set of columns in turn (a current and a previous
+// secret, say). A set with blobs that did not open does not stop the ones
+// after it: their *RewrapErrors are joined (errors.Join), and any other
+// error ends the walk.
+func RewrapSets(ctx context.Context, db *sqldb.DB, k *Keyring, now func() time.Time, sets ...Columns) (int, error) {
+	total := 0
+	var left []error
+	for _, cols := range sets {
+		n, err := RewrapColumns(ctx, db, k, cols, now)
+		total += n
+		if err != nil {
+			if !errors.Is(err, ErrRewrapIncomplete) {
+				return total, errors.Join(append(left, err)...)
+			}
+			left = append(left, err)
+		}
+	}
+	return total, errors.Join(left...)
+}
+
 // RewrapColumns moves every blob stored in cols that is not under k's
 // active KEK to it, re-wrapping only the DEK (the payload ciphertext is
 // unchanged). Rows are walked in primary-key order, a batch at a time, and
 // each is written by a compare-and-set on its id, version and old kek_id,
-// so a blob replaced meanwhile is left to its new writer. It returns the
-// number of blobs rewrapped.
+// so a blob replaced meanwhile is left to its new writer. A blob that does
+// not open is skipped, not the end of the walk: the rows after it still
+// move, and the error, a *RewrapError, names every row left behind once the
+// walk is done. It returns the number of blobs rewrapped.
 func RewrapColumns(ctx context.Context, db *sqldb.DB, k *Keyring, cols Columns, now func() time.Time) (int, error) {
 	p := cols.Prefix
 	sel := db.Rebind(fmt.Sprintf(`SELECT %s, %s, %sencrypted, %sdek_wrapped, %skek_id, %sencryption_version%s FROM %s
@@ -46,6 +104,7 @@ func RewrapColumns(ctx context.Context, db *sqldb.DB, k *Keyring, cols Columns, 
 		extra   []string
 	}
 	done, after := 0, ""
+	var failed *RewrapError
 	for {
 		var rows []row
 		q, err := db.QueryContext(ctx, sel, k.ActiveID(), after, rewrapBatch)
@@ -71,7 +130,14 @@ func RewrapColumns(ctx context.Context, db *sqldb.DB, k *Keyring, cols Columns, 
 		for _, r := range rows {
 			out, changed, err := k.Rewrap(r.sealed, cols.AAD(r.id, r.version, r.extra))
 			if err != nil {
-				return done, fmt.Errorf("rewrap %s %s: %w", cols.Table, r.id, err)
+				if failed == nil {
+					failed = &RewrapError{Table: cols.Table, Prefix: cols.Prefix, Cause: err}
+				}
+				failed.Count++
+				if len(failed.IDs) < maxRewrapFailureIDs {
+					failed.IDs = append(failed.IDs, r.id)
+				}
+				continue
 			}
 			if !changed {
 				continue
@@ -94,6 +160,9 @@ func RewrapColumns(ctx context.Context, db *sqldb.DB, k *Keyring, cols Columns, 
 			done += int(n)
 		}
 		if len(rows) < rewrapBatch {
+			if failed != nil {
+				return done, failed
+			}
 			return done, nil
 		}
 		after = rows[len(rows)-1].id

@@ -19,13 +19,9 @@ func secretColumns(prefix string) credentials.Columns {
 // Rewrap moves every requester's webhook secrets (current and previous) to
 // the active KEK. It returns the number of secrets rewrapped.
 func (s *Store) Rewrap(ctx context.Context) (int, error) {
-	total := 0
-	for _, prefix := range []string{"", "previous_"} {
-		n, err := credentials.RewrapColumns(ctx, s.db, s.keys, secretColumns(prefix), s.now)
-		total += n
-		if err != nil {
-			return total, fmt.Errorf("requesters: %w", err)
-		}
+	n, err := credentials.RewrapSets(ctx, s.db, s.keys, s.now, secretColumns(""), secretColumns("previous_"))
+	if err != nil {
+		return n, fmt.Errorf("requesters: %w", err)
 	}
-	return total, nil
+	return n, nil
 }

@@ -16,7 +16,6 @@ import (
 
 	"github.com/vesta-cx/euterpe/central/serve"
 	"github.com/vesta-cx/euterpe/daemon"
-	"github.com/vesta-cx/euterpe/sync/ingest"
 )
 
 const usage = `usage: euterpe-central [command] [flags]
@@ -209,21 +208,7 @@ func dispatch(ctx context.Context, app *serve.App, cmd, sub string, s serve.Sett
 			return err
 		}
 		defer closeFn()
-		jobs, err := d.Inbox.Rewrap(ctx)
-		if err != nil {
-			return err
-		}
-		secrets, err := d.Requesters.Rewrap(ctx)
-		if err != nil {
-			return err
-		}
-		edges, err := ingest.NewRegistry(d.DB, d.Keys).Rewrap(ctx)
-		if err != nil {
-			return err
-		}
-		log.Info("rewrapped to the active KEK", "kek_id", d.Keys.ActiveID(), "jobs", jobs, "webhook_secrets", secrets, "edge_secrets", edges)
-		fmt.Fprintf(stdout, "{\"active_kek_id\":%q,\"jobs\":%d,\"webhook_secrets\":%d,\"edge_secrets\":%d}\n", d.Keys.ActiveID(), jobs, secrets, edges)
-		return nil
+		return rewrapKeys(ctx, d, log, stdout)
 	}
 	return &daemon.SettingError{Setting: "command", Value: strings.TrimSpace(cmd + " " + sub), Reason: "unknown command (see euterpe-central help)"}
 }

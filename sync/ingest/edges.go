@@ -234,13 +234,9 @@ func secretColumns(prefix string) credentials.Columns {
 // Rewrap moves every edge's sync secrets (current and previous) to the
 // active KEK and returns how many it rewrapped.
 func (r *Registry) Rewrap(ctx context.Context) (int, error) {
-	total := 0
-	for _, prefix := range []string{"", "previous_"} {
-		n, err := credentials.RewrapColumns(ctx, r.db, r.keys, secretColumns(prefix), r.now)
-		total += n
-		if err != nil {
-			return total, fmt.Errorf("ingest: edges: %w", err)
-		}
+	n, err := credentials.RewrapSets(ctx, r.db, r.keys, r.now, secretColumns(""), secretColumns("previous_"))
+	if err != nil {
+		return n, fmt.Errorf("ingest: edges: %w", err)
 	}
-	return total, nil
+	return n, nil
 }

@@ -49,3 +49,6 @@ func ProgressDue(last, p int) bool { return progressDue(last, p) }
 func CallRefresh(ctx context.Context, url string, req RefreshRequest) error {
 	return refresher{client: http.DefaultClient, now: time.Now}.call(ctx, url, req, [][]byte{[]byte("secret")})
 }
+
+// ScratchDir is r's own directory under its temp root.
+func ScratchDir(r *Runner) string { return r.scratch.Dir() }

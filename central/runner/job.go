@@ -46,6 +46,7 @@ func (r *Runner) Process(ctx context.Context, j *inbox.Job) {
 	log := r.log.With("job_id", j.ID, "claim_version", j.Version, "attempt", j.Attempt)
 	dir, cleanup, err := r.scratch.Attempt(j.ID, j.Version)
 	defer cleanup()
+	var st staging
 	if err == nil {
 		// Progress feeds the lease: the heartbeat renews it only while the
 		// watchdog has seen progress within the stall timeout, and the
@@ -61,7 +62,7 @@ func (r *Runner) Process(ctx context.Context, j *inbox.Job) {
 				return r.jobs.Heartbeat(ctx, j, r.set.LeaseTTL)
 			},
 			func(ctx context.Context) error {
-				return wd.supervise(ctx, func(ctx context.Context) error { return r.execute(ctx, j, dir, log, wd) })
+				return wd.supervise(ctx, func(ctx context.Context) error { return r.execute(ctx, j, dir, log, wd, &st) })
 			},
 			lease.OnRenewError(func(err error) {
 				log.Warn("lease renewal failed; retrying at the next heartbeat", "lease_ttl", r.set.LeaseTTL, "err", err)
@@ -69,6 +70,10 @@ func (r *Runner) Process(ctx context.Context, j *inbox.Job) {
 			lease.Until(j.Deadline))
 	}
 	r.finish(ctx, j, err, log)
+	// Only once the outcome is recorded: removing the staged objects
+	// talks to the output endpoint, which may be the very thing that
+	// hangs, and must not hold back the outcome or outlast the lease.
+	r.discard(ctx, j, st, log)
 }
 
 // finish records the outcome of an attempt.
@@ -111,8 +116,9 @@ func (r *Runner) finish(ctx context.Context, j *inbox.Job, err error, log *slog.
 
 // execute is one attempt: fetch, transcode each rendition, upload, succeed.
 // Each step touches wd as it moves: bytes fetched, ffmpeg progress, bytes
-// uploaded.
-func (r *Runner) execute(ctx context.Context, j *inbox.Job, dir string, log *slog.Logger, wd *watchdog) error {
+// uploaded. Every object it stages is added to st, for the caller to
+// remove once the outcome is recorded.
+func (r *Runner) execute(ctx context.Context, j *inbox.Job, dir string, log *slog.Logger, wd *watchdog, st *staging) error {
 	rends := make([]transcode.Rendition, len(j.Renditions))
 	for i, x := range j.Renditions {
 		rends[i] = transcode.Rendition{Name: x.Name, Codec: x.Codec, BitrateKbps: x.BitrateKbps,
@@ -173,16 +179,14 @@ func (r *Runner) execute(ctx context.Context, j *inbox.Job, dir string, log *slo
 		}
 	})
 	bucket := storage.Bucket{Endpoint: j.Output.Endpoint, Region: j.Output.Region, Name: j.Output.Bucket}
-	stagedOuts := make([]staged, 0, len(outs))
-	// Whatever happens from here, the staged copies go (see outputs.go).
-	defer func() { r.discard(ctx, j, bucket, stagedOuts, log) }()
+	st.bucket = bucket
 	for i, o := range outs {
 		key := storage.ObjectKey(j.Output.Prefix, o.rend.FileName())
-		tmp := attemptKey(j.Output.Prefix, j.Version, o.rend.FileName())
+		tmp := attemptKey(j.Output.Prefix, j.ID, j.Version, o.rend.FileName())
 		err := r.withRefresh(ctx, j, wd, "upload", func(c credentials.Storage) error {
 			return r.upload(ctx, bucket, tmp, o.path, o.rend.ContentType(), s3Creds(&c.Output), sent)
 		})
-		stagedOuts = append(stagedOuts, staged{tmp: tmp, final: key, path: o.path, contentType: o.rend.ContentType()})
+		st.outs = append(st.outs, staged{tmp: tmp, final: key, path: o.path, contentType: o.rend.ContentType()})
 		if err != nil {
 			return err
 		}
@@ -193,7 +197,7 @@ func (r *Runner) execute(ctx context.Context, j *inbox.Job, dir string, log *slo
 			DurationMS: o.duration.Milliseconds(), Checksum: o.checksum,
 		}
 	}
-	if err := r.promote(ctx, j, wd, bucket, stagedOuts, log); err != nil {
+	if err := r.promote(ctx, j, wd, bucket, st.outs, log); err != nil {
 		return err
 	}
 	if err := r.jobs.Succeed(ctx, j, files); err != nil {
@@ -203,11 +207,11 @@ func (r *Runner) execute(ctx context.Context, j *inbox.Job, dir string, log *slo
 		// fences first, so a success whose commit landed after all (its
 		// answer lost) keeps them.
 		if !errors.Is(err, lease.ErrStale) {
-			finals := make([]string, len(stagedOuts))
-			for i, o := range stagedOuts {
+			finals := make([]string, len(st.outs))
+			for i, o := range st.outs {
 				finals[i] = o.final
 			}
-			r.unpromote(ctx, j, bucket, finals, log)
+			r.unpromote(ctx, j, bucket, finals, nil, log)
 		}
 		return err
 	}

@@ -2,9 +2,12 @@ package runner
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/vesta-cx/euterpe/central/credentials"
@@ -17,16 +20,21 @@ import (
 // without knowing it (its database unreachable) can never replace the
 // objects of the attempt that recorded success:
 //
-//  1. upload to attempt keys, <prefix>/.euterpe-attempt-<claim_version>/<file>:
-//     unique per attempt (the claim version only grows), so two attempts
-//     never write the same key, and under the job's prefix, which its output
-//     credentials are scoped to;
+//  1. upload to attempt keys,
+//     <prefix>/.euterpe-attempt-<job_id>-<claim_version>/<file>: unique per
+//     attempt (the claim version only grows within a job, and the job id
+//     tells apart jobs that share a prefix and rendition names), so two
+//     attempts never write the same key, and under the job's prefix, which
+//     its output credentials are scoped to;
 //  2. promote each to its final key with a server-side copy, each try of
 //     it (the first and every one after a credential refresh) preceded by
 //     a fenced lease renewal (which fails for a stale attempt) and bounded
-//     by a lease TTL from it; then record success (fenced), then delete the
-//     attempt keys. A copy that runs out of that bound is a storage timeout:
-//     the attempt fails retryable.
+//     by a lease TTL from it; then record success (fenced). A copy that
+//     runs out of that bound is a storage timeout: the attempt fails
+//     retryable.
+//
+// Once the outcome is recorded the attempt keys are deleted (see discard):
+// they are the attempt's own, so that needs no lease.
 //
 // A stale attempt is refused at step 2 before it writes a final key. An
 // attempt that passed the fence holds the lease for a TTL from it, its copy
@@ -34,18 +42,49 @@ import (
 // lease ends in the database, so a copy by the owner always lands before
 // any later owner's.
 
-// attemptKey is where attempt version of a job stages the output name.
-func attemptKey(prefix string, version int64, name string) string {
+// attemptKey is where attempt version of job jobID stages the output name.
+func attemptKey(prefix, jobID string, version int64, name string) string {
+	return storage.ObjectKey(prefix, fmt.Sprintf(".euterpe-attempt-%s-%d/%s", stagingID(jobID), version, name))
+}
+
+// legacyAttemptKey is where runners that named no job in the staging
+// directory staged attempt version: during a rolling upgrade one of them
+// may still run an attempt of the same job.
+func legacyAttemptKey(prefix string, version int64, name string) string {
 	return storage.ObjectKey(prefix, fmt.Sprintf(".euterpe-attempt-%d/%s", version, name))
 }
+
+// stagingID is jobID as it can stand in a key segment: as it is when made
+// of letters, digits, '-' and '_' (job ids are UUIDs), else a digest, so
+// that no id adds a segment or a "." to the key and two ids never share
+// one directory.
+func stagingID(jobID string) string {
+	if jobID != "" && len(jobID) <= 64 && strings.Trim(jobID, tokenChars) == "" {
+		return jobID
+	}
+	sum := sha256.Sum256([]byte(jobID))
+	return "h" + hex.EncodeToString(sum[:16])
+}
+
+const tokenChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_"
 
 // staged is one uploaded output waiting for promotion, with the local
 // file it came from.
 type staged struct{ tmp, final, path, contentType string }
 
+// staging is what an attempt staged, in which bucket: discard removes it
+// once the attempt's outcome is recorded.
+type staging struct {
+	bucket storage.Bucket
+	outs   []staged
+}
+
 // promote copies every staged output to its final key, each copy fenced.
 // When one fails, the final keys already written are removed again (see
-// unpromote): a job that did not succeed leaves no outputs.
+// unpromote): a job that did not succeed leaves no outputs. A copy (or
+// re-upload) that ended without an answer may still be carried out by the
+// server, so its final key is removed too when the object there is this
+// attempt's (see ours).
 func (r *Runner) promote(ctx context.Context, j *inbox.Job, wd *watchdog, b storage.Bucket, outs []staged, log *slog.Logger) error {
 	progress := storage.OnProgress(func(n int) {
 		if n > 0 {
@@ -78,13 +117,28 @@ func (r *Runner) promote(ctx context.Context, j *inbox.Job, wd *watchdog, b stor
 			return err
 		})
 		if err != nil {
-			r.unpromote(ctx, j, b, promoted, log)
+			var unsure []staged
+			if unanswered(err) {
+				unsure = []staged{o}
+			}
+			r.unpromote(ctx, j, b, promoted, unsure, log)
 			return err
 		}
 		promoted = append(promoted, o.final)
 		wd.touch()
 	}
 	return nil
+}
+
+// unanswered reports whether a failed write got no answer from the server
+// (a timeout, a broken connection, the attempt cancelled while it was in
+// flight): the server may have carried it out, or may still.
+func unanswered(err error) bool {
+	if errors.Is(err, ErrUploadTimeout) {
+		return true
+	}
+	var se *storage.Error
+	return errors.As(err, &se) && se.Status == 0
 }
 
 // upload stores the local file at path as b/key within UploadTimeout. The
@@ -118,8 +172,10 @@ func (r *Runner) upload(ctx context.Context, b storage.Bucket, key, path, conten
 // be over). Only while the attempt still holds the lease: once it is lost,
 // a later owner may have written the same keys. A fenced renewal comes
 // first and the removals are bounded by a lease TTL from it, as a copy is.
-func (r *Runner) unpromote(ctx context.Context, j *inbox.Job, b storage.Bucket, keys []string, log *slog.Logger) {
-	if len(keys) == 0 || errors.Is(context.Cause(ctx), lease.ErrStale) {
+// The final key of each of unsure, an output whose write got no answer,
+// is removed only when the object there is this attempt's (see ours).
+func (r *Runner) unpromote(ctx context.Context, j *inbox.Job, b storage.Bucket, keys []string, unsure []staged, log *slog.Logger) {
+	if len(keys)+len(unsure) == 0 || errors.Is(context.Cause(ctx), lease.ErrStale) {
 		return
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -138,6 +194,13 @@ func (r *Runner) unpromote(ctx context.Context, j *inbox.Job, b storage.Bucket, 
 	}
 	rctx, rcancel := context.WithDeadline(dctx, sent.Add(r.set.LeaseTTL))
 	defer rcancel()
+	for _, o := range unsure {
+		if err := r.ours(rctx, b, o, creds); err != nil {
+			log.Warn("output of an unanswered promotion left in place", "key", o.final, "err", err)
+			continue
+		}
+		keys = append(keys, o.final)
+	}
 	for _, k := range keys {
 		if err := r.store.Remove(rctx, b, k, creds); err != nil {
 			log.Warn("output of a failed promotion not removed", "key", k, "err", err)
@@ -145,14 +208,55 @@ func (r *Runner) unpromote(ctx context.Context, j *inbox.Job, b storage.Bucket, 
 	}
 }
 
+// errNotOurs: the object at a final key predates the attempt's staged copy
+// of it, or holds other bytes: an earlier job's output the unanswered
+// write did not replace, which is not the attempt's to remove.
+var errNotOurs = errors.New("the object there is not this attempt's")
+
+// ours returns nil when the object at o.final is the one this attempt
+// staged at o.tmp, so that removing the final key removes nothing another
+// job wrote: none is there (a removal is then harmless, and takes a write
+// landing meanwhile with it), or it has the staged object's ETag and was
+// written no earlier than it (both times by the server's clock). Staged
+// copies are removed only after this (see discard).
+func (r *Runner) ours(ctx context.Context, b storage.Bucket, o staged, creds storage.Credentials) error {
+	fin, err := r.store.Stat(ctx, b, o.final, creds)
+	if storage.NotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	tmp, err := r.store.Stat(ctx, b, o.tmp, creds)
+	if err != nil {
+		return err
+	}
+	if fin.ETag != tmp.ETag || fin.LastModified.Before(tmp.LastModified) {
+		return errNotOurs
+	}
+	return nil
+}
+
+// discardTimeout caps the removal of an attempt's staged objects: it runs
+// after the outcome is recorded, when shutdown (which waits for it) may
+// have begun.
+const discardTimeout = 30 * time.Second
+
 // discard deletes an attempt's staged objects, best effort: after success
 // they are copies, after a failure or a lost lease they are nobody's. It
-// runs on its own short deadline, since the attempt's context may be over.
-func (r *Runner) discard(ctx context.Context, j *inbox.Job, b storage.Bucket, outs []staged, log *slog.Logger) {
-	if len(outs) == 0 {
+// runs after the outcome is recorded, outside the lease (the keys are this
+// attempt's alone, see attemptKey), so an output endpoint that hangs holds
+// back neither the outcome nor the lease; the whole of it is bounded by the
+// storage timeout (at most discardTimeout), whatever the attempt's context.
+func (r *Runner) discard(ctx context.Context, j *inbox.Job, st staging, log *slog.Logger) {
+	if len(st.outs) == 0 {
 		return
 	}
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	bound := discardTimeout
+	if t := r.set.StorageTimeout; t > 0 {
+		bound = min(bound, t)
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 	defer cancel()
 	c, _, err := r.jobs.Credentials(dctx, j)
 	if err != nil {
@@ -161,8 +265,8 @@ func (r *Runner) discard(ctx context.Context, j *inbox.Job, b storage.Bucket, ou
 	}
 	creds := s3Creds(&c.Output)
 	c = credentials.Storage{}
-	for _, o := range outs {
-		if err := r.store.Remove(dctx, b, o.tmp, creds); err != nil {
+	for _, o := range st.outs {
+		if err := r.store.Remove(dctx, st.bucket, o.tmp, creds); err != nil {
 			log.Warn("staged output not removed", "key", o.tmp, "err", err)
 		}
 	}

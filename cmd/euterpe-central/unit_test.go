@@ -136,7 +136,7 @@ func TestEnvExampleNamesDefaultRoles(t *testing.T) {
 
 // systemd kills the daemon at TimeoutStopSec: it must leave in-flight
 // requests their default grace, and runners the time to hand their jobs
-// back after removing what they staged (up to 40 s, which runs alongside).
+// back and then remove what they staged (up to 40 s, which runs alongside).
 func TestUnitStopTimeoutCoversShutdownGrace(t *testing.T) {
 	unit, err := os.ReadFile("../../systemd/euterpe-central.service")
 	if err != nil {

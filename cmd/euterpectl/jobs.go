@@ -28,9 +28,11 @@ func init() {
 	register(&Command{Path: "jobs cancel", Usage: "ID", Summary: "cancel a job", Run: jobsCancel})
 }
 
-// maxEdgeAnswer bounds one answer of the edge's job API: a job's result
-// (16 MiB at most from a backend) and its payload (EUTERPE_MAX_BODY_BYTES,
-// 16 MiB at most), JSON-escaped.
+// maxEdgeAnswer bounds one answer of the edge's job API, and one line of
+// a job's event stream: a job's result (16 MiB at most from an exec or
+// http backend, EUTERPE_LLM_MAX_TEXT_BYTES, 64 MiB at most, from a chat
+// backend) and its payload (EUTERPE_MAX_BODY_BYTES, 16 MiB at most),
+// JSON-escaped.
 const maxEdgeAnswer = 128 << 20
 
 // edgeClient is an HTTP client for one euterpe-edge server.
@@ -412,7 +414,8 @@ func (c *edgeClient) stream(ctx context.Context, env Env, id, after string) (end
 		return "", "", permanentError{err}
 	}
 	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	// A done event carries the job's whole result on one data line.
+	sc.Buffer(make([]byte, 64<<10), maxEdgeAnswer)
 	var evID, evType string
 	for sc.Scan() {
 		line := sc.Text()
@@ -440,6 +443,10 @@ func (c *edgeClient) stream(ctx context.Context, env Env, id, after string) (end
 		}
 	}
 	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			// The same line would come again from the same cursor.
+			return "", last, permanentError{fmt.Errorf("job %s: an event line is over %d MiB, more than euterpectl reads", id, maxEdgeAnswer>>20)}
+		}
 		return "", last, err
 	}
 	return "", last, errStreamClosed

@@ -19,7 +19,9 @@
 // ends; the shared reader drops it and goes on for the others. A job key
 // that is not a hash is answered 409 job_status_unknown, like a status
 // this gateway does not know (a stream open at the time gets a
-// stream_error of that code). Every write has a deadline
-// (Settings.WriteTimeout), so a client that stops reading is dropped and
-// resumes later instead of being held with its send queue.
+// stream_error of that code). Every write, of at most 64 KiB (a larger
+// frame goes out in pieces), has a deadline (Settings.WriteTimeout), so a
+// client that stops reading is dropped and resumes later instead of being
+// held with its send queue, while one reading slowly gets even a frame
+// that takes it many timeouts.
 package gateway

@@ -29,6 +29,7 @@ type server struct {
 	RDB   *redis.Client
 	Store *jobs.Store
 	GW    *gateway.Gateway
+	Log   *testsvc.LogBuffer // what the gateway logged, at info and above
 	stop  context.CancelFunc
 	done  chan struct{}
 }
@@ -79,7 +80,8 @@ func startServerFull(t testing.TB, set gateway.Settings, shutdownGrace time.Dura
 		shared.AddHook(h)
 	}
 	t.Cleanup(func() { _ = shared.Close() })
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logs := &testsvc.LogBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
 	store := jobs.NewStore(shared)
 	gw := gateway.New(log, set, store, opt)
 	e := daemon.NewEcho(log)
@@ -87,7 +89,7 @@ func startServerFull(t testing.TB, set gateway.Settings, shutdownGrace time.Dura
 	ln, err := daemon.Listen("EUTERPE_TEST_ADDR", "127.0.0.1:0")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &server{URL: "http://" + ln.Addr().String(), Name: opt.ClientName, RDB: rdb, Store: store, GW: gw, stop: cancel, done: make(chan struct{})}
+	s := &server{URL: "http://" + ln.Addr().String(), Name: opt.ClientName, RDB: rdb, Store: store, GW: gw, Log: logs, stop: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		go func() { _ = gw.Run(ctx) }()

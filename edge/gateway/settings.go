@@ -17,7 +17,7 @@ type Settings struct {
 	BacklogInterval time.Duration // how long a backlog measurement is reused
 	RetryAfter      int           // seconds, sent with 429
 	Heartbeat       time.Duration // SSE heartbeat comment period
-	WriteTimeout    time.Duration // longest one SSE write may block before the client is dropped
+	WriteTimeout    time.Duration // longest one SSE write (a piece of at most 64 KiB) may block before the client is dropped
 	QueueMaxLen     int           // emergency XADD MAXLEN ~ on jobs:stream (0 = no trim, the default)
 
 	// terminalGrace, when not 0, stands for the constant of that name:
@@ -45,7 +45,7 @@ func (s *Settings) Declare(cfg *daemon.Config) {
 	cfg.Duration(&s.BacklogInterval, "backlog-check-interval", "EUTERPE_BACKLOG_CHECK_INTERVAL", d.BacklogInterval, 0, 10*time.Second, "how long one backlog measurement is reused (0 = measure on every request)")
 	cfg.Int(&s.RetryAfter, "retry-after-s", "EUTERPE_RETRY_AFTER_S", d.RetryAfter, 1, 3600, "Retry-After seconds sent with 429 and with 503 while Redis is unavailable")
 	cfg.Duration(&s.Heartbeat, "sse-heartbeat", "EUTERPE_SSE_HEARTBEAT", d.Heartbeat, 10*time.Millisecond, 10*time.Minute, "SSE heartbeat comment period")
-	cfg.Duration(&s.WriteTimeout, "sse-write-timeout", "EUTERPE_SSE_WRITE_TIMEOUT", d.WriteTimeout, 100*time.Millisecond, 10*time.Minute, "an SSE client whose write stays blocked this long (it stopped reading) is dropped; it resumes with Last-Event-ID")
+	cfg.Duration(&s.WriteTimeout, "sse-write-timeout", "EUTERPE_SSE_WRITE_TIMEOUT", d.WriteTimeout, 100*time.Millisecond, 10*time.Minute, "an SSE client whose write (a piece of at most 64 KiB) stays blocked this long (it stopped reading) is dropped; it resumes with Last-Event-ID")
 	cfg.Int(&s.QueueMaxLen, "queue-maxlen", "EUTERPE_QUEUE_MAXLEN", d.QueueMaxLen, 0, 100_000_000, "emergency cap on jobs:stream length (XADD MAXLEN ~); 0 = never trim (finished entries are deleted by the workers); otherwise more than twice EUTERPE_BACKLOG_LIMIT")
 }
 

@@ -22,8 +22,9 @@ const catchUpPage = 200
 // entry of job:{id}:events after Last-Event-ID (header) or last_event_id
 // (query) as id/event/data frames, heartbeat comments in between, ending
 // after a terminal event (at once when the job was already finished and
-// nothing is left after the cursor), when the job expires, when a write
-// stays blocked for Settings.WriteTimeout, or at server shutdown.
+// nothing is left after the cursor), when the job expires, when a piece
+// of a write stays blocked for Settings.WriteTimeout, or at server
+// shutdown.
 func (g *Gateway) streamEvents(c echo.Context) error {
 	id, err := jobID(c)
 	if err != nil {
@@ -89,11 +90,12 @@ func (g *Gateway) streamEvents(c echo.Context) error {
 		return nil
 	}
 	switch {
-	case err == nil, errors.Is(err, errStreamEnd), errors.Is(err, ErrHubClosed), ctx.Err() != nil:
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		// The client stopped reading; holding it would pin its socket's
-		// send queue. It resumes with Last-Event-ID.
+		// send queue. It resumes with Last-Event-ID. Checked first: the
+		// failed write has cancelled the request's context as well.
 		g.log.Info("dropped a stalled event stream client", "job_id", id, "write_timeout", g.set.WriteTimeout.String())
+	case err == nil, errors.Is(err, errStreamEnd), errors.Is(err, ErrHubClosed), ctx.Err() != nil:
 	default:
 		g.log.Warn("event stream ended early", "job_id", id, "err", err)
 	}
@@ -284,11 +286,25 @@ func (g *Gateway) pump(ctx context.Context, sub *Sub, cursor *jobs.StreamID, s *
 type sseWriter struct {
 	w   *echo.Response
 	buf []byte
-	// timeout, when not 0, is the write deadline of every flush: a client
-	// that stops reading fills the socket's buffers, the write blocks, and
-	// the deadline ends it with os.ErrDeadlineExceeded.
+	// timeout, when not 0, is the write deadline of every piece a flush
+	// writes: a client that stops reading fills the socket's buffers, the
+	// write blocks, and the deadline ends it with os.ErrDeadlineExceeded.
 	timeout time.Duration
 }
+
+// writePiece is the most a flush writes under one deadline. A done event
+// carries the job's whole result (tens of MiB for a chat answer), which a
+// client reading steadily but slowly cannot take in within one timeout:
+// under a single deadline it would be cut mid-frame, and cut again at the
+// same frame after every resume. Each piece gets the timeout afresh
+// instead, so a client is dropped only when it stops making progress —
+// a piece not taken within the timeout — and one that trickles a few
+// bytes a timeout cannot hold its connection through a large frame.
+const writePiece = 64 << 10
+
+// keptBuffer is the largest buffer a stream keeps between flushes: one
+// that grew for a large frame is left to the collector.
+const keptBuffer = 1 << 20
 
 // event sends ev unless the cursor is already at or past it, moves the
 // cursor, and returns errStreamEnd after a terminal event.
@@ -367,21 +383,51 @@ func (s *sseWriter) comment(text string) {
 	s.buf = append(s.buf, "\n\n"...)
 }
 
+// flush writes the buffered frames in pieces of writePiece bytes, each
+// under a deadline of its own, and flushes them to the client.
 func (s *sseWriter) flush() error {
 	if len(s.buf) == 0 {
 		return nil
 	}
 	rc := http.NewResponseController(s.w.Writer)
-	if s.timeout > 0 {
-		err := rc.SetWriteDeadline(time.Now().Add(s.timeout))
-		if err != nil && !errors.Is(err, http.ErrNotSupported) {
-			return err
-		}
+	err := s.writePieces(rc, s.buf)
+	if cap(s.buf) > keptBuffer {
+		s.buf = nil
+	} else {
+		s.buf = s.buf[:0]
 	}
-	_, err := s.w.Write(s.buf)
-	s.buf = s.buf[:0]
 	if err != nil {
 		return err
 	}
+	// What the response still buffers is less than a piece.
+	if err := s.deadline(rc); err != nil {
+		return err
+	}
 	return rc.Flush()
+}
+
+func (s *sseWriter) writePieces(rc *http.ResponseController, b []byte) error {
+	for len(b) > 0 {
+		n := min(len(b), writePiece)
+		if err := s.deadline(rc); err != nil {
+			return err
+		}
+		if _, err := s.w.Write(b[:n]); err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+// deadline gives the next write the whole timeout from now.
+func (s *sseWriter) deadline(rc *http.ResponseController) error {
+	if s.timeout <= 0 {
+		return nil
+	}
+	err := rc.SetWriteDeadline(time.Now().Add(s.timeout))
+	if err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	return nil
 }

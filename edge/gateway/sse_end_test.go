@@ -6,9 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -96,18 +94,8 @@ func testSSEStalledClientDropped(t *testing.T) {
 	id := newJob(t, s)
 
 	// A tiny receive window, so the server's writes block quickly.
-	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
-		if err != nil {
-			return err
-		}
-		return serr
-	}}
-	conn, err := d.Dial("tcp", strings.TrimPrefix(s.URL, "http://"))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close() })
-	_, err = fmt.Fprintf(conn, "GET /v1/jobs/%s/events HTTP/1.1\r\nHost: x\r\n\r\n", id)
+	conn := dialSmallWindow(t, s, 4096)
+	_, err := fmt.Fprintf(conn, "GET /v1/jobs/%s/events HTTP/1.1\r\nHost: x\r\n\r\n", id)
 	require.NoError(t, err)
 
 	// Far more than any socket buffers hold, then the terminal event.
@@ -130,6 +118,8 @@ func testSSEStalledClientDropped(t *testing.T) {
 	time.Sleep(10 * set.WriteTimeout)
 	require.Eventually(t, func() bool { return s.GW.Hub().Feeds() == 0 }, 30*time.Second, 20*time.Millisecond,
 		"the stalled stream's handler is still running")
+	require.Eventually(t, func() bool { return strings.Contains(s.Log.String(), "dropped a stalled event stream client") },
+		10*time.Second, 20*time.Millisecond, "the drop is not logged: %s", s.Log)
 
 	// What reached the socket before the drop ends without the terminal
 	// event; a resume from the last id received gets the rest.
@@ -166,8 +156,9 @@ func testSSEStalledClientDropped(t *testing.T) {
 }
 
 // readFrames parses the frames of a raw HTTP/1.1 chunked SSE response
-// until the connection ends (cut frames at the end are dropped).
-func readFrames(t *testing.T, conn net.Conn) []frame {
+// until the connection or the response ends (cut frames at the end are
+// dropped).
+func readFrames(t *testing.T, conn io.Reader) []frame {
 	t.Helper()
 	br := bufio.NewReader(conn)
 	for { // headers

@@ -29,7 +29,7 @@ services:
 	@scripts/services.sh up
 
 run: build
-	@scripts/services.sh up tools
+	@scripts/services.sh up run-tools
 	@scripts/services.sh up redis
 	@scripts/services.sh up s3
 	@scripts/run.sh

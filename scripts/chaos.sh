@@ -16,7 +16,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 set -a; . ./.run/env; set +a
 export EUTERPE_CHAOS_OUT="${EUTERPE_CHAOS_OUT:-$PWD/.run/chaos}"
-if [ -z "${EUTERPE_CHAOS_PGDATA:-}" ] && [ -f .run/pg/PG_VERSION ]; then export EUTERPE_CHAOS_PGDATA="$PWD/.run/pg"; fi
+# The clone's cluster is .run/pg, or where .run/pg.dir says when the postgres
+# user cannot reach the clone (scripts/services.sh, pg_place).
+pgdata="$PWD/.run/pg"
+if [ -s .run/pg.dir ]; then pgdata=$(cat .run/pg.dir); fi
+if [ -z "${EUTERPE_CHAOS_PGDATA:-}" ] && [ -f "$pgdata/PG_VERSION" ]; then export EUTERPE_CHAOS_PGDATA="$pgdata"; fi
 mkdir -p "$EUTERPE_CHAOS_OUT"
 marker=$(mktemp); fuzzbin=$(mktemp -d); trap 'rm -rf "$marker" "$fuzzbin"' EXIT
 fuzztime="${EUTERPE_CHAOS_FUZZTIME:-30s}"

@@ -20,13 +20,38 @@ free_port() {
 }
 
 # lock_ports / unlock_ports bracket "choose a port, start the process, wait
-# until it listens". The lock is released when the shell exits in any case.
+# until it listens". The lock is released when the shell exits in any case;
+# a process started meanwhile must not inherit it (start it with `8>&-`),
+# or a daemon outliving a shell that never reached unlock_ports would hold
+# it for as long as it runs and every later run would wait for ever.
 lock_ports() {
   exec 8>>"$PORTS_LOCK"
   chmod a+rw "$PORTS_LOCK" 2>/dev/null || true
-  flock 8
+  flock -w 120 8 || {
+    echo "port lock $PORTS_LOCK held for 120 s; open in: $(lock_holders)" >&2
+    exit 1
+  }
 }
 unlock_ports() { flock -u 8 2>/dev/null || true; exec 8>&-; }
+
+# lock_holders: the processes with the port lock open, as "pid (name)",
+# but for this script and its ancestors (what /proc shows this user).
+lock_holders() (
+  exec 8>&-
+  lock=$(readlink -f "$PORTS_LOCK")
+  ours=" " out="" p=$BASHPID
+  while [ -n "$p" ] && [ "$p" -gt 1 ]; do
+    ours+="$p "
+    p=$(sed -n 's/^PPid:[[:space:]]*//p' "/proc/$p/status" 2>/dev/null)
+  done
+  for f in /proc/[0-9]*/fd/*; do
+    [ "$(readlink "$f" 2>/dev/null)" = "$lock" ] || continue
+    p=${f#/proc/}; p=${p%%/*}
+    case $ours in *" $p "*) continue ;; esac
+    out+="$p ($(cat "/proc/$p/comm" 2>/dev/null)) "
+  done
+  echo "${out:-no other process visible}"
+)
 
 # listens PID PORT: whether process PID (or one of its children) listens
 # on PORT, so a port answering because another program took it is not

@@ -47,7 +47,7 @@ start_daemon() {
   shift
   lock_ports
   port=$(free_port "$pref")
-  env "${envs[@]}" "$var=127.0.0.1:$port" "$@" >"$log" 2>&1 &
+  env "${envs[@]}" "$var=127.0.0.1:$port" "$@" >"$log" 2>&1 8>&- &
   pid=$!
   pids+=("$pid")
   for _ in $(seq 1 300); do
@@ -81,12 +81,23 @@ step "registering the demo edge and an operator with central"
 # under .run/demo, as an operator would in /etc/euterpe.
 central_cli() { EUTERPE_STATE_DIR="$RUN/central-state" bin/euterpe-central "$@"; }
 json_field() { sed -n "s/.*\"$1\":\"\([^\"]*\)\".*/\1/p"; }
-if [ ! -s "$RUN/edge-id" ]; then
+# keep FILE FIELD JSON: FIELD of JSON into FILE (0600), whole or not at all.
+keep() {
+  local v
+  v=$(printf '%s' "$3" | json_field "$2")
+  [ -n "$v" ] || { echo "no $2 in central's answer" >&2; exit 1; }
+  (umask 077; printf '%s' "$v" >"$1.tmp")
+  mv "$1.tmp" "$1"
+}
+# Registered again unless all three files are there, so a run that stopped
+# half-way (central refusing the operator, say) does not leave later runs
+# without a token.
+if [ ! -s "$RUN/edge-id" ] || [ ! -s "$RUN/sync.secret" ] || [ ! -s "$RUN/operator.token" ]; then
   reg=$(central_cli edge register --name make-run-edge)
-  printf '%s' "$reg" | json_field edge_id >"$RUN/edge-id"
-  (umask 077; printf '%s' "$reg" | json_field sync_secret >"$RUN/sync.secret")
   op=$(central_cli operator create --name make-run)
-  (umask 077; printf '%s' "$op" | json_field token >"$RUN/operator.token")
+  keep "$RUN/sync.secret" sync_secret "$reg"
+  keep "$RUN/operator.token" token "$op"
+  keep "$RUN/edge-id" edge_id "$reg"
 fi
 EDGE_ID=$(cat "$RUN/edge-id")
 echo "edge $EDGE_ID registered; its sync secret is in $RUN/sync.secret, the operator token in $RUN/operator.token"

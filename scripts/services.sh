@@ -5,14 +5,16 @@
 #
 #   scripts/services.sh up      Redis, a Redis 6.0 built from source, Postgres,
 #                               the S3 server, and the programs tests call
+#   scripts/services.sh up run-tools   only the programs `make run` calls
 #   scripts/services.sh down    stop only what this script started
 #
 # Private means: on a loopback port nothing else listens on (the usual one
 # when free, else the next free one), with its data, pid and log under this
-# clone's .run/, started from the system packages (installed with apt-get
-# when running as root; otherwise the exact command to run is printed and
-# the script fails). A server already running on a default port (a
-# production Redis on 6379, say) is never used unless named:
+# clone's .run/ (Postgres's elsewhere when, as root, the postgres user
+# cannot reach .run/: see pg_place), started from the system packages
+# (installed with apt-get when running as root; otherwise the exact command
+# to run is printed and the script fails). A server already running on a
+# default port (a production Redis on 6379, say) is never used unless named:
 #
 #   EUTERPE_TEST_REDIS_URL      the Redis tests use (databases 1..15, flushed
 #                               only while they hold nothing but test keys)
@@ -41,19 +43,38 @@ named() {
 }
 
 apt_updated=""
+apt_install() { # apt_install PACKAGE (as root)
+  if [ -z "$apt_updated" ]; then
+    log "apt-get update"
+    apt-get update -qq >/dev/null
+    apt_updated=1
+  fi
+  log "installing $1"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$1" >/dev/null
+}
 need_pkg() { # need_pkg COMMAND PACKAGE
   command -v "$1" >/dev/null 2>&1 && return 0
   if [ "$(id -u)" != 0 ]; then
     log "missing $1; install it with: sudo apt-get update && sudo apt-get install -y $2"
     exit 1
   fi
-  if [ -z "$apt_updated" ]; then
-    log "apt-get update"
-    apt-get update -qq >/dev/null
-    apt_updated=1
-  fi
-  log "installing $2"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
+  apt_install "$2"
+}
+
+# runs_in PID DIR: whether process PID is alive with DIR as its working
+# directory (Redis and Postgres run in their data directory). A pid file
+# left by a process that is gone (SIGKILL, OOM, a container restart) may
+# name a pid the system has given to another program since, which must
+# never be signalled or taken for our server.
+runs_in() {
+  case $1 in '' | *[!0-9]*) return 1 ;; esac
+  [ "$(readlink "/proc/$1/cwd" 2>/dev/null)" = "$(readlink -f "$2")" ]
+}
+
+# has_arg PID ARG: whether process PID is alive with ARG among its arguments.
+has_arg() {
+  case $1 in '' | *[!0-9]*) return 1 ;; esac
+  tr '\0' '\n' <"/proc/$1/cmdline" 2>/dev/null | grep -qxF -- "$2"
 }
 
 # redis_dir CLI PORT: the data directory of the Redis answering on PORT
@@ -75,7 +96,7 @@ redis_private() {
   port=$(free_port "$pref")
   log "starting private redis ($(basename "$dir")) on 127.0.0.1:$port, data in $dir"
   "$server" --daemonize yes --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
-    --dir "$dir" --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" >/dev/null
+    --dir "$dir" --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" >/dev/null 8>&-
   for _ in $(seq 1 100); do
     [ "$(redis_dir "$cli" "$port")" = "$dir" ] && break
     sleep 0.1
@@ -86,6 +107,23 @@ redis_private() {
   fi
   echo "$port" >"$dir/port"
   echo "$port"
+}
+
+# redis7_check PORT: the tests' main Redis is meant to be Redis 7 or newer
+# (the 6.0 one runs beside it); apt's redis-server is 6.0 on Ubuntu 22.04
+# and Debian 11, where the edge's Redis tests would only repeat the 6.0
+# run. A warning, and under CI=true a failure.
+redis7_check() {
+  local ver
+  ver=$(timeout 3 redis-cli -h 127.0.0.1 -p "$1" info server 2>/dev/null | tr -d '\r' | sed -n 's/^redis_version://p')
+  case $ver in '' | [7-9].* | [1-9][0-9]*) return 0 ;; esac
+  log "WARNING: the private Redis is redis-server $ver, older than 7: the edge's Redis 7 paths"
+  log "  (XAUTOCLAIM) go untested, its Redis tests repeat the Redis 6.0 run. Install redis-server 7"
+  log "  or newer (packages.redis.io), or name a Redis >= 7 with EUTERPE_TEST_REDIS_URL."
+  if [ "${CI:-}" = true ]; then
+    log "under CI=true the Redis 7 paths must be tested: failing"
+    exit 1
+  fi
 }
 
 # The Redis of the tests and the one of `make run` are this clone's private
@@ -102,6 +140,7 @@ redis_up() {
     log "tests use the named EUTERPE_TEST_REDIS_URL (they refuse to flush a database holding other keys)"
     exp EUTERPE_TEST_REDIS_URL "$EUTERPE_TEST_REDIS_URL"
   else
+    redis7_check "$port"
     exp EUTERPE_TEST_REDIS_URL "$url"
   fi
   if named EUTERPE_RUN_REDIS_URL "$RUN/redis/url"; then
@@ -150,55 +189,160 @@ redis6_up() {
   exp EUTERPE_TEST_REDIS6_URL "redis://127.0.0.1:$port/0"
 }
 
-pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true; }
+# pg_bin: the programs of the newest Postgres server installed. A client
+# package alone (postgresql-client-N) has a bin directory too, without
+# initdb or pg_ctl.
+pg_bin() {
+  local initdb
+  initdb=$(ls -d /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -1 || true)
+  if [ -n "$initdb" ]; then dirname "$initdb"; fi
+}
 
 # as_pg CMD...: runs a Postgres program as the owner of the data directory
-# (postgres when running as root: initdb refuses root).
-as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+# (postgres when running as root: initdb refuses root), from / as postgres
+# may not be allowed into the working directory.
+as_pg() { if [ "$(id -u)" = 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi; }
+
+# pg_alt: the name of this clone's data directory outside .run (pg_place),
+# from the clone's path, so a copy of the clone with its .run/pg.dir does
+# not share the original's server.
+pg_alt() { printf 'euterpe-test-pg-%s' "$(printf %s "$RUN" | sha256sum | cut -c1-16)"; }
+
+# pg_data: this clone's Postgres data directory, .run/pg unless .run/pg.dir
+# names another (see pg_place).
+pg_data() {
+  local d
+  d=$(cat "$RUN/pg.dir" 2>/dev/null || true)
+  if [ -n "$d" ] && [ "$(basename "$d")" = "$(pg_alt)" ]; then echo "$d"; else echo "$RUN/pg"; fi
+}
+
+# pg_place: where a new cluster goes, .run/pg when its owner can reach it.
+# As root the cluster belongs to postgres, which cannot reach a clone under
+# a 0700 directory (root's home on Debian): the cluster then lives in the
+# postgres user's home (or /var/tmp), named after this clone's path and
+# recorded in .run/pg.dir.
+pg_place() {
+  local data=$RUN/pg home alt
+  if [ "$(id -u)" != 0 ]; then mkdir -p "$data"; echo "$data"; return 0; fi
+  mkdir -p "$data"; chown postgres "$data"
+  if runuser -u postgres -- test -x "$data" 2>/dev/null; then echo "$data"; return 0; fi
+  home=$(getent passwd postgres | cut -d: -f6)
+  if [ -z "$home" ] || [ ! -d "$home" ] || [ -L "$home" ] || [ "$(stat -c %U "$home")" != postgres ]; then home=/var/tmp; fi
+  alt=$home/$(pg_alt)
+  if [ -L "$alt" ] || { [ -e "$alt" ] && [ "$(stat -c %U "$alt")" != postgres ]; }; then
+    log "$alt exists and is not the postgres user's directory; remove it"; exit 1
+  fi
+  [ -d "$alt" ] || mkdir -m 0700 "$alt"
+  chown postgres "$alt"; chmod 0700 "$alt"
+  rmdir "$data"
+  echo "$alt" >"$RUN/pg.dir"
+  log "postgres cannot reach $RUN (a directory above it is closed to other users):"
+  log "  its data goes to $alt (named in .run/pg.dir; delete it with the clone)"
+  echo "$alt"
+}
+
+# pg_port DATA: the port of the postmaster running from DATA. Its pid file
+# alone does not tell: a file left by a server that is gone may name a pid
+# given to another program since (pg_ctl would signal that program).
+pg_port() {
+  local pid
+  pid=$(sed -n 1p "$1/postmaster.pid" 2>/dev/null || true)
+  if runs_in "$pid" "$1"; then sed -n 4p "$1/postmaster.pid"; fi
+}
+
+# pg_free_port PREFERRED: a free port whose socket in /tmp is free too:
+# network namespaces (containers) sharing /tmp have ports of their own but
+# not sockets of their own.
+pg_free_port() {
+  local p=$1
+  while [ "$p" -lt $(($1 + 1000)) ]; do
+    p=$(free_port "$p") || return 1
+    if [ ! -e "/tmp/.s.PGSQL.$p.lock" ]; then echo "$p"; return 0; fi
+    p=$((p + 1))
+  done
+  echo "no free port in $1..$(($1 + 999))" >&2
+  return 1
+}
 
 # Postgres is private too (an initdb of a few seconds on a fresh clone):
 # tests only ever create and drop their own euterpe_t_* databases, but a
 # server the user did not name is not theirs to fill.
 pg_up() {
-  local data="$RUN/pg" bin port
-  if named EUTERPE_TEST_POSTGRES_URL "$data.url"; then
+  local data bin port
+  if named EUTERPE_TEST_POSTGRES_URL "$RUN/pg.url"; then
     log "tests use the named EUTERPE_TEST_POSTGRES_URL"
     exp EUTERPE_TEST_POSTGRES_URL "$EUTERPE_TEST_POSTGRES_URL"; return 0
   fi
   bin=$(pg_bin)
-  if [ -z "$bin" ]; then need_pkg pg_ctlcluster postgresql; bin=$(pg_bin); fi
-  if [ -f "$data/postmaster.pid" ] && as_pg "$bin/pg_ctl" status -D "$data" >/dev/null 2>&1; then
-    port=$(sed -n 4p "$data/postmaster.pid")
-  else
+  if [ -z "$bin" ]; then
+    if [ "$(id -u)" != 0 ]; then
+      log "missing the Postgres server (initdb); install it with: sudo apt-get update && sudo apt-get install -y postgresql"
+      exit 1
+    fi
+    apt_install postgresql; bin=$(pg_bin)
+  fi
+  data=$(pg_data)
+  port=$(pg_port "$data")
+  if [ -z "$port" ]; then
     if [ ! -f "$data/PG_VERSION" ]; then
+      data=$(pg_place)
       log "initialising private postgres in $data"
-      mkdir -p "$data"; if [ "$(id -u)" = 0 ]; then chown postgres "$data"; fi
       as_pg "$bin/initdb" -D "$data" -U postgres --auth=trust >/dev/null
     fi
+    # Not running (pg_port): a pid file left behind would make the server
+    # refuse to start if its pid has been reused.
+    rm -f "$data/postmaster.pid"
     lock_ports
-    port=$(free_port 5440)
+    port=$(pg_free_port 5440)
     log "starting private postgres on 127.0.0.1:$port, data in $data"
     # The socket's name holds the port, so clones never share one in /tmp.
-    as_pg "$bin/pg_ctl" -D "$data" -l "$data/log" -w -o "-p $port -k /tmp -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200" start >/dev/null
+    as_pg "$bin/pg_ctl" -D "$data" -l "$data/log" -w -o "-p $port -k /tmp -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200" start >/dev/null 8>&-
     unlock_ports
   fi
-  echo "postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable" >"$data.url"
+  echo "postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable" >"$RUN/pg.url"
   exp EUTERPE_TEST_POSTGRES_URL "postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
 }
 
-tools_up() {
+# The programs `make run` calls: ffmpeg (the demo's tone and central's
+# transcodes), curl, and ss and flock for the port checks.
+run_tools_up() {
   need_pkg ffmpeg ffmpeg
+  need_pkg curl curl
+  need_pkg ss iproute2
+  need_pkg flock util-linux
+}
+
+# The consoles' browser tests (console/browsertest) drive headless Chromium:
+# EUTERPE_CHROMIUM, else chromium (Debian) or chromium-browser (Ubuntu,
+# which has no chromium package).
+chromium_up() {
+  if [ -n "${EUTERPE_CHROMIUM:-}" ]; then
+    if [ -e "$EUTERPE_CHROMIUM" ]; then return 0; fi
+    log "EUTERPE_CHROMIUM=$EUTERPE_CHROMIUM does not exist"; exit 1
+  fi
+  if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then return 0; fi
+  if [ "$(id -u)" != 0 ]; then
+    log "missing chromium; install it with: sudo apt-get update && sudo apt-get install -y chromium"
+    log "  (chromium-browser on Ubuntu), or name a browser with EUTERPE_CHROMIUM"
+    exit 1
+  fi
+  apt_install chromium || apt_install chromium-browser || {
+    log "neither chromium nor chromium-browser installs; name a browser with EUTERPE_CHROMIUM"; exit 1
+  }
+}
+
+# Everything tests call, `make run`'s programs included.
+tools_up() {
+  run_tools_up
   need_pkg b3sum b3sum
   # independent checks of the webhook signature and the README's receiver snippets
   need_pkg python3 python3
   need_pkg node nodejs
   need_pkg openssl openssl
   command -v gcc >/dev/null 2>&1 || need_pkg gcc gcc   # the race detector needs cgo
-  # the port checks and `make run`
-  need_pkg ss iproute2
-  need_pkg curl curl
-  # the consoles' browser tests (console/browsertest) drive headless Chromium
-  need_pkg chromium chromium
+  # the units' tests and packaging/check run systemd-analyze verify
+  need_pkg systemd-analyze systemd
+  chromium_up
 }
 
 s3_up() {
@@ -227,7 +371,7 @@ s3_up() {
     port=$(free_port 7070)
     log "starting versitygw on 127.0.0.1:$port, data in $dir/data"
     ROOT_ACCESS_KEY=euterpe-root ROOT_SECRET_KEY=euterpe-root-secret \
-      nohup "$bin" --port "127.0.0.1:$port" posix "$dir/data" >"$dir/log" 2>&1 &
+      nohup "$bin" --port "127.0.0.1:$port" posix "$dir/data" >"$dir/log" 2>&1 8>&- &
     pid=$!
     echo "$pid" >"$dir/pid"
     for _ in $(seq 1 100); do listens "$pid" "$port" && break; sleep 0.1; done
@@ -251,10 +395,14 @@ up() {
     postgres) pg_up >>"$tmp" ;;
     s3) s3_up >>"$tmp" ;;
     tools) tools_up ;;
+    run-tools) run_tools_up ;;
     *) log "unknown service $what"; exit 2 ;;
   esac
-  # Merge with what an earlier call found, newest wins.
+  # Merge with what an earlier call found, newest wins; the file may hold
+  # named URLs with passwords, so it is the user's alone.
+  umask 077
   touch "$ENVF"
+  chmod 0600 "$ENVF"
   case $what in # a Redis 6.0 found earlier but not now must not linger
     all|redis6) grep -v EUTERPE_TEST_REDIS6_URL "$ENVF" >"$ENVF.old" || true; mv "$ENVF.old" "$ENVF" ;;
   esac
@@ -264,21 +412,38 @@ up() {
   sed -e 's#://\([^/@:]*\):[^/@]*@#://\1:[REDACTED]@#' -e 's#\(SECRET_KEY=\).*#\1[REDACTED]#' "$ENVF" >&2
 }
 
-# stop_pid FILE: stops the process whose pid FILE holds.
-stop_pid() { [ -f "$1" ] && kill "$(cat "$1")" 2>/dev/null || true; rm -f "$1"; }
+# stop_redis DIR CLI: stops this clone's Redis with its data in DIR, with
+# SHUTDOWN NOSAVE on the port where it answers from DIR, else with SIGTERM
+# to its pid file's process if that still runs in DIR.
+stop_redis() {
+  local dir=$1 cli=$2 port pid
+  port=$(cat "$dir/port" 2>/dev/null || true)
+  pid=$(cat "$dir/redis.pid" 2>/dev/null || true)
+  if [ -n "$port" ] && [ "$(redis_dir "$cli" "$port")" = "$(readlink -f "$dir")" ]; then
+    timeout 5 "$cli" -h 127.0.0.1 -p "$port" shutdown nosave >/dev/null 2>&1 || true
+  elif runs_in "$pid" "$dir"; then
+    kill "$pid" 2>/dev/null || true
+  fi
+  rm -f "$dir/redis.pid" "$dir/port"
+}
 
 down() {
-  stop_pid "$RUN/redis/redis.pid"
-  stop_pid "$RUN/redis6/redis.pid"
-  stop_pid "$RUN/s3/pid"
-  if [ -f "$RUN/pg/postmaster.pid" ]; then
-    as_pg "$(pg_bin)/pg_ctl" -D "$RUN/pg" stop -m fast || true
+  local cli pid data bin
+  cli=$(command -v redis-cli || echo "$RUN/redis6/redis-6.0.16/src/redis-cli")
+  stop_redis "$RUN/redis" "$cli"
+  stop_redis "$RUN/redis6" "$cli"
+  pid=$(cat "$RUN/s3/pid" 2>/dev/null || true)
+  if has_arg "$pid" "$RUN/s3/data"; then kill "$pid" 2>/dev/null || true; fi
+  rm -f "$RUN/s3/pid"
+  data=$(pg_data) bin=$(pg_bin)
+  if [ -n "$bin" ] && [ -n "$(pg_port "$data")" ]; then
+    as_pg "$bin/pg_ctl" -D "$data" stop -m fast || true
   fi
-  rm -f "$ENVF" "$RUN/redis/port" "$RUN/redis6/port" "$RUN/s3/port"
+  rm -f "$ENVF" "$RUN/s3/port"
 }
 
 case ${1:-up} in
   up) shift || true; up "${1:-all}" ;;
   down) down ;;
-  *) echo "usage: $0 up [all|redis|redis6|postgres|s3|tools] | down" >&2; exit 2 ;;
+  *) echo "usage: $0 up [all|redis|redis6|postgres|s3|tools|run-tools] | down" >&2; exit 2 ;;
 esac

@@ -434,12 +434,7 @@ func restartPostgres(t *testing.T, ch *testsvc.Chaos) bool {
 		ch.Figure("postgres restart", "not injected: the tests' Postgres is not the server in EUTERPE_CHAOS_PGDATA")
 		return false
 	}
-	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl")
-	sort.Strings(bins)
-	pgctl := "pg_ctl"
-	if len(bins) > 0 {
-		pgctl = bins[len(bins)-1]
-	}
+	pgctl := newestPgCtl()
 	// -l: the server's output goes to its log, not to a pipe of ours that
 	// it would hold open for as long as it runs.
 	args := []string{pgctl, "-D", data, "-l", filepath.Join(data, "log"), "-m", "fast", "-w", "-t", "60", "restart"}
@@ -663,4 +658,23 @@ func dedupe(ids []string) []string {
 		}
 	}
 	return out
+}
+
+// newestPgCtl is the pg_ctl of the newest server installed beside an initdb
+// (a client-only package has neither), chosen by version number: "9.6"
+// sorts above "16" as text.
+func newestPgCtl() string {
+	best, bestVer := "pg_ctl", -1.0
+	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl")
+	for _, b := range bins {
+		dir := filepath.Dir(b)
+		if _, err := os.Stat(filepath.Join(dir, "initdb")); err != nil {
+			continue
+		}
+		v, err := strconv.ParseFloat(filepath.Base(filepath.Dir(dir)), 64)
+		if err == nil && v > bestVer {
+			best, bestVer = b, v
+		}
+	}
+	return best
 }

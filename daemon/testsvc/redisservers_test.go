@@ -31,3 +31,23 @@ func TestEachRedisBindsServer(t *testing.T) {
 		t.Fatalf("outside EachRedis: %+v", serverFor(t))
 	}
 }
+
+func TestVersionFits(t *testing.T) {
+	for _, c := range []struct {
+		info, prefix string
+		minMajor     int
+		ok           bool
+	}{
+		{"# Server\r\nredis_version:7.2.4\r\nredis_mode:standalone\r\n", "", 7, true},
+		{"# Server\r\nredis_version:6.0.16\r\n", "", 7, false},
+		{"# Server\r\nredis_version:6.2.14\r\n", "", 7, false},
+		{"# Server\r\nredis_version:10.0.0\r\n", "", 7, true},
+		{"# Server\r\nredis_version:6.0.16\r\n", "6.0.", 0, true},
+		{"# Server\r\nredis_version:7.0.0\r\n", "6.0.", 0, false},
+		{"# Server\r\n", "", 7, false},
+	} {
+		if err := versionFits(c.info, c.prefix, c.minMajor); (err == nil) != c.ok {
+			t.Errorf("versionFits(%q, %q, %d) = %v", c.info, c.prefix, c.minMajor, err)
+		}
+	}
+}

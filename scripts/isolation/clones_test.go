@@ -35,17 +35,17 @@ func TestClonesGetTheirOwnServices(t *testing.T) {
 	defer busy.Close()
 
 	clones := []string{filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")}
+	lock := os.Getenv("EUTERPE_PORTS_LOCK")
 	for _, c := range clones {
-		must(t, os.MkdirAll(filepath.Join(c, "scripts"), 0o755))
-		scripts, _ := filepath.Glob(filepath.Join(root, "scripts", "*.sh"))
-		for _, s := range scripts {
-			copyFile(t, s, filepath.Join(c, "scripts", filepath.Base(s)))
-		}
+		newClone(t, root, c)
 		t.Cleanup(func() { _ = exec.Command(filepath.Join(c, "scripts", "services.sh"), "down").Run() })
 	}
+	// An .run/env from before it was kept private.
+	must(t, os.MkdirAll(filepath.Join(clones[0], ".run"), 0o755))
+	must(t, os.WriteFile(filepath.Join(clones[0], ".run", "env"), []byte("export EUTERPE_EARLIER=1\n"), 0o644))
 	up := func(c string) (string, error) {
 		cmd := exec.Command(filepath.Join(c, "scripts", "services.sh"), "up", "redis")
-		cmd.Env = cleanEnv()
+		cmd.Env = append(cleanEnv(), "EUTERPE_PORTS_LOCK="+lock)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			return "", fmt.Errorf("%s: %v\n%s", c, err, out)
@@ -89,6 +89,14 @@ func TestClonesGetTheirOwnServices(t *testing.T) {
 		if dir != want {
 			t.Fatalf("clone %d's redis keeps its data in %q, want %q", i, dir, want)
 		}
+		if pid := pidIn(t, filepath.Join(clones[i], ".run", "redis", "redis.pid")); holdsFile(pid, lock) {
+			t.Errorf("clone %d's redis (pid %d) holds the port lock %s", i, pid, lock)
+		}
+		fi, err := os.Stat(filepath.Join(clones[i], ".run", "env"))
+		must(t, err)
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("clone %d's .run/env has mode %v, want 0600 (it may hold passwords)", i, fi.Mode().Perm())
+		}
 	}
 	again, err := up(clones[0])
 	must(t, err)
@@ -119,8 +127,9 @@ func TestClonesGetTheirOwnServices(t *testing.T) {
 }
 
 // reexecInNamespace runs test name of this binary again inside a network
-// namespace of its own (loopback only, every port free), with env set to
-// the repository root, and fails t when it fails there.
+// namespace of its own (loopback only, every port free) and a private mount
+// namespace, with env set to the repository root, and fails t when it
+// fails there.
 func reexecInNamespace(t *testing.T, name, env string) {
 	t.Helper()
 	if os.Getuid() != 0 {
@@ -133,7 +142,7 @@ func reexecInNamespace(t *testing.T, name, env string) {
 	must(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "unshare", "-n", "--", "sh", "-c", `ip link set lo up && exec "$0" "$@"`,
+	cmd := exec.CommandContext(ctx, "unshare", "-n", "-m", "--propagation", "private", "--", "sh", "-c", `ip link set lo up && exec "$0" "$@"`,
 		os.Args[0], "-test.run=^"+name+"$", "-test.v", "-test.count=1")
 	cmd.Env = append(cleanEnv(), env+"="+root, "EUTERPE_PORTS_LOCK="+filepath.Join(t.TempDir(), "ports.lock"))
 	out, err := cmd.CombinedOutput()

@@ -7,5 +7,9 @@
 // copy of the repository's scripts and the Redis helpers, and checks the
 // job, its stream entry and the group are exactly as they were. Another
 // test brings two clones' services up at once, with the usual port taken by
-// something that is not a Redis, and checks each gets its own.
+// something that is not a Redis, and checks each gets its own. The rest
+// drive scripts/services.sh in scratch clones: Postgres for a clone under a
+// 0700 directory, pid files naming a process that is not a server of the
+// clone, no server holding the port lock, a Redis older than 7, and the
+// programs `up tools` and `up run-tools` ask for.
 package isolation

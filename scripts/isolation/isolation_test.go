@@ -79,6 +79,12 @@ func TestMakeRunLeavesProductionAlone(t *testing.T) {
 		copyFile(t, s, filepath.Join(clone, "scripts", filepath.Base(s)))
 	}
 	must(t, os.Symlink(versitygw, filepath.Join(clone, ".run", "bin", "versitygw")))
+	// A demo that stopped half-way before: the edge registered, the
+	// operator not; this run registers again instead of failing without
+	// a token.
+	must(t, os.MkdirAll(filepath.Join(clone, ".run", "demo"), 0o755))
+	must(t, os.WriteFile(filepath.Join(clone, ".run", "demo", "edge-id"), []byte("a-previous-edge"), 0o644))
+	must(t, os.WriteFile(filepath.Join(clone, ".run", "demo", "sync.secret"), []byte("a-previous-secret"), 0o600))
 	// The build has its own budget: a cold CGO_ENABLED=0 build shares no
 	// cache with the race-enabled test builds and takes minutes on a busy
 	// two-core machine.

@@ -2,47 +2,14 @@ package runner_test
 
 import (
 	"context"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/vesta-cx/euterpe/central/inbox"
 	"github.com/vesta-cx/euterpe/central/runner"
 	"github.com/vesta-cx/euterpe/central/schema"
+	"github.com/vesta-cx/euterpe/central/storage/storagetest"
 )
-
-// silentEndpoint accepts connections and never reads or answers them, and
-// returns its http:// address.
-func silentEndpoint(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	})
-	return "http://" + ln.Addr().String()
-}
 
 // TestHungOutputEndpointRecordsStall: the output endpoint accepts the
 // upload's connection and never answers. The upload stalls; the attempt is
@@ -55,7 +22,7 @@ func silentEndpoint(t *testing.T) string {
 func TestHungOutputEndpointRecordsStall(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *env) {
 		e.putWAV("in/src.wav", 1)
-		id := e.enqueue("in/src.wav", oneOpus, func(j *inbox.NewJob) { j.Output.Endpoint = silentEndpoint(t) })
+		id := e.enqueue("in/src.wav", oneOpus, func(j *inbox.NewJob) { j.Output.Endpoint = storagetest.SilentServer(t) })
 		const storageTimeout = 5 * time.Second
 		r := e.runner(func(s *runner.Settings) {
 			s.LeaseTTL = 1500 * time.Millisecond

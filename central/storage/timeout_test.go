@@ -5,10 +5,8 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,48 +16,13 @@ import (
 	"github.com/vesta-cx/euterpe/daemon/testsvc"
 )
 
-// silentServer accepts connections and never answers: a storage server
-// that hangs. It is closed when the test ends.
-func silentServer(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	})
-	return "http://" + ln.Addr().String()
-}
-
 // TestTimeoutsAreRetryable: a server that accepts the connection and never
 // answers makes the request time out (the transport's response-header
 // timeout, which matches context.DeadlineExceeded); that is a retryable
 // storage failure (contract §5), not a final one. Only the caller's own
 // context ending is final.
 func TestTimeoutsAreRetryable(t *testing.T) {
-	ep := silentServer(t)
+	ep := storagetest.SilentServer(t)
 	c := storage.NewClient(storage.Options{HeaderTimeout: 300 * time.Millisecond})
 	bucket := storage.Bucket{Endpoint: ep, Region: "us-east-1", Name: "source-bucket"}
 	cr := storage.Credentials{AccessKeyID: "a", SecretAccessKey: "b"}

@@ -1,7 +1,8 @@
 // Package storagetest puts a fault-injecting reverse proxy in front of the
 // real S3-compatible test server. The proxy stands in for a flaky network
 // path (gateways answering 503 or 429, a server that stops declaring
-// Content-Length); the storage behind it stays real.
+// Content-Length); the storage behind it stays real. SilentServer stands in
+// for an endpoint that takes connections and never answers.
 package storagetest
 
 import (

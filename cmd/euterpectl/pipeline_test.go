@@ -26,6 +26,16 @@ var (
 	centralErr  error
 )
 
+// TestMain removes the euterpe-central build once every test is done: a
+// binary of tens of MB left in the temp directory by each run adds up.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if centralBin != "" && centralErr == nil {
+		_ = os.RemoveAll(filepath.Dir(centralBin))
+	}
+	os.Exit(code)
+}
+
 // centralBinary builds euterpe-central once per test run.
 func centralBinary(t *testing.T) string {
 	centralOnce.Do(func() {

@@ -20,10 +20,17 @@ const redacted = "[REDACTED]"
 // page, and the composite forms around them are redacted anyway.
 const minSecretPart = 8
 
+// minPathSecret is the shortest path segment taken for a token. Capability
+// URLs (Slack's /services/T…/B…/<24 chars>, Discord's /webhooks/<id>/<68
+// chars>) carry their secret in the path; route names ("webhooks",
+// "euterpe-callbacks") are shorter, or harmless to blank.
+const minPathSecret = 16
+
 // errorSnippet reads the start of a refused delivery's response body for
 // last_error and the logs. Receivers often echo the request URI in an error
-// page ("no route for /hook?token=…"), and the URL's query or userinfo may
-// carry a token, so every form of those parts is redacted before the text
+// page ("no route for /hook?token=…"), and the URL's query, userinfo or a
+// long path segment may carry a token, so every form of those parts is
+// redacted before the text
 // is capped: a cap first could leave half a token behind.
 func errorSnippet(body io.Reader, rawURL string) string {
 	secrets := urlSecrets(rawURL)
@@ -66,6 +73,13 @@ func urlSecrets(rawURL string) []string {
 			add(pw, minSecretPart)
 		}
 	}
+	if segs := pathSecrets(u); len(segs) > 0 {
+		add(u.EscapedPath(), 0)
+		add(u.Path, 0)
+		for _, seg := range segs {
+			add(seg, 0)
+		}
+	}
 	if u.RawQuery != "" {
 		add(u.RawQuery, 0)
 		if q, err := url.QueryUnescape(u.RawQuery); err == nil {
@@ -79,6 +93,22 @@ func urlSecrets(rawURL string) []string {
 		}
 	}
 	return longestFirst(out)
+}
+
+// pathSecrets lists the URL's path segments long enough to be a token, in
+// escaped and decoded form.
+func pathSecrets(u *url.URL) []string {
+	var out []string
+	for _, seg := range strings.Split(u.EscapedPath(), "/") {
+		if len(seg) < minPathSecret {
+			continue
+		}
+		out = append(out, seg)
+		if dec, err := url.PathUnescape(seg); err == nil && dec != seg {
+			out = append(out, dec)
+		}
+	}
+	return out
 }
 
 func longestFirst(ss []string) []string {

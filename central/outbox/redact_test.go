@@ -20,6 +20,14 @@ func TestErrorSnippetRedactsURLSecrets(t *testing.T) {
 		{"value alone", hook, "token " + token + " revoked", "token [REDACTED] revoked"},
 		{"HTML-escaped query", hook, "<p>token=" + token + "&amp;scope=a%2Fb</p>", "<p>[REDACTED]</p>"},
 		{"short value kept", "https://h.example/x?v=1", "v=1 unknown; v 1 ok", "[REDACTED] unknown; v 1 ok"},
+		{"path token", "https://hooks.example/services/T0AB12CD/" + token, "no route for /services/T0AB12CD/" + token + " here",
+			"no route for [REDACTED] here"},
+		{"path token alone", "https://hooks.example/api/webhooks/123/" + token, "token " + token + " revoked; see /api/docs",
+			"token [REDACTED] revoked; see /api/docs"},
+		{"escaped path token", "https://hooks.example/h/" + token + "%2Bx", "bad " + token + "+x and " + token + "%2Bx",
+			"bad [REDACTED] and [REDACTED]"},
+		{"short segments kept", "https://hooks.example/api/webhooks/euterpe", "no route for /api/webhooks/euterpe",
+			"no route for /api/webhooks/euterpe"},
 		{"userinfo", "https://hookuser:pw_" + token + "@h.example/x", "auth hookuser:pw_" + token + " refused; pw_" + token,
 			"auth [REDACTED] refused; [REDACTED]"},
 	}
@@ -47,6 +55,23 @@ func TestErrorSnippetDropsTokenCutByWindow(t *testing.T) {
 		got := errorSnippet(strings.NewReader(body), long)
 		if strings.Contains(got, "tok_") {
 			t.Fatalf("padding %d: token fragment in %q", n, got)
+		}
+	}
+}
+
+func TestWebhookShownHidesSecrets(t *testing.T) {
+	const token = "tok_9f2c41d7e8b35a60"
+	cases := []struct{ url, want string }{
+		{"https://hooks.example/api/webhooks/euterpe", "https://hooks.example/api/webhooks/euterpe"},
+		{"https://hooks.example/hook?token=" + token, "https://hooks.example/hook"},
+		{"https://user:" + token + "@hooks.example/hook", "https://hooks.example/hook"},
+		{"https://hooks.example/services/T0AB12CD/" + token, "https://hooks.example/services/T0AB12CD/[REDACTED]"},
+		{"https://hooks.example/a%2Fb/" + token + "/x", "https://hooks.example/a%2Fb/[REDACTED]/x"},
+		{"not a url", ""},
+	}
+	for _, tc := range cases {
+		if got := webhookShown(tc.url); got != tc.want {
+			t.Errorf("webhookShown(%q) = %q, want %q", tc.url, got, tc.want)
 		}
 	}
 }

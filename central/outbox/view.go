@@ -16,8 +16,9 @@ import (
 
 // Delivery is one outbox event as the console shows it: where it goes,
 // how many attempts it took and the last answer. The webhook URL is cut to
-// scheme, host and path, since a receiver's query string or user info may
-// carry a token of its own; the payload and the requester's secret are not
+// scheme, host and path, with path segments of 16 or more characters
+// replaced, since a receiver's query string, user info or path may carry a
+// token of its own; the payload and the requester's secret are not
 // read at all.
 type Delivery struct {
 	EventID        string
@@ -141,13 +142,21 @@ func decodeDeadCursor(c string) (int64, string, error) {
 	return n, id, nil
 }
 
-// webhookShown keeps scheme, host and path of a webhook URL.
+// webhookShown keeps scheme, host and path of a webhook URL, with a path
+// segment long enough to be a capability token replaced: operators see
+// where events go, not the credential that lets anyone post there.
 func webhookShown(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
 		return ""
 	}
-	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
+	segs := strings.Split(u.EscapedPath(), "/")
+	for i, seg := range segs {
+		if len(seg) >= minPathSecret {
+			segs[i] = redacted
+		}
+	}
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host}).String() + strings.Join(segs, "/")
 }
 
 func micros(v *int64) *time.Time {

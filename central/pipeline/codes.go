@@ -25,7 +25,7 @@ const (
 	// heartbeating (it died) and the visibility timeout passed.
 	CodeVisibilityTimeout = "VISIBILITY_TIMEOUT"
 	// CodeStageUnavailable: an exec or http job type did not answer (exit
-	// status, timeout, connection refused, HTTP 5xx).
+	// status, timeout, connection refused, HTTP 5xx, 408 or 429).
 	CodeStageUnavailable = "STAGE_UNAVAILABLE"
 	// CodeInvalidAnswer: an exec or http job type answered something that
 	// is not a contract answer (garbage, an unknown error_code, both or

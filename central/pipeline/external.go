@@ -125,18 +125,22 @@ func (x Exec) Run(ctx context.Context, m JobMessage) (string, error) {
 		// about a run.
 		jobLog(log, m, StatusRunning, nil).WarnContext(ctx, "exec job type: "+held+"; its answer is used, the holder is left running", "program", x.Path)
 	}
+	if err != nil {
+		// A contract answer on stdout stands whatever the exit status; a
+		// crash without one is an unavailable stage (retried), even when
+		// it flooded stdout on its way down: the exit status says more
+		// about the run than the flood does.
+		if !out.Overflowed() {
+			if ref, perr := parseAnswer(out.Bytes()); perr == nil || ErrorCode(perr) != CodeInvalidAnswer {
+				return ref, perr
+			}
+		}
+		return "", Fail(CodeStageUnavailable, fmt.Sprintf("exec %s: %v: %s", x.Path, err, strings.TrimSpace(errb.String())))
+	}
 	if out.Overflowed() {
 		return "", Fail(CodeInvalidAnswer, fmt.Sprintf("refused answer: more than %d bytes on stdout", MaxAnswerBytes))
 	}
 	ref, perr := parseAnswer(out.Bytes())
-	if err != nil {
-		// A contract answer on stdout stands whatever the exit status; a
-		// crash without one is an unavailable stage (retried).
-		if perr == nil || ErrorCode(perr) != CodeInvalidAnswer {
-			return ref, perr
-		}
-		return "", Fail(CodeStageUnavailable, fmt.Sprintf("exec %s: %v: %s", x.Path, err, strings.TrimSpace(errb.String())))
-	}
 	var je *JobError
 	if held != "" && errors.As(perr, &je) && je.Code == CodeInvalidAnswer {
 		return "", Fail(CodeInvalidAnswer, je.Message+" ("+held+")")
@@ -169,53 +173,6 @@ func ExecEnv() []string {
 		}
 	}
 	return append(env, "TZ=UTC")
-}
-
-// HTTP is a job type served by an HTTP endpoint: the JobMessage POSTed as
-// JSON, the answer in the response body.
-type HTTP struct {
-	URL     string
-	Timeout time.Duration
-	Client  *http.Client
-}
-
-// Run posts the message once.
-func (h HTTP) Run(ctx context.Context, m JobMessage) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, h.Timeout)
-	defer cancel()
-	in, _ := json.Marshal(m)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(in))
-	if err != nil {
-		return "", Fail(CodeStageUnavailable, err.Error())
-	}
-	req.Header.Set("Content-Type", "application/json")
-	c := h.Client
-	if c == nil {
-		c = http.DefaultClient
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		if ctx.Err() != nil && context.Cause(ctx) != context.DeadlineExceeded {
-			return "", ctx.Err()
-		}
-		return "", Fail(CodeStageUnavailable, fmt.Sprintf("http %s: %v", h.URL, err))
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxAnswerBytes+1))
-	if err != nil {
-		return "", Fail(CodeStageUnavailable, fmt.Sprintf("http %s: reading the answer: %v", h.URL, err))
-	}
-	if len(body) > MaxAnswerBytes {
-		return "", Fail(CodeInvalidAnswer, fmt.Sprintf("refused answer: more than %d bytes", MaxAnswerBytes))
-	}
-	ref, perr := parseAnswer(body)
-	if resp.StatusCode >= 500 && (perr == nil || ErrorCode(perr) == CodeInvalidAnswer) && ref == "" {
-		return "", Fail(CodeStageUnavailable, fmt.Sprintf("http %s: status %d", h.URL, resp.StatusCode))
-	}
-	if resp.StatusCode >= 300 && perr == nil {
-		return "", Fail(CodeInvalidAnswer, fmt.Sprintf("refused answer: result_ref with HTTP status %d", resp.StatusCode))
-	}
-	return ref, perr
 }
 
 // ParseTypes reads EUTERPE_PIPELINE_TYPES: comma-separated

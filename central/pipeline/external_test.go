@@ -50,6 +50,7 @@ func TestExecAnswers(t *testing.T) {
 		{"killed", `kill -9 $$`, "", CodeStageUnavailable, "signal"},
 		{"timeout", `sleep 30 & wait`, "", CodeStageUnavailable, "no answer within"},
 		{"huge", `head -c 200000 /dev/zero | tr '\0' a`, "", CodeInvalidAnswer, "more than"},
+		{"crash flooding stdout", `head -c 200000 /dev/zero | tr '\0' a; echo dying >&2; exit 3`, "", CodeStageUnavailable, "dying"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

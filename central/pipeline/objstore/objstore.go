@@ -3,16 +3,12 @@ package objstore
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
+	"net/http"
 	"net/url"
-	"os"
-	"path"
-	"path/filepath"
 	"regexp"
 	"strings"
 
@@ -44,67 +40,6 @@ func CheckKey(key string) error {
 		}
 	}
 	return nil
-}
-
-// Dir is a directory store.
-type Dir struct {
-	Path string
-}
-
-// Put writes through an os.Root at d.Path: the object goes to a temporary
-// file in its directory, is synced, and renamed over the key, so a reader
-// sees the old bytes or the new, never a part. A ctx that ended (a worker
-// fenced at its lease deadline) writes nothing, up to the rename: the key
-// may hold a newer run's object by then.
-func (d Dir) Put(ctx context.Context, key string, body []byte, _ string) (string, bool, error) {
-	if err := CheckKey(key); err != nil {
-		return "", false, err
-	}
-	if err := ctx.Err(); err != nil {
-		return "", false, fmt.Errorf("objstore: write %s: %w", key, err)
-	}
-	if err := os.MkdirAll(d.Path, 0o750); err != nil {
-		return "", false, err
-	}
-	root, err := os.OpenRoot(d.Path)
-	if err != nil {
-		return "", false, err
-	}
-	defer root.Close()
-	ref := (&url.URL{Scheme: "file", Path: filepath.Join(d.Path, filepath.FromSlash(key))}).String()
-	if old, err := root.ReadFile(key); err == nil && bytes.Equal(old, body) {
-		return ref, false, nil
-	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return "", false, fmt.Errorf("objstore: read %s: %w", key, err)
-	}
-	if err := root.MkdirAll(path.Dir(key), 0o750); err != nil {
-		return "", false, fmt.Errorf("objstore: %w", err)
-	}
-	var rnd [8]byte
-	_, _ = rand.Read(rnd[:])
-	tmp := path.Dir(key) + "/.tmp-" + hex.EncodeToString(rnd[:])
-	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
-	if err != nil {
-		return "", false, fmt.Errorf("objstore: %w", err)
-	}
-	_, err = f.Write(body)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = ctx.Err() // the sync may have outlasted the lease
-	}
-	if err == nil {
-		err = root.Rename(tmp, key)
-	}
-	if err != nil {
-		_ = root.Remove(tmp)
-		return "", false, fmt.Errorf("objstore: write %s: %w", key, err)
-	}
-	return ref, true, nil
 }
 
 // Credentials are S3 keys; they never print.
@@ -171,7 +106,8 @@ func NewS3(raw string, creds Credentials) (*S3, error) {
 }
 
 // Put stats the object first and skips the write when its recorded
-// SHA-256 matches body's.
+// SHA-256 matches body's. The stat only saves a write: when it cannot tell
+// (no object, or no right to look), the object is written.
 func (s *S3) Put(ctx context.Context, key string, body []byte, contentType string) (string, bool, error) {
 	if err := CheckKey(key); err != nil {
 		return "", false, err
@@ -190,7 +126,7 @@ func (s *S3) Put(ctx context.Context, key string, body []byte, contentType strin
 				return ref, false, nil
 			}
 		}
-	} else if minio.ToErrorResponse(err).Code != "NoSuchKey" && minio.ToErrorResponse(err).StatusCode != 404 {
+	} else if !statUnknown(err) {
 		return "", false, fmt.Errorf("objstore: stat %s: %w", ref, err)
 	}
 	_, err = s.client.PutObject(ctx, s.Bucket, full, bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{
@@ -200,4 +136,21 @@ func (s *S3) Put(ctx context.Context, key string, body []byte, contentType strin
 		return "", false, fmt.Errorf("objstore: put %s: %w", ref, err)
 	}
 	return ref, true, nil
+}
+
+// statUnknown reports whether a failed stat leaves the write to be done:
+// the object is missing, or the credentials may not look. S3 answers a
+// HEAD of a missing key 403, not 404, to credentials without s3:ListBucket
+// — a sink policy of PutObject (and GetObject) on the prefix alone — and a
+// HEAD has no body to tell that from other refusals. Anything else (5xx, a
+// network failure) fails the Put, to be retried.
+func statUnknown(err error) bool {
+	r := minio.ToErrorResponse(err)
+	switch {
+	case r.Code == "NoSuchKey", r.StatusCode == http.StatusNotFound:
+		return true
+	case r.Code == "AccessDenied", r.StatusCode == http.StatusForbidden:
+		return true
+	}
+	return false
 }

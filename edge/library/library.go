@@ -64,6 +64,16 @@ func build(ctx context.Context, log *slog.Logger, stateDir, workerID string, s S
 	if err != nil {
 		return nil, &daemon.SettingError{Setting: "EUTERPE_LIBRARY_ROOTS", Value: s.Roots, Reason: err.Error()}
 	}
+	for _, root := range roots.List() {
+		// A root inside the state directory is scanned like any other, and
+		// a state directory inside a root is skipped whole; but the state
+		// directory as a root would be catalogued with library.db, the
+		// thumbnails, the trash and what other components keep there.
+		if root == state.Path() {
+			return nil, &daemon.SettingError{Setting: "EUTERPE_LIBRARY_ROOTS", Value: s.Roots,
+				Reason: fmt.Sprintf("library root %s is the state directory (EUTERPE_STATE_DIR); use a directory inside it", root)}
+		}
+	}
 	rootsWarned.Do(func() {
 		for _, root := range roots.List() {
 			if err := rootWritable(root); err != nil {
@@ -131,7 +141,7 @@ func build(ctx context.Context, log *slog.Logger, stateDir, workerID string, s S
 	if s.Watch && len(roots.List()) > 0 {
 		l.Watcher = &watch.Watcher{
 			Roots: roots.List(), Debounce: s.WatchDebounce, Log: log.With("component", "library-watch"),
-			Skip: []string{state.Path()},
+			Skip: []string{state.Path()}, ScanAtStart: true,
 			Enqueue: func(ctx context.Context) (bool, error) {
 				_, err := p.EnqueueScan(ctx)
 				if errors.Is(err, policy.ErrActive) {
@@ -153,7 +163,10 @@ func (l *Library) Checks() []daemon.Check {
 }
 
 // Run runs the executor, the policy scheduler, the trash cleaner and the
-// watcher until ctx ends, then closes the database.
+// watcher until ctx ends, then closes the database. The watcher requests
+// a scan at start, once it watches the roots: what changed while the
+// daemon was down, a root added or removed, raise no event. Without it
+// scans are only requested (POST /api/v1/scans).
 func (l *Library) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	run := func(name string, f func(context.Context) error) {

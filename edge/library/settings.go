@@ -102,13 +102,13 @@ func (s *Settings) Register(cfg *daemon.Config) {
 	cfg.Duration(&s.PolicyInterval, "library-policy-interval", "EUTERPE_LIBRARY_POLICY_INTERVAL", 2*time.Second, 10*time.Millisecond, time.Hour,
 		"how often recovery, requeueing and WAL checks run")
 	cfg.Duration(&s.WatchDebounce, "library-watch-debounce", "EUTERPE_LIBRARY_WATCH_DEBOUNCE", 3*time.Second, 10*time.Millisecond, time.Hour,
-		"quiet period after filesystem events before a scan is requested")
+		"quiet period after filesystem events before a scan is requested (events that never stop delay it by at most ten quiet periods, within 1-10 minutes)")
 	cfg.Bool(&s.Watch, "library-watch", "EUTERPE_LIBRARY_WATCH", true, "watch the roots with inotify and rescan on changes")
 	cfg.Bool(&s.AutoHash, "library-auto-hash", "EUTERPE_LIBRARY_AUTO_HASH", true, "enqueue a hash job after each completed scan")
 	cfg.Duration(&s.CleanupDelay, "library-cleanup-delay", "EUTERPE_LIBRARY_CLEANUP_DELAY", time.Minute, 0, 24*time.Hour,
 		"delay between a duplicate deletion and the cleanup of its group's thumbnails")
 	cfg.Int(&s.MaxJobRetries, "library-job-retries", "EUTERPE_LIBRARY_JOB_RETRIES", 5, 0, 100,
-		"retries of a scan or hash job whose lease expired before it is failed (a delete is retried until it ends: only it can finish or undo what it began)")
+		"retries of a scan or hash job whose lease expired before it is failed; 0 fails it at its first recovery (a delete is retried until it ends: only it can finish or undo what it began)")
 }
 
 // Defaults returns Settings with every default applied (for tests and

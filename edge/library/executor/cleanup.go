@@ -25,6 +25,10 @@ var (
 	// A due row is claimed only when its group has no pending or running
 	// thumbnail left (§4.4), counting the ungrouped rows of its files (see
 	// inGroupSQL): one rendered after the cleanup would never be removed.
+	// Nor while a delete in its group is unfinished (a delete is retried
+	// until it ends): one queued behind a long scan or hash would run
+	// after the cleanup, and its copies' thumbnails would stay. A payload
+	// that is not JSON (failed bad_payload by its run) holds nothing up.
 	sqlCleanupClaim = mustUpdate("thumbnail_cleanup_jobs", "claim", []Set{
 		{"status", "'" + store.MustMove(store.CleanupMachine, store.StatusPending, store.StatusRunning) + "'"},
 		{"worker_id", "?1"}, {"worker_heartbeat_at", "?2"}, {"lease_expires_at", "?3"},
@@ -32,6 +36,8 @@ var (
 	}, `id = (SELECT c.id FROM thumbnail_cleanup_jobs c
   WHERE c.status = 'pending' AND c.execute_after <= ?2
     AND NOT EXISTS (SELECT 1 FROM thumbnails t WHERE t.status IN ('pending','running') AND `+inGroupSQL("t", "c.group_key")+`)
+    AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.status IN ('pending','running','retryable') AND j.kind = 'delete'
+      AND CASE WHEN json_valid(j.payload) THEN json_extract(j.payload, '$.group_key') END = c.group_key)
   ORDER BY c.execute_after, c.id LIMIT 1) AND status = 'pending'
 RETURNING id, group_key`)
 

@@ -71,7 +71,8 @@ type Executor struct {
 	// CheckpointBusyTimeout bounds how long a checkpoint waits for readers
 	// before it reports busy (default 2s).
 	CheckpointBusyTimeout time.Duration
-	// SkipDirs are never walked by a scan (the state directory).
+	// SkipDirs are never walked by a scan (the state directory), unless
+	// one holds the root being walked.
 	SkipDirs []string
 
 	wakeOnce sync.Once

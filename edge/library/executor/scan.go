@@ -88,7 +88,7 @@ func (x *Executor) scan(ctx context.Context, c *Claim) error {
 				return ctx.Err()
 			}
 			if err == nil && d.IsDir() {
-				if x.skipDir(p) {
+				if x.skipDir(root, p) {
 					return fs.SkipDir
 				}
 				if x.scanDir != nil {
@@ -324,9 +324,12 @@ func pathError(p string, err error) string {
 	return p + ": " + err.Error()
 }
 
-func (x *Executor) skipDir(p string) bool {
+// skipDir reports whether p, met walking root, lies in one of SkipDirs.
+// A skip directory that holds the root itself (a root kept inside the
+// state directory) skips nothing of it: the root would never be scanned.
+func (x *Executor) skipDir(root, p string) bool {
 	for _, s := range x.SkipDirs {
-		if s != "" && pathsafe.Under(s, p) {
+		if s != "" && pathsafe.Under(s, p) && !pathsafe.Under(s, root) {
 			return true
 		}
 	}

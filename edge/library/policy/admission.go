@@ -40,7 +40,9 @@ type Policy struct {
 	ThumbsDir string
 	// CleanupDelay is how long after a delete its group's thumbnails go.
 	CleanupDelay time.Duration
-	// MaxJobRetries bounds retries of a recovered scan/hash/delete job.
+	// MaxJobRetries is how many times a recovered scan or hash job is run
+	// again before it fails; 0 fails it at its first recovery. A delete is
+	// retried until it ends.
 	MaxJobRetries int
 	// Wake is called after work is enqueued (the executor's Wake).
 	Wake func()
@@ -58,13 +60,29 @@ func IsUnique(err error) bool {
 	return errors.As(err, &se) && (se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)
 }
 
+// querier is a *sql.DB or a *sql.Tx.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
 func (p *Policy) insertJob(ctx context.Context, kind string, payload any) (store.Job, error) {
+	j, err := p.insertJobIn(ctx, p.Store.DB, kind, payload)
+	if err == nil {
+		p.wake()
+	}
+	return j, err
+}
+
+// insertJobIn adds a pending job through q without waking the executor: a
+// job inserted in a transaction is not claimable before the commit.
+func (p *Policy) insertJobIn(ctx context.Context, q querier, kind string, payload any) (store.Job, error) {
 	b, err := json.Marshal(payload)
 	if err != nil {
 		return store.Job{}, err
 	}
 	now := p.Store.NowMS()
-	j, err := store.ScanJob(p.Store.DB.QueryRowContext(ctx, `INSERT INTO jobs(kind, status, payload, created_at, updated_at)
+	j, err := store.ScanJob(q.QueryRowContext(ctx, `INSERT INTO jobs(kind, status, payload, created_at, updated_at)
 VALUES (?, 'pending', ?, ?, ?) RETURNING `+store.JobColumns, kind, string(b), now, now))
 	if IsUnique(err) {
 		return store.Job{}, ErrActive
@@ -72,7 +90,6 @@ VALUES (?, 'pending', ?, ?, ?) RETURNING `+store.JobColumns, kind, string(b), no
 	if err != nil {
 		return store.Job{}, fmt.Errorf("enqueue %s: %w", kind, err)
 	}
-	p.wake()
 	return j, nil
 }
 
@@ -101,84 +118,6 @@ func (p *Policy) EnqueueHash(ctx context.Context) (store.Job, error) {
 		return store.Job{}, fmt.Errorf("enqueue hash: %w", err)
 	}
 	return p.insertJob(ctx, store.KindHash, store.HashPayload{Algorithm: algo})
-}
-
-// DeleteRequest is what a user selected for one group.
-type DeleteRequest struct {
-	KeepFileIDs   []int64 `json:"keep_file_ids"`
-	DeleteFileIDs []int64 `json:"delete_file_ids"`
-	Permanent     bool    `json:"permanent"`
-}
-
-// RequestDelete authorises a deletion in group k and enqueues the delete
-// job that carries it out, plus a thumbnail cleanup for the group. It
-// returns store.ErrNotFound for an unknown group or id, ErrInvalid for a
-// malformed selection and ErrConflict when an id is not a current member.
-func (p *Policy) RequestDelete(ctx context.Context, k store.GroupKey, r DeleteRequest) (store.Job, error) {
-	if len(r.KeepFileIDs) == 0 {
-		return store.Job{}, fmt.Errorf("%w: keep_file_ids must name at least one file (the last copy is never deleted)", ErrInvalid)
-	}
-	if len(r.DeleteFileIDs) == 0 {
-		return store.Job{}, fmt.Errorf("%w: delete_file_ids is empty", ErrInvalid)
-	}
-	if len(r.KeepFileIDs)+len(r.DeleteFileIDs) > 10000 {
-		return store.Job{}, fmt.Errorf("%w: at most 10000 ids per request", ErrInvalid)
-	}
-	seen := map[int64]string{}
-	for _, set := range []struct {
-		name string
-		ids  []int64
-	}{{"keep_file_ids", r.KeepFileIDs}, {"delete_file_ids", r.DeleteFileIDs}} {
-		for _, id := range set.ids {
-			if id <= 0 {
-				return store.Job{}, fmt.Errorf("%w: %s has a non-positive id %d", ErrInvalid, set.name, id)
-			}
-			if prev, dup := seen[id]; dup {
-				return store.Job{}, fmt.Errorf("%w: file %d appears in %s and %s", ErrInvalid, id, prev, set.name)
-			}
-			seen[id] = set.name
-		}
-	}
-	n, err := p.Store.GroupSize(ctx, k)
-	if err != nil {
-		return store.Job{}, err
-	}
-	if n < 2 {
-		return store.Job{}, fmt.Errorf("duplicate group %s: %w", k, store.ErrNotFound)
-	}
-	for id := range seen {
-		f, err := p.Store.GetFile(ctx, id)
-		if err != nil {
-			return store.Job{}, err
-		}
-		if f.IsMissing || f.NeedsHash || f.HashAlgorithm == nil || f.ContentHash == nil ||
-			*f.HashAlgorithm != k.Algorithm || *f.ContentHash != k.HashHex {
-			return store.Job{}, fmt.Errorf("%w: file %d is not a current member of group %s", ErrConflict, id, k)
-		}
-	}
-	j, err := p.insertJob(ctx, store.KindDelete, map[string]any{
-		"group_key": k.String(), "keep_file_ids": r.KeepFileIDs, "delete_file_ids": r.DeleteFileIDs, "permanent": r.Permanent,
-	})
-	if err != nil {
-		return j, err
-	}
-	if err := p.ScheduleCleanup(ctx, k.String(), p.CleanupDelay); err != nil {
-		return j, err
-	}
-	return j, nil
-}
-
-// ScheduleCleanup adds a pending cleanup of group's thumbnails due after
-// delay, unless one is already pending for the group.
-func (p *Policy) ScheduleCleanup(ctx context.Context, group string, delay time.Duration) error {
-	now := p.Store.NowMS()
-	_, err := p.Store.DB.ExecContext(ctx, `INSERT INTO thumbnail_cleanup_jobs(group_key, status, execute_after, created_at, updated_at)
-SELECT ?1, 'pending', ?2, ?3, ?3 WHERE NOT EXISTS
-  (SELECT 1 FROM thumbnail_cleanup_jobs WHERE group_key = ?1 AND status = 'pending')`, group, now+delay.Milliseconds(), now)
-	if err == nil {
-		p.wake()
-	}
-	return err
 }
 
 // WALJob is one wal_maintenance_jobs row.

@@ -35,7 +35,7 @@ WHERE status = 'running' AND (lease_expires_at IS NULL OR lease_expires_at <= ?1
 
 // RequeueRetryable gives each retryable job a jittered retry time, then
 // moves due ones back to pending (retry_count+1), or, for a scan or a
-// hash, to failed once MaxJobRetries is spent. A scan/hash row that would break the
+// hash, to failed once MaxJobRetries is spent (0: at its first recovery). A scan/hash row that would break the
 // single-active rule stays retryable until the slot is free.
 func (p *Policy) RequeueRetryable(ctx context.Context, b lease.Backoff) error {
 	now := p.Store.NowMS()
@@ -63,19 +63,20 @@ func (p *Policy) RequeueRetryable(ctx context.Context, b lease.Backoff) error {
 	}
 	for _, r := range todo {
 		switch {
+		// A delete never gives up: a run stopped half-way may have left a
+		// file under its staging name or in the trash unrecorded, and only
+		// a run of the same job finishes or undoes that. A job that will
+		// not run again fails at once rather than after a backoff.
+		case r.n >= int64(max(p.MaxJobRetries, 0)) && r.kind != store.KindDelete:
+			store.MustMove(store.JobMachine, store.StatusRetryable, store.StatusFailed)
+			_, err = p.Store.DB.ExecContext(ctx, `UPDATE jobs SET status = 'failed', updated_at = ?,
+  error_message = 'gave up after ' || retry_count || ' retries: ' || COALESCE(error_message, '')
+WHERE id = ? AND status = 'retryable'`, now, r.id)
 		case r.after == nil:
 			_, err = p.Store.DB.ExecContext(ctx, `UPDATE jobs SET retry_after = ? WHERE id = ? AND status = 'retryable'`,
 				now+b.Delay(int(r.n)+1).Milliseconds(), r.id)
 		case *r.after > now:
 			continue
-		// A delete never gives up: a run stopped half-way may have left a
-		// file under its staging name or in the trash unrecorded, and only
-		// a run of the same job finishes or undoes that.
-		case p.MaxJobRetries > 0 && r.n >= int64(p.MaxJobRetries) && r.kind != store.KindDelete:
-			store.MustMove(store.JobMachine, store.StatusRetryable, store.StatusFailed)
-			_, err = p.Store.DB.ExecContext(ctx, `UPDATE jobs SET status = 'failed', updated_at = ?,
-  error_message = 'gave up after ' || retry_count || ' retries: ' || COALESCE(error_message, '')
-WHERE id = ? AND status = 'retryable'`, now, r.id)
 		default:
 			store.MustMove(store.JobMachine, store.StatusRetryable, store.StatusPending)
 			// A pending job has not finished: finished_at goes; its last

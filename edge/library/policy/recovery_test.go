@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -97,9 +98,15 @@ func TestRequeueRetryable(t *testing.T) {
 		{"a delete never gives up: it alone can finish or undo what it began", 3,
 			[]row{{"delete", "retryable", 3, at(-time.Second)}},
 			[]want{{"pending", 4, nil}}},
-		{"no retry limit never fails", 0,
-			[]row{{"scan", "retryable", 50, at(-time.Second)}},
-			[]want{{"pending", 51, nil}}},
+		{"retries spent: failed at once, without waiting a backoff", 3,
+			[]row{{"hash", "retryable", 3, nil}},
+			[]want{{"failed", 3, nil}}},
+		{"no retries: a recovered scan fails at its first recovery", 0,
+			[]row{{"scan", "retryable", 0, nil}, {"hash", "retryable", 0, at(-time.Second)}},
+			[]want{{"failed", 0, nil}, {"failed", 0, t0 - 1000}}},
+		{"no retries: a delete is still retried", 0,
+			[]row{{"delete", "retryable", 0, at(-time.Second)}},
+			[]want{{"pending", 1, nil}}},
 		{"due scan waits while another scan is active", 3,
 			[]row{{"scan", "pending", 0, nil}, {"scan", "retryable", 0, at(-time.Second)}},
 			[]want{{"pending", 0, nil}, {"retryable", 0, t0 - 1000}}},
@@ -131,7 +138,7 @@ func TestRequeueRetryable(t *testing.T) {
 					t.Errorf("row %d: %s retries=%d after=%v, want %+v", i, j.Status, j.RetryCount, derefInt(j.RetryAfter), c.want[i])
 				}
 				if j.Status == store.StatusFailed && c.rows[i].status == store.StatusRetryable &&
-					!strings.HasPrefix(deref(j.ErrorMessage), "gave up after 3 retries: boom") {
+					!strings.HasPrefix(deref(j.ErrorMessage), fmt.Sprintf("gave up after %d retries: boom", c.rows[i].retries)) {
 					t.Errorf("failed message %q", deref(j.ErrorMessage))
 				}
 				// A requeued job has not finished; its last error stays

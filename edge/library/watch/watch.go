@@ -11,11 +11,22 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 	"golang.org/x/sys/unix"
+
+	"github.com/vesta-cx/euterpe/edge/library/pathsafe"
 )
 
 // Enqueuer asks for a full scan; it returns busy=true when one is already
 // active and the request must be retried later.
 type Enqueuer func(ctx context.Context) (busy bool, err error)
+
+// DefaultMaxDelay is the longest a change waits for its scan under a
+// steady stream of events, for a quiet period of debounce: ten quiet
+// periods, at least a minute (a scan walks the whole library, and one a
+// few seconds after the last ended would keep the disk busy through a long
+// copy) and at most ten minutes, never less than the quiet period itself.
+func DefaultMaxDelay(debounce time.Duration) time.Duration {
+	return max(debounce, min(max(10*debounce, time.Minute), 10*time.Minute))
+}
 
 // Watcher watches roots and requests scans.
 type Watcher struct {
@@ -23,7 +34,8 @@ type Watcher struct {
 	Debounce time.Duration
 	Enqueue  Enqueuer
 	Log      *slog.Logger
-	// Skip lists directories never watched (the state directory).
+	// Skip lists directories never watched (the state directory), unless
+	// one holds a root: a root kept inside the state directory is watched.
 	Skip []string
 
 	// RootCheck is how often each root is looked at to find one that was
@@ -35,6 +47,19 @@ type Watcher struct {
 	// directories could not be watched (the inotify watch limit): their
 	// changes raise no event (default 10m).
 	FallbackScan time.Duration
+	// MaxDelay is the longest a change waits for its scan while further
+	// events keep restarting the quiet period (a recording or a copy
+	// written for hours); the scan is then requested anyway (default
+	// DefaultMaxDelay(Debounce)).
+	MaxDelay time.Duration
+	// ScanAtStart requests a scan once the roots are watched, after the
+	// quiet period: what changed while nothing watched (the daemon was
+	// down, a root was added or removed, the first start) raises no event.
+	ScanAtStart bool
+	// MountInfo is the mount table looked at with the roots (default
+	// /proc/self/mountinfo): a disk mounted or unmounted below a root
+	// raises no inotify event, and its directories need watches.
+	MountInfo string
 
 	// Requested counts scan requests made (for tests and metrics).
 	Requested func()
@@ -80,9 +105,14 @@ func (w *Watcher) run(ctx context.Context, src source) error {
 	if w.FallbackScan <= 0 {
 		w.FallbackScan = 10 * time.Minute
 	}
+	if w.MaxDelay <= 0 {
+		w.MaxDelay = DefaultMaxDelay(w.Debounce)
+	}
+	if w.MountInfo == "" {
+		w.MountInfo = "/proc/self/mountinfo"
+	}
 	var timer *time.Timer
 	var fire <-chan time.Time
-	dirty := false
 	arm := func(d time.Duration) {
 		if timer == nil {
 			timer = time.NewTimer(d)
@@ -90,6 +120,24 @@ func (w *Watcher) run(ctx context.Context, src source) error {
 			timer.Reset(d)
 		}
 		fire = timer.C
+	}
+	// dirty is set from a change until its scan is requested; dirtySince
+	// is when it was set, and a request refused as busy is not retried
+	// before notBefore, however many events arrive meanwhile.
+	dirty := false
+	var dirtySince, notBefore time.Time
+	request := func(wait time.Duration) {
+		now := time.Now()
+		if !dirty {
+			dirty, dirtySince = true, now
+		}
+		if left := dirtySince.Add(w.MaxDelay).Sub(now); left < wait {
+			wait = max(left, 0)
+		}
+		if retry := notBefore.Sub(now); retry > wait {
+			wait = retry
+		}
+		arm(wait)
 	}
 	rootCheck := time.NewTicker(w.RootCheck)
 	var fallback *time.Ticker
@@ -137,7 +185,11 @@ func (w *Watcher) run(ctx context.Context, src source) error {
 			fallback, fallbackC = nil, nil
 		}
 	}
+	mounts, _ := w.mountsUnderRoots()
 	watchAll()
+	if w.ScanAtStart {
+		request(w.Debounce)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -167,8 +219,7 @@ func (w *Watcher) run(ctx context.Context, src source) error {
 					created[ev.Name] = true
 				}
 			}
-			dirty = true
-			arm(w.Debounce)
+			request(w.Debounce)
 		case err, ok := <-src.Errors():
 			if !ok {
 				return nil
@@ -177,8 +228,7 @@ func (w *Watcher) run(ctx context.Context, src source) error {
 				w.Log.Warn("library watcher overflowed; requesting a full scan")
 				// re-add every directory: some creations were never seen
 				watchAll()
-				dirty = true
-				arm(0)
+				request(0)
 				continue
 			}
 			w.Log.Warn("library watcher", "err", err)
@@ -201,15 +251,22 @@ func (w *Watcher) run(ctx context.Context, src source) error {
 				if lim.n > 0 && !partial {
 					watchAll()
 				}
-				dirty = true
-				arm(w.Debounce)
+				request(w.Debounce)
+			}
+			// A disk mounted below a root hides the directory it is
+			// mounted on, watches and all, and one unmounted takes its
+			// watches along, both without an event: the whole tree is
+			// watched again and scanned.
+			if now, ok := w.mountsUnderRoots(); ok && now != mounts {
+				mounts = now
+				watchAll()
+				request(w.Debounce)
 			}
 		case <-fallbackC:
 			// Try again (the limit may have been raised), and scan for
 			// what the directories without a watch may hold.
 			watchAll()
-			dirty = true
-			arm(0)
+			request(0)
 		case <-fire:
 			fire = nil
 			if !dirty {
@@ -231,10 +288,13 @@ func (w *Watcher) run(ctx context.Context, src source) error {
 			}
 			busy, err := w.Enqueue(ctx)
 			if err != nil || busy {
-				arm(w.Debounce) // keep the request; retry later
+				// Keep the request and retry after a quiet period, which
+				// later events do not bring forward.
+				notBefore = time.Now().Add(w.Debounce)
+				arm(w.Debounce)
 				continue
 			}
-			dirty = false
+			dirty, notBefore = false, time.Time{}
 			if w.Requested != nil {
 				w.Requested()
 			}
@@ -285,10 +345,8 @@ func (w *Watcher) addTree(src source, root string, lim *limitErrors) {
 		if err != nil || !d.IsDir() {
 			return nil
 		}
-		for _, s := range w.Skip {
-			if s != "" && (p == s || len(p) > len(s) && p[:len(s)+1] == s+string(filepath.Separator)) {
-				return fs.SkipDir
-			}
+		if w.skipped(p) {
+			return fs.SkipDir
 		}
 		if err := src.Add(p); err != nil {
 			if isLimit(err) {
@@ -302,6 +360,24 @@ func (w *Watcher) addTree(src source, root string, lim *limitErrors) {
 		}
 		return nil
 	})
+}
+
+// skipped reports whether directory p lies in one of Skip that holds no
+// root.
+func (w *Watcher) skipped(p string) bool {
+	for _, s := range w.Skip {
+		if s == "" || !pathsafe.Under(s, p) {
+			continue
+		}
+		holdsRoot := false
+		for _, r := range w.Roots {
+			holdsRoot = holdsRoot || pathsafe.Under(s, r)
+		}
+		if !holdsRoot {
+			return true
+		}
+	}
+	return false
 }
 
 // dirIdentity tells one directory from another at the same path: another

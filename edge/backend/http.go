@@ -65,12 +65,28 @@ func jsonResult(b []byte, status int, what string, secrets ...string) (json.RawM
 	if !json.Valid(b) {
 		return nil, Errorf(CodeInvalidResult, status, "%s: result is not JSON: %s", what, describe(b, secrets...))
 	}
-	// JSON lets invalid UTF-8 through inside strings (a program printing
-	// Latin-1); clients of GET and SSE are promised JSON, which is UTF-8,
-	// so the bad bytes become U+FFFD, as encoding/json decodes them. They
-	// can only sit inside strings, so the result stays JSON.
+	return validUTF8(b), nil
+}
+
+// validUTF8 makes a JSON text UTF-8. JSON lets invalid UTF-8 through inside
+// strings (a program printing Latin-1, a server's usage object), and so
+// does encoding/json in a json.RawMessage it passes on; clients of GET and
+// SSE are promised JSON, which is UTF-8, so the bad bytes become U+FFFD,
+// as encoding/json decodes them. They can only sit inside strings, so the
+// text stays JSON.
+func validUTF8(b []byte) json.RawMessage {
 	if !utf8.Valid(b) {
 		b = bytes.ToValidUTF8(b, []byte("\uFFFD"))
 	}
-	return json.RawMessage(b), nil
+	return json.RawMessage(b)
+}
+
+// marshalResult encodes a result whose json.RawMessage fields come from a
+// backend's answer as they were sent, with validUTF8.
+func marshalResult(v any) (json.RawMessage, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return validUTF8(b), nil
 }

@@ -113,7 +113,7 @@ func (l *LLM) chat(ctx context.Context, p map[string]json.RawMessage, delta Delt
 	if len(res.Usage) == 0 {
 		res.Usage = json.RawMessage(`null`)
 	}
-	return json.Marshal(res)
+	return marshalResult(res)
 }
 
 // chunk is one streamed chat.completion.chunk, or an error object.
@@ -239,7 +239,7 @@ func (l *LLM) embed(ctx context.Context, p map[string]json.RawMessage) (json.Raw
 	if len(res.Usage) == 0 {
 		res.Usage = json.RawMessage(`null`)
 	}
-	return json.Marshal(res)
+	return marshalResult(res)
 }
 
 // post sends body and returns a 2xx response; anything else is an *Error

@@ -125,12 +125,18 @@ func (s *Store) prepare(id string, t Transition) (*transitionCall, error) {
 			return nil, fmt.Errorf("job %s: acknowledge %.48q: %w", id, t.AckMessageID, err)
 		}
 	}
+	token := t.Token
+	if token == "" {
+		token = NewToken()
+	} else if !validToken(token) {
+		return nil, fmt.Errorf("job %s: %w", id, ErrBadToken)
+	}
 	channel := ""
 	if t.Publish {
 		channel = CancelChannel(id)
 	}
-	args := make([]any, 0, 12+len(from))
-	args = append(args, t.To, s.nowMS(), evType, t.Step, string(data), string(t.Result), string(t.Error), channel, t.AckMessageID, id, s.Capture, max(s.CaptureMax, 0))
+	args := make([]any, 0, 13+len(from))
+	args = append(args, t.To, s.nowMS(), evType, t.Step, string(data), string(t.Result), string(t.Error), channel, t.AckMessageID, id, s.Capture, max(s.CaptureMax, 0), token)
 	for _, f := range from {
 		args = append(args, f)
 	}

@@ -21,4 +21,11 @@
 // ErrWrongType (a *WrongTypeError), writing nothing, when one holds another
 // type; only the refresh of an idempotency record's TTL, which serves
 // retries alone, is skipped instead (redis.pcall) and the write completes.
+//
+// The client resends a command whose reply was lost (a read timeout, a
+// dropped connection), and Redis may have run it already. Every script
+// writes once however often it is sent: a create finds the job it queued
+// (extension field queued_ids of the hash) and a transition finds its
+// token among the last ones the hash keeps (extension field applied, see
+// Transition.Token); both answer as their first run did.
 package jobs

@@ -45,12 +45,31 @@ import (
 // its lag (see Backlog) would count a job too many from then on, and the
 // trim of a queue cap (ARGV[7]) could not be undone. An emptied capture
 // stream may be left behind; its readers take it for a missing one. The
-// job's own hash and events stream are not looked at: they are named by
-// an id just drawn at random, which no key can hold yet. Each TYPE saved
-// is a call every create would pay for.
+// types of the job's own hash and events stream are not looked at: they
+// are named by an id just drawn at random, which no key can hold yet, and
+// each TYPE saved is a call every create would pay for.
+//
+// Whether the job hash exists is looked at first, though (EXISTS): the
+// client resends a command whose reply did not come in time (a read
+// timeout, a dropped connection) although Redis may have run it, and a
+// second run would queue the job twice, to run twice. A hash whose
+// created_ts and task are this call's and that holds the ids this call
+// wrote (field queuedIDsField) is this call's: those ids are answered, as
+// the first run answered, and nothing is written. Any other key is
+// another job's under an id drawn twice (reply "collision"): nothing is
+// written, and the caller draws another id.
 var createScript = redis.NewScript(`
 redis.replicate_commands()
 ` + luaWrongType + `
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  local prior = redis.pcall('HMGET', KEYS[1], 'created_ts', 'task', '` + queuedIDsField + `')
+  local ev, msg
+  if not prior['err'] and prior[1] == ARGV[4] and prior[2] == ARGV[2] and prior[3] then
+    ev, msg = string.match(prior[3], '^(%S+) (%S+)$')
+  end
+  if ev then return {'created', ev, msg} end
+  return {'collision'}
+end
 local w
 if #KEYS >= 5 then
   w = wrongtype(KEYS[4], 'string', KEYS[6] or '', 'hash')
@@ -89,7 +108,7 @@ if #KEYS >= 5 then
 end
 redis.call('HSET', KEYS[1], 'job_id', ARGV[1], 'task', ARGV[2], 'payload', ARGV[3],
   'status', 'queued', 'created_ts', ARGV[4], 'updated_ts', ARGV[4], 'ttl_s', ARGV[5],
-  'result', '', 'error', '')
+  'result', '', 'error', '', '` + queuedIDsField + `', ev .. ' ' .. msg)
 redis.call('EXPIRE', KEYS[1], ARGV[5])
 redis.call('EXPIRE', KEYS[2], ARGV[5])
 return {'created', ev, msg}
@@ -107,7 +126,8 @@ return {'created', ev, msg}
 // first write or is the first write, since a script is not rolled back: a
 // terminal status stored without its event, or an event whose
 // acknowledgement fails, would be a half-done transition. The hash is
-// read with redis.pcall (status, ttl_s and task in one HMGET) and the
+// read with redis.pcall (status, ttl_s, task and the tokens of its last
+// writes, below, in one HMGET) and the
 // event is the first write, also with redis.pcall; a job hash or events
 // key holding another type answers "corrupt" with both types, which are
 // looked at only when a call or a check failed or the transition is
@@ -132,12 +152,24 @@ return {'created', ev, msg}
 // XDEL): that is what keeps jobs:stream bounded, by removing exactly the
 // finished entries and never one still pending or undelivered.
 //
+// Each write carries a token its caller drew (ARGV[13]): the client
+// resends a command whose reply did not come in time (a read timeout, a
+// dropped connection) although Redis may have run it, and a second run
+// would write a second event — a delta's text twice, a second "running" —
+// or refuse a finish that happened. The hash keeps the tokens of its last
+// appliedKeep writes with their event ids (field appliedField, "token=id
+// ..."); a token found there is answered {"ok", its event id}, as the
+// first run was, and nothing is written, acknowledged or published. More
+// than one is kept because a pipeline (ApplyBatch) is resent whole, with
+// its other ops on the same job, and other writers may write the job
+// between a run and its resend.
+//
 // KEYS: job hash, events stream, queue stream
 // ARGV: 1 new status ("" keeps it), 2 now_ms, 3 event type, 4 step, 5 data,
 // 6 result ("" untouched), 7 error ("" untouched), 8 cancel channel ("" none),
 // 9 queue message id to ack ("" none), 10 job id, 11 capture stream ("" none:
-// see captureLua), 12 capture cap (0 none: see dropLua), 13.. allowed
-// current statuses
+// see captureLua), 12 capture cap (0 none: see dropLua), 13 token ("" none),
+// 14.. allowed current statuses
 var transitionScript = redis.NewScript(`
 redis.replicate_commands()
 local function ack()
@@ -154,7 +186,7 @@ local function corrupt()
   end
 end
 ` + luaWrongType + `
-local h = redis.pcall('HMGET', KEYS[1], 'status', 'ttl_s', 'task')
+local h = redis.pcall('HMGET', KEYS[1], 'status', 'ttl_s', 'task', '` + appliedField + `')
 if h['err'] then return corrupt() or h end
 local w = ARGV[9] ~= '' and wrongtype(KEYS[3], 'stream')
 if w then return corrupt() or w end
@@ -164,8 +196,13 @@ if not cur then
   if w then return w end
   ack() return {'missing', ''}
 end
+local applied = h[4] or ''
+if ARGV[13] ~= '' then
+  local at = string.find(' ' .. applied, ' ' .. ARGV[13] .. '=', 1, true)
+  if at then return {'ok', string.match(applied, '^[^=]*=(%S+)', at)} end
+end
 local allowed = false
-for i = 13, #ARGV do
+for i = 14, #ARGV do
   if ARGV[i] == cur then allowed = true break end
 end
 if not allowed then
@@ -196,6 +233,14 @@ local set = {'updated_ts', ARGV[2]}
 if ARGV[1] ~= '' then set[#set + 1] = 'status' set[#set + 1] = ARGV[1] end
 if ARGV[6] ~= '' then set[#set + 1] = 'result' set[#set + 1] = ARGV[6] end
 if ARGV[7] ~= '' then set[#set + 1] = 'error' set[#set + 1] = ARGV[7] end
+if ARGV[13] ~= '' then
+  local kept = {}
+  for e in string.gmatch(applied, '%S+') do kept[#kept + 1] = e end
+  local list = {}
+  for i = math.max(1, #kept - ` + appliedKeepLua + ` + 2), #kept do list[#list + 1] = kept[i] end
+  list[#list + 1] = ARGV[13] .. '=' .. id
+  set[#set + 1] = '` + appliedField + `' set[#set + 1] = table.concat(list, ' ')
+end
 redis.call('HSET', KEYS[1], unpack(set))
 local ttl = h[2]
 if ttl and #ttl <= 10 and string.match(ttl, '^[1-9]%d*$') then

@@ -76,6 +76,9 @@ type NewJob struct {
 	Fingerprint    string
 }
 
+// newJobID draws a job id; tests replace it to make ids collide.
+var newJobID = uuid.NewString
+
 // Created is the outcome of Create.
 type Created struct {
 	ID string
@@ -131,6 +134,10 @@ func parseIdempotencyRecord(value, fingerprint string) (idempotencyRecord, bool)
 // gateway kept longer) can give nothing back: the key is treated as free
 // and taken for the new job, in the script, only if it still holds that
 // record and the job is still gone, so concurrent requests create one job.
+//
+// The script finds out when it runs a second time for one call (the client
+// resending it after a lost reply) and answers as it first did, so a job is
+// queued once however often its create is sent.
 func (s *Store) Create(ctx context.Context, nj NewJob) (Created, error) {
 	if !ValidTask(nj.Task) {
 		return Created{}, fmt.Errorf("create job: unknown task %q", nj.Task)
@@ -138,7 +145,7 @@ func (s *Store) Create(ctx context.Context, nj NewJob) (Created, error) {
 	if nj.TTL <= 0 || nj.TTL > MaxTTL {
 		return Created{}, fmt.Errorf("create job: ttl %d must be between 1 and %d", nj.TTL, MaxTTL)
 	}
-	id := uuid.NewString()
+	id := newJobID()
 	stale, staleJob := "", ""
 	for range staleAttempts {
 		keys := []string{JobKey(id), EventsKey(id), QueueStream}
@@ -157,6 +164,11 @@ func (s *Store) Create(ctx context.Context, nj NewJob) (Created, error) {
 		}
 		if len(res) == 3 && res[0] == "wrongtype" {
 			return Created{}, fmt.Errorf("create job: %w", &WrongTypeError{Key: res[1], Type: res[2]})
+		}
+		if len(res) == 1 && res[0] == "collision" {
+			// Another job has this id: the create wrote nothing.
+			id = newJobID()
+			continue
 		}
 		if len(res) != 3 || res[0] != "duplicate" {
 			return Created{}, fmt.Errorf("create job: unexpected script reply %q", res)
@@ -272,6 +284,12 @@ type Transition struct {
 	AckMessageID string
 	// Publish sends the job id on CancelChannel(id) in the same script.
 	Publish bool
+	// Token identifies this write so that running it again writes nothing
+	// and answers as the first run did (see transitionScript): "" draws
+	// one for the call (NewToken), which covers the client's own resends.
+	// A caller that retries a write after an error it cannot tell from a
+	// lost reply keeps one token for all its attempts.
+	Token string
 }
 
 // Apply runs t against job id in one round trip. It returns the new event's

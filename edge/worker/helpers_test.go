@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"testing"
 	"time"
@@ -47,7 +48,13 @@ func newRedis(t testing.TB) (*redis.Client, *jobs.Store, *redis.Options) {
 // startPool runs a pool until the test ends.
 func startPool(t testing.TB, rdb *redis.Client, st *jobs.Store, consumer string, s Settings, be backend.Backend) *Pool {
 	t.Helper()
-	p, err := New(nil, rdb, st, consumer, s, be)
+	return startPoolLog(t, nil, rdb, st, consumer, s, be)
+}
+
+// startPoolLog is startPool logging to log.
+func startPoolLog(t testing.TB, log *slog.Logger, rdb *redis.Client, st *jobs.Store, consumer string, s Settings, be backend.Backend) *Pool {
+	t.Helper()
+	p, err := New(log, rdb, st, consumer, s, be)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -184,9 +184,11 @@ func (p *Pool) pollStatus(ctx context.Context) {
 			// Outside the state machine, or no job hash at all: no
 			// transition can finish it (see jobs.ErrUnknownStatus).
 			running[i].cancel(errUnknownStatus)
-		case errors.Is(err, redis.Nil) || (err == nil && st != jobs.Running):
-			// Cancelled, finished elsewhere, or expired.
+		case err == nil && st == jobs.Canceled:
 			running[i].cancel(errJobCanceled)
+		case errors.Is(err, redis.Nil) || (err == nil && st != jobs.Running):
+			// Finished elsewhere, or expired.
+			running[i].cancel(errJobGone)
 		}
 	}
 }

@@ -27,8 +27,13 @@ const (
 
 // Causes a running job's context is cancelled with.
 var (
-	// errJobCanceled: the job was cancelled (status canceled) or has gone.
+	// errJobCanceled: the job was cancelled (status canceled).
 	errJobCanceled = errors.New("job canceled")
+	// errJobGone: the job ended without this process (done or error,
+	// written by another consumer that ran it too) or expired. Its message
+	// is acknowledged like a cancelled job's, but this process finished
+	// nothing, so nothing is counted.
+	errJobGone = errors.New("job finished elsewhere or expired")
 	// errShutdown: the drain period after shutdown ended.
 	errShutdown = errors.New("worker shutting down")
 	// errUnknownStatus: the job's status left the state machine while it

@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/vesta-cx/euterpe/daemon/testsvc"
+	"log/slog"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/vesta-cx/euterpe/daemon"
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
 	"github.com/vesta-cx/euterpe/edge/backend"
 	"github.com/vesta-cx/euterpe/edge/jobs"
 )
@@ -50,7 +53,11 @@ func testFinishedEntriesLeaveQueue(t *testing.T) {
 
 // A pending entry deleted from the stream (by a trim or by hand) is
 // acknowledged by recovery on both claim paths without disturbing the
-// recovery of the others; its job cannot be identified any more.
+// recovery of the others; its job cannot be identified any more, and the
+// entry's id is logged at error level. On Redis 7 the claim commands take
+// such an entry off the pending list themselves: XAUTOCLAIM names it apart
+// from the claimed ids, and XCLAIM returns nothing for it; before, both
+// paths dropped it there without a word.
 func TestRecoveryOfVanishedEntry(t *testing.T) { testsvc.EachRedis(t, testRecoveryOfVanishedEntry) }
 
 func testRecoveryOfVanishedEntry(t *testing.T) {
@@ -74,7 +81,8 @@ func testRecoveryOfVanishedEntry(t *testing.T) {
 			}
 			s := testSettings()
 			s.ClaimFallback = fallback
-			startPool(t, rdb, st, "survivor", s, backend.NewRegistry(map[string]backend.Backend{
+			logs := &testsvc.LogBuffer{}
+			startPoolLog(t, slog.New(slog.NewJSONHandler(logs, nil)), rdb, st, "survivor", s, backend.NewRegistry(map[string]backend.Backend{
 				"chat": backend.Func(func(context.Context, backend.Request, backend.Delta) (json.RawMessage, error) {
 					return json.RawMessage(`{}`), nil
 				}),
@@ -85,6 +93,11 @@ func testRecoveryOfVanishedEntry(t *testing.T) {
 			waitNoPending(t, rdb, 3*time.Second)
 			if j, err := st.Get(ctx, lost); err != nil || j.Status != jobs.Running {
 				t.Fatalf("lost job: %v %v", j, err)
+			}
+			for deadline := time.Now().Add(3 * time.Second); !loggedVanished(logs.String(), lostMsg); time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("no error naming %s in the log:\n%s", lostMsg, logs)
+				}
 			}
 		})
 	}
@@ -121,4 +134,19 @@ func TestValidateAgainstDaemonSettings(t *testing.T) {
 			}
 		})
 	}
+}
+
+// loggedVanished reports whether logs (JSON lines) hold an error naming id
+// among its "ids".
+func loggedVanished(logs, id string) bool {
+	for _, line := range strings.Split(logs, "\n") {
+		var rec struct {
+			Level string   `json:"level"`
+			IDs   []string `json:"ids"`
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Level == "ERROR" && slices.Contains(rec.IDs, id) {
+			return true
+		}
+	}
+	return false
 }

@@ -87,12 +87,20 @@ func (a *autoClaimer) restart() { a.cursor = "0-0" }
 // after scanning ten times count entries that are not idle.
 func (a *autoClaimer) claim(ctx context.Context, minIdle time.Duration, count int) ([]entry, bool, error) {
 	p := a.p
-	ids, next, err := p.rdb.XAutoClaimJustID(ctx, &redis.XAutoClaimArgs{
-		Stream: jobs.QueueStream, Group: jobs.Group, Consumer: p.consumer,
-		MinIdle: minIdle, Start: a.cursor, Count: int64(count),
-	}).Result()
+	// Sent as it is: the client's XAutoClaimJustID drops the third part
+	// of Redis 7's reply, the pending entries found deleted.
+	res, err := p.rdb.Do(ctx, "XAUTOCLAIM", jobs.QueueStream, jobs.Group, p.consumer, max(minIdle.Milliseconds(), 1),
+		a.cursor, "COUNT", count, "JUSTID").Slice()
 	if err != nil {
 		return nil, false, fmt.Errorf("XAUTOCLAIM: %w", err)
+	}
+	next, ids, deleted, err := parseAutoClaim(res)
+	if err != nil {
+		return nil, false, fmt.Errorf("XAUTOCLAIM: %w", err)
+	}
+	if len(deleted) > 0 {
+		// Redis 7 has taken them off the pending list itself.
+		p.logVanished(deleted)
 	}
 	a.cursor = next
 	more := next != "0-0"
@@ -191,8 +199,7 @@ func (p *Pool) readClaimed(ctx context.Context, claimed []claimedID, setCount bo
 		out = append(out, entry{msg: msgs[0], deliveries: claimed[i].deliveries})
 	}
 	if len(vanished) > 0 {
-		p.log.Error("claimed queue entries no longer exist (deleted or trimmed while pending); their jobs cannot be identified and are not recovered",
-			"ids", vanished)
+		p.logVanished(vanished)
 		if err := p.store.Ack(ctx, vanished...); err != nil {
 			p.log.Warn("ack vanished queue entries", "err", err)
 		}
@@ -242,6 +249,7 @@ func (c *pendingClaimer) claim(ctx context.Context, minIdle time.Duration, count
 	}
 	_, _ = pipe.Exec(ctx)
 	var claimed []claimedID
+	var unclaimed []string
 	var errs []error
 	for i, cmd := range claims {
 		ids, err := cmd.StringSlice()
@@ -250,12 +258,18 @@ func (c *pendingClaimer) claim(ctx context.Context, minIdle time.Duration, count
 			errs = append(errs, fmt.Errorf("XCLAIM %s: %w", idle[i].ID, err))
 			continue
 		}
-		if len(ids) == 1 { // empty: another consumer claimed it first (or Redis 7 dropped a deleted entry)
+		if len(ids) == 1 {
 			claimed = append(claimed, claimedID{id: idle[i].ID, deliveries: idle[i].RetryCount + 1})
+		} else {
+			unclaimed = append(unclaimed, idle[i].ID)
 		}
 	}
 	out, err := p.readClaimed(ctx, claimed, false)
-	return out, more, errors.Join(append(errs, err)...)
+	errs = append(errs, err)
+	if len(unclaimed) > 0 {
+		errs = append(errs, p.checkUnclaimed(ctx, unclaimed))
+	}
+	return out, more, errors.Join(errs...)
 }
 
 // idle pages through the pending list from c.from, oldest first, for up

@@ -19,6 +19,7 @@ const (
 	finishDone  outcomeKind = iota // status done + result + event + XACK + XDEL
 	finishError                    // status error + error + event + XACK + XDEL
 	ackOnly                        // cancelled: the terminal event exists; XACK + XDEL
+	ackGone                        // finished elsewhere or expired: XACK + XDEL, not counted
 	abandon                        // shutdown or lost claim: leave pending
 	deadUnknown                    // status outside the state machine: jobs:dead + XACK + XDEL, job untouched
 )
@@ -31,6 +32,11 @@ type outcome struct {
 	ran    time.Duration // how long the backend ran
 	// refusals counts writes of it that Redis refused (not outages).
 	refusals int
+	// token is the transition token of every attempt to write it, so that
+	// an attempt whose reply was lost though Redis ran it makes the next
+	// one a no-op answered as it was (see jobs.Transition.Token), not a
+	// finish refused as already done and left uncounted.
+	token string
 }
 
 // execute runs started jobs until the work channel is closed.
@@ -56,7 +62,7 @@ func (p *Pool) runJob(bookCtx context.Context, j *job) (o outcome) {
 		data, _ := json.Marshal(map[string]string{"text": text})
 		_, err := p.store.AppendEvent(bookCtx, j.id, "delta", StepStream, data)
 		if jobs.IsGone(err) {
-			j.cancel(errJobCanceled)
+			j.cancel(goneCause(err))
 		} else if err != nil && deltaFailed.Add(1) == 1 {
 			p.log.Warn("write delta", "job_id", j.id, "err", err, "note", "later failures of this job's deltas are counted, not logged")
 		}
@@ -77,6 +83,8 @@ func (p *Pool) runJob(bookCtx context.Context, j *job) (o outcome) {
 		switch {
 		case errors.Is(cause, errJobCanceled):
 			return outcome{j: j, kind: ackOnly}
+		case errors.Is(cause, errJobGone):
+			return outcome{j: j, kind: ackGone}
 		case errors.Is(cause, errUnknownStatus):
 			return outcome{j: j, kind: deadUnknown}
 		case errors.Is(cause, errShutdown), errors.Is(cause, lease.ErrStale):
@@ -87,6 +95,16 @@ func (p *Pool) runJob(bookCtx context.Context, j *job) (o outcome) {
 	be := backend.AsError(err)
 	b, _ := json.Marshal(be)
 	return outcome{j: j, kind: finishError, err: b}
+}
+
+// goneCause is the cause a running job is stopped with when a write to it
+// finds it ended (jobs.IsGone): cancelled, or finished elsewhere or expired.
+func goneCause(err error) error {
+	var terr *lease.TransitionError
+	if errors.As(err, &terr) && terr.From == jobs.Canceled {
+		return errJobCanceled
+	}
+	return errJobGone
 }
 
 // finishLoop writes outcomes in batches: whatever has queued up while the
@@ -135,6 +153,11 @@ const refusalAttempts = 5
 // are written), or after refusalAttempts refusals.
 func (p *Pool) writeOutcomes(ctx, retryCtx context.Context, batch []outcome) {
 	pending := batch
+	for i := range pending {
+		if pending[i].token == "" {
+			pending[i].token = jobs.NewToken()
+		}
+	}
 	wctx := ctx
 	for attempt := 1; len(pending) > 0; attempt++ {
 		var (
@@ -147,12 +170,12 @@ func (p *Pool) writeOutcomes(ctx, retryCtx context.Context, batch []outcome) {
 		for _, o := range pending {
 			switch o.kind {
 			case finishDone:
-				ops = append(ops, jobs.Op{ID: o.j.id, T: jobs.Transition{To: jobs.Done, Step: StepFinish, Result: o.result, AckMessageID: o.j.msgID}})
+				ops = append(ops, jobs.Op{ID: o.j.id, T: jobs.Transition{To: jobs.Done, Step: StepFinish, Result: o.result, AckMessageID: o.j.msgID, Token: o.token}})
 				opOf = append(opOf, o)
 			case finishError:
-				ops = append(ops, jobs.Op{ID: o.j.id, T: jobs.Transition{To: jobs.Error, Step: StepFinish, Error: o.err, AckMessageID: o.j.msgID}})
+				ops = append(ops, jobs.Op{ID: o.j.id, T: jobs.Transition{To: jobs.Error, Step: StepFinish, Error: o.err, AckMessageID: o.j.msgID, Token: o.token}})
 				opOf = append(opOf, o)
-			case ackOnly:
+			case ackOnly, ackGone:
 				ackIDs = append(ackIDs, o.j.msgID)
 				acked = append(acked, o)
 			case abandon:
@@ -196,7 +219,9 @@ func (p *Pool) writeOutcomes(ctx, retryCtx context.Context, batch []outcome) {
 				}
 			} else {
 				for _, o := range acked {
-					p.observe(o, jobs.Canceled)
+					if o.kind == ackOnly {
+						p.observe(o, jobs.Canceled)
+					}
 					p.done(o)
 				}
 			}

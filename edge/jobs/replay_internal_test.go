@@ -1,0 +1,113 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
+)
+
+// A create that finds a job under the id it drew, other than its own
+// earlier run, has met another job: it leaves that job alone and queues
+// its own under another id.
+func TestCreateOnIDOfAnotherJob(t *testing.T) { testsvc.EachRedis(t, testCreateOnIDOfAnotherJob) }
+
+func testCreateOnIDOfAnotherJob(t *testing.T) {
+	rdb, _ := testsvc.Redis(t)
+	st := NewStore(rdb)
+	ctx := context.Background()
+	other, err := st.Create(ctx, NewJob{Task: "plan", Payload: json.RawMessage(`{"a":1}`), TTL: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := rdb.HGetAll(ctx, JobKey(other.ID)).Val()
+	ids := []string{other.ID}
+	defer func(f func() string) { newJobID = f }(newJobID)
+	newJobID = func() string {
+		if len(ids) > 0 {
+			id := ids[0]
+			ids = ids[1:]
+			return id
+		}
+		return uuid.NewString()
+	}
+
+	c, err := st.Create(ctx, NewJob{Task: "chat", Payload: json.RawMessage(`{}`), TTL: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ID == other.ID || c.EventID == "" || c.MessageID == "" {
+		t.Fatalf("created %+v over job %s", c, other.ID)
+	}
+	if after := rdb.HGetAll(ctx, JobKey(other.ID)).Val(); len(after) != len(before) || after["task"] != "plan" || after["created_ts"] != before["created_ts"] {
+		t.Errorf("the other job's hash changed: %v, was %v", after, before)
+	}
+	if n := rdb.XLen(ctx, EventsKey(other.ID)).Val(); n != 1 {
+		t.Errorf("the other job has %d events, want its own 1", n)
+	}
+	count := map[string]int{}
+	for _, m := range rdb.XRange(ctx, QueueStream, "-", "+").Val() {
+		id, _ := m.Values["job_id"].(string)
+		count[id]++
+	}
+	if count[other.ID] != 1 || count[c.ID] != 1 {
+		t.Errorf("queue entries by job: %v", count)
+	}
+}
+
+// A caller's token makes a write it repeats (after an error that cannot
+// tell a lost reply from a refused write) a no-op answered with the first
+// event's id, even after the job finished. The hash keeps the last
+// appliedKeep tokens only.
+func TestTransitionToken(t *testing.T) { testsvc.EachRedis(t, testTransitionToken) }
+
+func testTransitionToken(t *testing.T) {
+	rdb, _ := testsvc.Redis(t)
+	st := NewStore(rdb)
+	ctx := context.Background()
+	c, err := st.Create(ctx, NewJob{Task: "chat", Payload: json.RawMessage(`{}`), TTL: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tokens, ids []string
+	for i := range appliedKeep + 2 {
+		tokens = append(tokens, NewToken())
+		to := ""
+		if i == 0 {
+			to = Running
+		}
+		if i == appliedKeep+1 {
+			to = Done
+		}
+		id, err := st.Apply(ctx, c.ID, Transition{To: to, EventType: "delta", Step: "s", Token: tokens[i]})
+		if err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+		ids = append(ids, id)
+	}
+	events := rdb.XLen(ctx, EventsKey(c.ID)).Val()
+	for i := 2; i < len(tokens); i++ {
+		id, err := st.Apply(ctx, c.ID, Transition{To: Done, Step: "again", Token: tokens[i]})
+		if err != nil || id != ids[i] {
+			t.Errorf("write %d again: %q, %v; want %q", i, id, err, ids[i])
+		}
+	}
+	if n := rdb.XLen(ctx, EventsKey(c.ID)).Val(); n != events {
+		t.Errorf("%d events after the repeats, want %d", n, events)
+	}
+	if kept := len(strings.Fields(rdb.HGet(ctx, JobKey(c.ID), appliedField).Val())); kept != appliedKeep {
+		t.Errorf("the hash keeps %d tokens, want %d", kept, appliedKeep)
+	}
+	if _, err := st.Apply(ctx, c.ID, Transition{EventType: "delta", Token: tokens[0]}); !errors.Is(err, ErrFinished) {
+		t.Errorf("a token no longer kept is a new write: %v, want ErrFinished", err)
+	}
+	for _, bad := range []string{"a b", "a=b", strings.Repeat("a", maxTokenLen+1)} {
+		if _, err := st.Apply(ctx, c.ID, Transition{EventType: "delta", Token: bad}); !errors.Is(err, ErrBadToken) {
+			t.Errorf("token %q: %v, want ErrBadToken", bad, err)
+		}
+	}
+}

@@ -128,6 +128,13 @@ func (r *Receiver) authenticate(c echo.Context) (string, []byte, error) {
 	case errors.Is(err, webhook.ErrReplayedNonce), errors.Is(err, webhook.ErrBadSignature), errors.Is(err, webhook.ErrMissingHeader),
 		errors.Is(err, webhook.ErrBadNonce), errors.Is(err, webhook.ErrBadTimestamp), errors.Is(err, webhook.ErrNoSecret):
 		return "", nil, r.refuse(c, edgeID, http.StatusUnauthorized, wire.CodeUnauthorized, "signature not accepted", err)
+	case errors.Is(err, webhook.ErrEventIDMismatch):
+		// The signature matched, so the body is the edge's own: an
+		// identity body with a top-level event_id, a field no batch or
+		// status has. It is refused as one, for good; a resend is
+		// refused the same way, so retrying it (503) would never end.
+		return "", nil, r.refuse(c, edgeID, http.StatusBadRequest, wire.CodeInvalidBatch,
+			"the body's top-level event_id differs from x-euterpe-event-id; a batch or status has no event_id", err)
 	default:
 		return "", nil, r.unavailable(c, edgeID, err)
 	}

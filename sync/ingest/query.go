@@ -138,10 +138,14 @@ func scanJob(row interface{ Scan(...any) error }) (JobView, error) {
 var ErrBadCursor = errors.New("ingest: invalid cursor")
 
 // jobCursor is the keyset position after a page: the last row's
-// (last_ts, job_id), in the order of edge_jobs_recent.
+// (first_ts, job_id), in the order of edge_jobs_started. first_ts only
+// falls (ingest keeps the smallest edge time seen), so a job that changes
+// while the pages are read moves, if at all, towards the pages not read
+// yet: it may come twice, never not at all. last_ts, which rises with
+// every event, would carry an active job past the cursor.
 type jobCursor struct {
-	LastTS int64  `json:"t"`
-	JobID  string `json:"j"`
+	FirstTS *int64 `json:"f"`
+	JobID   string `json:"j"`
 }
 
 func (c jobCursor) encode() string {
@@ -159,16 +163,18 @@ func decodeCursor(s string) (*jobCursor, error) {
 	}
 	var c jobCursor
 	// A job id holding NUL was never issued (no edge can send one), and
-	// Postgres text cannot hold it: refused here, not failed there.
-	if json.Unmarshal(b, &c) != nil || c.JobID == "" || !sqldb.IsText(c.JobID) {
+	// Postgres text cannot hold it: refused here, not failed there. A
+	// cursor without "f" is from the last_ts order, a position in
+	// another list.
+	if json.Unmarshal(b, &c) != nil || c.FirstTS == nil || c.JobID == "" || !sqldb.IsText(c.JobID) {
 		return nil, ErrBadCursor
 	}
 	return &c, nil
 }
 
-// Jobs returns a page of the edge's jobs, most recent activity first,
-// optionally of one status, after cursor (""), and the next cursor (""
-// at the end).
+// Jobs returns a page of the edge's jobs, newest first (by first_ts, the
+// edge's time of the job's first event), optionally of one status, after
+// cursor (""), and the next cursor ("" at the end).
 func (s *Store) Jobs(ctx context.Context, edgeID, status, cursor string, limit int) ([]JobView, string, error) {
 	cur, err := decodeCursor(cursor)
 	if err != nil {
@@ -181,10 +187,10 @@ func (s *Store) Jobs(ctx context.Context, edgeID, status, cursor string, limit i
 		args = append(args, status)
 	}
 	if cur != nil {
-		q += ` AND (last_ts < ? OR (last_ts = ? AND job_id < ?))`
-		args = append(args, cur.LastTS, cur.LastTS, cur.JobID)
+		q += ` AND (first_ts < ? OR (first_ts = ? AND job_id < ?))`
+		args = append(args, *cur.FirstTS, *cur.FirstTS, cur.JobID)
 	}
-	q += ` ORDER BY last_ts DESC, job_id DESC LIMIT ?`
+	q += ` ORDER BY first_ts DESC, job_id DESC LIMIT ?`
 	args = append(args, limit+1)
 	rows, err := s.db.QueryContext(ctx, s.db.Rebind(q), args...)
 	if err != nil {
@@ -206,7 +212,7 @@ func (s *Store) Jobs(ctx context.Context, edgeID, status, cursor string, limit i
 	if len(out) > limit {
 		out = out[:limit]
 		last := out[len(out)-1]
-		next = jobCursor{LastTS: last.LastTS, JobID: last.JobID}.encode()
+		next = jobCursor{FirstTS: &last.FirstTS, JobID: last.JobID}.encode()
 	}
 	return out, next, nil
 }

@@ -9,7 +9,10 @@
 // Add would exceed it, the oldest `delta` events are dropped first — never
 // a lifecycle event (queued, running) or a terminal one (done, error,
 // canceled) — and every drop is recorded as a gap per job, which the
-// shipper reports to central in its next batch. Rows leave the spool when
-// central accepted them (Ack) or refused them for good (Quarantine: kept in
-// a table of their own for an operator, not retried).
+// shipper reports to central in its next batch. One Add drops at most
+// dropBatch events more than it spooled, so a budget lowered below a large
+// spool is reached over the following moves, each a short transaction.
+// Rows leave the spool when central accepted them (Ack) or refused them
+// for good (Quarantine: kept in a table of their own for an operator, not
+// retried).
 package spool

@@ -67,3 +67,12 @@ func QuarantineMessages(ctx context.Context, s *Spool) ([]string, error) {
 	}
 	return out, rs.Err()
 }
+
+// DropBatch is how many deltas one Add may drop beyond what it spooled.
+const DropBatch = dropBatch
+
+// Hold holds the spool's lock, as a long Add does, until release.
+func Hold(s *Spool) (release func()) {
+	s.mu.Lock()
+	return s.mu.Unlock
+}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -122,9 +121,14 @@ type Spool struct {
 	// capture stream (settleAll: every one); the next Add deletes them.
 	settled   []entryKey
 	settleAll bool
-	dropped   atomic.Int64 // delta events dropped since Open
-	pruned    atomic.Int64 // quarantined batches pruned since Open
-	aside     string       // where Open moved a corrupt file
+	// stats is what Stats answers: the totals as of the last commit that
+	// changed them, so /metrics and the heartbeat never wait on mu behind
+	// a long transaction.
+	stats   atomic.Pointer[Stats]
+	closed  atomic.Bool
+	dropped atomic.Int64 // delta events dropped since Open
+	pruned  atomic.Int64 // quarantined batches pruned since Open
+	aside   string       // where Open moved a corrupt file
 }
 
 // Open opens (creating) the spool at path with a budget of maxBytes.
@@ -186,9 +190,36 @@ func (s *Spool) init(ctx context.Context) error {
 	}
 	s.insFull = ins
 	narrow(s.path)
-	return s.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(size), 0), (SELECT COUNT(*) FROM quarantine),
+	err = s.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(size), 0), (SELECT COUNT(*) FROM quarantine),
   (SELECT COALESCE(MAX(seq), 0) FROM inflight), (SELECT COUNT(*) FROM tombstones) FROM events`).
 		Scan(&s.events, &s.bytes, &s.quarantined, &s.inflight, &s.tombs)
+	if err != nil {
+		return err
+	}
+	oldest, err := oldestTS(ctx, s.db)
+	if err != nil {
+		return err
+	}
+	s.publish(oldest)
+	return nil
+}
+
+// oldestTS is the time of the oldest spooled event, 0 when there is none.
+func oldestTS(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}) (int64, error) {
+	var ts int64
+	err := q.QueryRowContext(ctx, `SELECT ts FROM events ORDER BY seq LIMIT 1`).Scan(&ts)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return ts, err
+}
+
+// publish makes the cached totals, with oldest, what Stats answers. The
+// caller holds mu (or has not shared s yet).
+func (s *Spool) publish(oldest int64) {
+	s.stats.Store(&Stats{Events: s.events, Bytes: s.bytes, OldestTS: oldest, Quarantined: s.quarantined})
 }
 
 // private makes the spool's files the daemon's user's only: they hold job
@@ -220,8 +251,12 @@ func narrow(path string) {
 	}
 }
 
+// ErrClosed is returned by Stats once the spool is closed.
+var ErrClosed = errors.New("spool is closed")
+
 // Close closes the file.
 func (s *Spool) Close() error {
+	s.closed.Store(true)
 	if s.insFull != nil {
 		_ = s.insFull.Close()
 	}
@@ -240,14 +275,19 @@ func (s *Spool) QuarantinePruned() int64 { return s.pruned.Load() }
 
 // AddResult reports what an Add did.
 type AddResult struct {
-	Added   int   // new rows (a capture entry already spooled, or dropped by an earlier move of it, is skipped)
-	Dropped int   // delta events dropped to stay within the budget
-	Over    int64 // bytes still over the budget when only undroppable events are left
+	Added   int // new rows (a capture entry already spooled, or dropped by an earlier move of it, is skipped)
+	Dropped int // delta events dropped to stay within the budget
+	// Over is the bytes still over the budget when only undroppable
+	// events are left. A spool over its budget by more than one Add drops
+	// (a budget lowered at restart) reports 0 and is worked off by the
+	// following moves.
+	Over int64
 }
 
 // Add spools captured events in one transaction, in the order given (the
 // capture order), then drops the oldest delta events not in flight while
-// the spool is over its budget, recording each drop in its job's open gap.
+// the spool is over its budget (at most dropBatch more than it spooled),
+// recording each drop in its job's open gap.
 // Every capture of caps is tombstoned in the same transaction, and a
 // tombstoned capture is skipped, so a move repeated before its XDEL
 // succeeded (the XDEL failed, the edge died) spools nothing again, neither
@@ -258,7 +298,7 @@ func (s *Spool) Add(ctx context.Context, caps []jobs.Captured) (AddResult, error
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var res AddResult
-	var events, bytes, tombs int64
+	var events, bytes, tombs, oldest int64
 	err := sqldb.InTx(ctx, s.db, func(tx *sql.Tx) error {
 		res = AddResult{}
 		events, bytes = s.events, s.bytes
@@ -311,14 +351,15 @@ func (s *Spool) Add(ctx context.Context, caps []jobs.Captured) (AddResult, error
 			}
 		}
 		var d dropper
-		if err := s.dropOver(ctx, tx, bytes, &d); err != nil {
+		if err := s.dropOver(ctx, tx, bytes, dropBatch+len(fresh), &d); err != nil {
 			return err
 		}
 		res.Dropped, events, bytes = d.dropped, events-int64(d.dropped), bytes-d.freed
-		if bytes > s.maxBytes {
+		if bytes > s.maxBytes && d.exhausted {
 			res.Over = bytes - s.maxBytes
 		}
-		return nil
+		oldest, err = oldestTS(ctx, tx)
+		return err
 	})
 	if err != nil {
 		return AddResult{}, err
@@ -326,105 +367,8 @@ func (s *Spool) Add(ctx context.Context, caps []jobs.Captured) (AddResult, error
 	s.events, s.bytes, s.tombs = events, bytes, tombs
 	s.settled, s.settleAll = nil, false
 	s.dropped.Add(int64(res.Dropped))
+	s.publish(oldest)
 	return res, nil
-}
-
-// dropper is the running account of one Add's drops.
-type dropper struct {
-	dropped int
-	freed   int64
-}
-
-// dropOver deletes the oldest delta events past the in-flight ones until
-// bytes fits the budget or none is left, and records the gaps.
-func (s *Spool) dropOver(ctx context.Context, tx *sql.Tx, bytes int64, d *dropper) error {
-	for bytes-d.freed > s.maxBytes {
-		rows, err := s.oldestDeltas(ctx, tx, 512)
-		if err != nil || len(rows) == 0 {
-			return err
-		}
-		for _, r := range rows {
-			if bytes-d.freed <= s.maxBytes {
-				break
-			}
-			if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE seq = ?`, r.seq); err != nil {
-				return err
-			}
-			if err := recordGap(ctx, tx, r); err != nil {
-				return err
-			}
-			d.dropped++
-			d.freed += r.size
-		}
-	}
-	return nil
-}
-
-type dropRow struct {
-	seq      int64
-	job, ent string
-	typ      string
-	ts, size int64
-}
-
-func (s *Spool) oldestDeltas(ctx context.Context, tx *sql.Tx, limit int) ([]dropRow, error) {
-	rs, err := tx.QueryContext(ctx, `SELECT seq, job_id, entry_id, type, ts, size FROM events
-WHERE type = ? AND seq > ? ORDER BY seq LIMIT ?`, DroppedType, s.inflight, limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rs.Close()
-	var out []dropRow
-	for rs.Next() {
-		var r dropRow
-		if err := rs.Scan(&r.seq, &r.job, &r.ent, &r.typ, &r.ts, &r.size); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rs.Err()
-}
-
-// recordGap extends the job's open (unsealed) gap with r, or opens one.
-// Drops go oldest first and never touch rows in flight, so each comes
-// after its job's open gap; should one ever come before the gap's last
-// entry, it closes that gap (sealed: it goes out as it is) and opens the
-// next one, so a gap stays a run of entries in order.
-func recordGap(ctx context.Context, tx *sql.Tx, r dropRow) error {
-	var id int64
-	var last string
-	err := tx.QueryRowContext(ctx, `SELECT id, last_entry_id FROM gaps WHERE job_id = ? AND type = ? AND sealed = 0`,
-		r.job, r.typ).Scan(&id, &last)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-	case err != nil:
-		return err
-	case entryBefore(last, r.ent):
-		_, err = tx.ExecContext(ctx, `UPDATE gaps SET count = count + 1, last_entry_id = ?,
-  first_ts = MIN(first_ts, ?), last_ts = MAX(last_ts, ?) WHERE id = ?`, r.ent, r.ts, r.ts, id)
-		return err
-	default:
-		if _, err := tx.ExecContext(ctx, `UPDATE gaps SET sealed = 1 WHERE id = ?`, id); err != nil {
-			return err
-		}
-	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO gaps (job_id, type, count, first_entry_id, last_entry_id, first_ts, last_ts)
-VALUES (?, ?, 1, ?, ?, ?, ?)`, r.job, r.typ, r.ent, r.ent, r.ts, r.ts)
-	return err
-}
-
-// entryBefore reports whether stream id a ("<ms>-<seq>") comes before b.
-func entryBefore(a, b string) bool {
-	am, as := splitEntry(a)
-	bm, bs := splitEntry(b)
-	return am < bm || (am == bm && as < bs)
-}
-
-func splitEntry(id string) (ms, seq uint64) {
-	m, q, _ := strings.Cut(id, "-")
-	ms, _ = strconv.ParseUint(m, 10, 64)
-	seq, _ = strconv.ParseUint(q, 10, 64)
-	return ms, seq
 }
 
 // Next returns up to maxRows of the oldest events, stopping before their
@@ -536,7 +480,7 @@ func (s *Spool) remove(ctx context.Context, p Pending, q *Quarantined) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var freed, n, pruned, keep int64
+	var freed, n, pruned, keep, oldest int64
 	err := sqldb.InTx(ctx, s.db, func(tx *sql.Tx) error {
 		freed, n, pruned, keep = 0, 0, 0, s.inflight
 		if q != nil {
@@ -577,7 +521,12 @@ func (s *Spool) remove(ctx context.Context, p Pending, q *Quarantined) error {
 				keep = 0
 			}
 		}
-		return s.setInflight(ctx, tx, keep)
+		if err := s.setInflight(ctx, tx, keep); err != nil {
+			return err
+		}
+		var err error
+		oldest, err = oldestTS(ctx, tx)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("spool remove: %w", err)
@@ -589,6 +538,7 @@ func (s *Spool) remove(ctx context.Context, p Pending, q *Quarantined) error {
 		s.quarantined += 1 - pruned
 		s.pruned.Add(pruned)
 	}
+	s.publish(oldest)
 	return nil
 }
 
@@ -607,15 +557,15 @@ func (s *Spool) pruneQuarantine(ctx context.Context, tx *sql.Tx) (int64, error) 
 	return res.RowsAffected()
 }
 
-// Stats reads the spool's totals.
-func (s *Spool) Stats(ctx context.Context) (Stats, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st := Stats{Events: s.events, Bytes: s.bytes, Quarantined: s.quarantined, QuarantinePruned: s.pruned.Load()}
-	err := s.db.QueryRowContext(ctx, `SELECT ts FROM events ORDER BY seq LIMIT 1`).Scan(&st.OldestTS)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return st, fmt.Errorf("spool stats: %w", err)
+// Stats returns the spool's totals as of the last committed change, or
+// ErrClosed. It reads no file and takes no lock, so it answers at once even
+// while an Add or a send holds the spool; the context is not needed.
+func (s *Spool) Stats(context.Context) (Stats, error) {
+	if s.closed.Load() {
+		return Stats{}, fmt.Errorf("spool stats: %w", ErrClosed)
 	}
+	st := *s.stats.Load()
+	st.QuarantinePruned = s.pruned.Load()
 	return st, nil
 }
 

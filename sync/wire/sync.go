@@ -201,7 +201,11 @@ func decodeStrict(body []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	if dec.More() {
+	// Only whitespace may follow the value. dec.More is no test of that:
+	// it reports false before a ']' or '}', and central stores a status
+	// as sent, so one with a stray "]}" after it would be stored as text
+	// no reader can parse.
+	if rest := bytes.TrimLeft(body[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
 		return fmt.Errorf("%w: trailing data after the body", ErrInvalid)
 	}
 	return nil

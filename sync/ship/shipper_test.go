@@ -303,14 +303,16 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 
 // Network errors back off exponentially with full jitter up to the cap.
 func TestNetworkErrorsBackOffToTheCap(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	dead := "http://" + ln.Addr().String()
-	require.NoError(t, ln.Close())
 	h := newHarness(t, 64<<20, func(c *Config) {
 		c.BackoffBase, c.BackoffMax = 100*time.Millisecond, 800*time.Millisecond
 		c.Rand = func() float64 { return 0.999 } // the top of each jitter range
 	})
+	// The dead port is taken after the harness's own servers listen: freed
+	// before them, it could be handed to one of them.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	dead := "http://" + ln.Addr().String()
+	require.NoError(t, ln.Close())
 	h.sh.cfg.URL = dead
 	h.jobs(1, 0, `{}`)
 	_, err = h.sh.MoveOnce(context.Background())

@@ -329,15 +329,18 @@ func (c *Config) Usage(w io.Writer) {
 	}
 }
 
-// CheckURL returns a validator accepting absolute URLs with one of schemes.
+// CheckURL returns a validator accepting absolute URLs with one of schemes
+// and a host. url.Parse takes "http://", "http:host" and "http:/host:80"
+// for URLs too, with no host at all: a client given one fails only when
+// first used, long after the start that should have refused it.
 func CheckURL(schemes ...string) func(string) error {
 	return func(v string) error {
 		if v == "" {
 			return nil
 		}
 		u, err := url.Parse(v)
-		if err != nil || u.Scheme == "" {
-			return errors.New("not an absolute URL")
+		if err != nil || u.Scheme == "" || u.Opaque != "" || u.Hostname() == "" {
+			return errors.New("not an absolute URL with a host (scheme://host[:port][/path])")
 		}
 		for _, s := range schemes {
 			if u.Scheme == s {

@@ -276,10 +276,37 @@ func TestSettingErrorValueRedactsURLPassword(t *testing.T) {
 	for _, v := range []string{
 		"postgres://u:" + pw + "@db:5432/x",
 		"postgres://u:" + strings.Repeat("p", maxSettingValue-20) + pw + "@db:5432/x",
+		"postgres://u:1234/" + pw + "@db:5432/x", // read by a URL parser as port 1234
+		"rag=http:http://h/rag?api_key=" + pw + ",summarize=llm",
 	} {
 		err := &SettingError{Setting: "command", Value: v, Reason: "unknown command"}
 		require.NotContains(t, err.Error(), pw)
 		require.NotContains(t, err.Error(), "pppp")
 		require.Contains(t, err.Error(), "unknown command")
+	}
+}
+
+// CheckURL wants a host: url.Parse also takes hostless text for a URL,
+// which a client would fail on only when first used.
+func TestCheckURLWantsAHost(t *testing.T) {
+	check := CheckURL("http", "https")
+	for _, tt := range []struct {
+		v  string
+		ok bool
+	}{
+		{"", true},
+		{"http://127.0.0.1:8080", true},
+		{"https://llm.example/v1", true},
+		{"http://[::1]:8080/v1", true},
+		{"http://", false},
+		{"http:foo", false},
+		{"http:/127.0.0.1:8080", false},
+		{"http:///v1", false},
+		{"http://:8080", false},
+		{"ftp://h", false},
+		{"127.0.0.1:8080", false},
+	} {
+		err := check(tt.v)
+		require.Equal(t, tt.ok, err == nil, "%q: %v", tt.v, err)
 	}
 }

@@ -40,6 +40,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(daemonEnv) != "" {
 		os.Exit(actAsDaemon())
 	}
+	if os.Getenv(signalsEnv) != "" {
+		os.Exit(stopOnSignal())
+	}
 	os.Exit(m.Run())
 }
 

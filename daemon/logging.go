@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -57,56 +58,108 @@ func harmless(k slog.Kind) bool {
 	return false
 }
 
-// RedactURL replaces the password of any URL with userinfo found in s, e.g.
-// redis://:hunter2@host:6379 becomes redis://:[REDACTED]@host:6379, and the
-// value of a password or sslpassword parameter of a URL's query, where libpq
-// URLs may carry it (postgres://u@db/x?password=…). Strings without "://"
-// are returned unchanged so the common case costs nothing.
+// RedactURL hides the secrets of every URL found in s: the password of its
+// user info (redis://:hunter2@host:6379 becomes
+// redis://:[REDACTED]@host:6379) and the value of each query parameter whose
+// name looks secret (password, sslpassword, api_key, token, sig, …: see
+// secretParam), where libpq URLs carry a password and HTTP endpoints a key.
+// Strings without "://" are returned unchanged so the common case costs
+// nothing.
 func RedactURL(s string) string {
 	if !strings.Contains(s, "://") {
 		return s
 	}
-	if passwordParam.MatchString(s) {
-		s = urlToken.ReplaceAllStringFunc(s, func(u string) string {
-			return passwordParam.ReplaceAllString(u, "${1}"+redacted)
-		})
+	if strings.Contains(s, "=") {
+		s = urlToken.ReplaceAllStringFunc(s, redactQuery)
 	}
 	if !strings.Contains(s, "@") {
 		return s
 	}
-	fields := strings.Fields(s)
-	changed := false
-	for i, f := range fields {
-		if !strings.Contains(f, "://") || !strings.Contains(f, "@") {
-			continue
-		}
-		u, err := url.Parse(strings.Trim(f, `"'()<>,`))
-		if err != nil || u.User == nil {
-			continue
-		}
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), redacted)
-			fields[i] = strings.Replace(f, strings.Trim(f, `"'()<>,`), u.String(), 1)
-			changed = true
-		}
-	}
-	if changed {
-		s = strings.Join(fields, " ")
-	}
-	// A URL glued to other text ("url=redis://u:pw@h", "(dsn:postgres://…")
-	// is no field of its own and does not parse; its password still goes.
-	return userinfo.ReplaceAllString(s, "${1}"+redacted+"@")
+	return redactUserinfo(s)
 }
 
-// urlToken matches a URL up to the next space or quote; passwordParam a
-// password parameter of its query and the value, up to the next parameter.
+// redactUserinfo hides, after each "://" in s, everything from the first
+// colon up to the last "@" before the next white space: the password. That
+// is not where a URL parser ends the user info: a password with an
+// unencoded "/", "?" or "#" (postgres://u:1234/pw@db/x) makes it end the
+// host early and read the password as a port and a path, so a parsed URL
+// would be shown whole. Read this way, an "@" later in the URL (in a query,
+// in a second URL glued to the first) hides more than the password, never
+// less. A user alone (ssh://git@host) is no secret and stays.
+func redactUserinfo(s string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "://")
+		if i < 0 {
+			break
+		}
+		b.WriteString(s[:i+3])
+		s = s[i+3:]
+		end := strings.IndexFunc(s, unicode.IsSpace)
+		if end < 0 {
+			end = len(s)
+		}
+		at := strings.LastIndexByte(s[:end], '@')
+		if at < 0 {
+			continue
+		}
+		user, _, hasPassword := strings.Cut(s[:at], ":")
+		if !hasPassword {
+			continue
+		}
+		// A "/", "?" or "#" before the colon is no user name's: the whole
+		// span may be the secret.
+		if !strings.ContainsAny(user, "/?#") {
+			b.WriteString(user + ":")
+		}
+		b.WriteString(redacted + "@")
+		s = s[at+1:]
+	}
+	b.WriteString(s)
+	return b.String()
+}
+
+// urlToken matches a URL up to the next space or quote; queryParam a
+// parameter of its query and the value, up to the next parameter. A value
+// runs on past a comma: a secret may hold one.
 var (
-	urlToken      = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>]*`)
-	passwordParam = regexp.MustCompile(`(?i)([?&](?:ssl)?password=)[^&#\s"'<>]*`)
+	urlToken   = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>]*`)
+	queryParam = regexp.MustCompile(`([?&])([^=&#?\s"'<>]+)=([^&#\s"'<>]*)`)
 )
 
-// userinfo matches a URL's scheme, user and colon, then its password.
-var userinfo = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)[^\s/?#]+@`)
+func redactQuery(u string) string {
+	return queryParam.ReplaceAllStringFunc(u, func(p string) string {
+		m := queryParam.FindStringSubmatch(p)
+		if m[3] == "" || !secretParam(m[2]) {
+			return p
+		}
+		return m[1] + m[2] + "=" + redacted
+	})
+}
+
+// secretParam reports a query parameter name whose value is taken for a
+// secret: one whose last word (api_key → key, X-Amz-Signature → signature)
+// is one secretKey matches, or a short form of one. Only the last word
+// counts, so a name that merely mentions secrets (passwords_total,
+// token_type) keeps its value.
+func secretParam(name string) bool {
+	n, err := url.QueryUnescape(name)
+	if err != nil {
+		return true // cannot tell what it names
+	}
+	words := strings.FieldsFunc(strings.ToLower(n), func(r rune) bool {
+		return (r < 'a' || r > 'z') && (r < '0' || r > '9')
+	})
+	if len(words) == 0 {
+		return false
+	}
+	last := words[len(words)-1]
+	return secretKey.MatchString(last) || secretParamWords[last]
+}
+
+// secretParamWords are the short secret names secretKey does not match:
+// Google's key=, Azure's sig=, pass=, pwd=, auth=.
+var secretParamWords = map[string]bool{"key": true, "sig": true, "pass": true, "pwd": true, "auth": true}
 
 // MaxMessage is the longest error message stored or returned anywhere.
 const MaxMessage = 512

@@ -57,6 +57,9 @@ func TestLoggerRedactsValuesNotCounts(t *testing.T) {
 		{"secret error", slog.Any("session", errors.New(planted)), `"session":"[REDACTED]"`},
 		{"password URL under a secret key", slog.String("database_password_url", "postgres://u:"+planted+"@db/x"), `"database_password_url":"[REDACTED]"`},
 		{"password URL under a plain key", slog.String("url", "postgres://u:"+planted+"@db/x"), `"url":"postgres://u:[REDACTED]@db/x"`},
+		{"password with a slash", slog.String("url", "postgres://u:1234/"+planted+"@db/x"), `"url":"postgres://u:[REDACTED]@db/x"`},
+		{"key in a URL query", slog.String("tasks", "rag=http:http://h/rag?api_key="+planted), `"tasks":"rag=http:http://h/rag?api_key=[REDACTED]"`},
+		{"key in an error's URL", slog.Any("err", errors.New(`Get "http://h/x?token=`+planted+`": refused`)), `"err":"Get \"http://h/x?token=[REDACTED]\": refused"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -120,6 +123,30 @@ func TestRedactURL(t *testing.T) {
 		{"https://h/x?PASSWORD=pw#f", "https://h/x?PASSWORD=[REDACTED]#f"},
 		{"https://h/x?passwords_total=3", "https://h/x?passwords_total=3"},
 		{"no url, password=pw", "no url, password=pw"},
+		// A password with an unencoded "/", "?" or "#": a URL parser ends
+		// the host there and reads the password as a port and a path.
+		{"postgres://euterpe:1234/Xy9SECRET@db.example:5432/euterpe", "postgres://euterpe:[REDACTED]@db.example:5432/euterpe"},
+		{"at postgres://u:ab?cd@host/db: refused", "at postgres://u:[REDACTED]@host/db: refused"},
+		{"postgres://u:ab#cd@host/db", "postgres://u:[REDACTED]@host/db"},
+		{"postgres://u:p%40ss@host/db", "postgres://u:[REDACTED]@host/db"},
+		{"postgres://u:pw@[::1]:5432/db", "postgres://u:[REDACTED]@[::1]:5432/db"},
+		{"rediss://default:s3cr3t@h:6380/0", "rediss://default:[REDACTED]@h:6380/0"},
+		// Nothing that reads as a user name before the colon: all of it goes.
+		{"https://h/x?t=10:30@y", "https://[REDACTED]@y"},
+		// An "@" after the password hides more, never less.
+		{"x=redis://u:pw@h:1,y=http://a:b@c", "x=redis://u:[REDACTED]@c"},
+		{"https://h/x?to=a@b.example", "https://h/x?to=a@b.example"}, // no colon: no password
+		{"postgres://u:[REDACTED]@h/db", "postgres://u:[REDACTED]@h/db"},
+		// Query parameters whose name looks secret.
+		{"rag=http:http://h/rag?api_key=XYZ", "rag=http:http://h/rag?api_key=[REDACTED]"},
+		{"http://h/x?token=abc&page=2", "http://h/x?token=[REDACTED]&page=2"},
+		{"https://b.example/o?X-Amz-Credential=AK%2F1&X-Amz-Signature=ff&X-Amz-Expires=60",
+			"https://b.example/o?X-Amz-Credential=[REDACTED]&X-Amz-Signature=[REDACTED]&X-Amz-Expires=60"},
+		{"https://h/x?sig=abc&se=2030", "https://h/x?sig=[REDACTED]&se=2030"},
+		{"https://h/x?key=k1&apiKey=k2&client_secret=k3&access_token=k4", "https://h/x?key=[REDACTED]&apiKey=[REDACTED]&client_secret=[REDACTED]&access_token=[REDACTED]"},
+		{"https://h/x?api%5Fkey=k", "https://h/x?api%5Fkey=[REDACTED]"},
+		{"https://h/x?token_type=bearer&key_id=7&max=3", "https://h/x?token_type=bearer&key_id=7&max=3"},
+		{"http://h/x?monkey=1", "http://h/x?monkey=1"},
 	} {
 		if got := RedactURL(tt.in); got != tt.want {
 			t.Errorf("RedactURL(%q) = %q, want %q", tt.in, got, tt.want)

@@ -13,9 +13,17 @@ import (
 )
 
 // SignalContext is cancelled on SIGTERM or SIGINT, the two ways systemd and a
-// terminal ask a daemon to stop.
+// terminal ask a daemon to stop, and on SIGHUP alike: the daemons have no
+// settings to reload, and a hang-up means the terminal they ran from is
+// gone, on which the default action would kill them on the spot, dropping
+// the in-flight work a stop lets finish. Once the context is done the
+// signals take their default action again, so a second one ends a stop
+// that hangs, as an operator pressing Ctrl-C twice expects; caught instead,
+// it would be swallowed until the stop gave up by itself.
 func SignalContext(parent context.Context) (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(parent, syscall.SIGTERM, os.Interrupt)
+	ctx, stop := signal.NotifyContext(parent, syscall.SIGTERM, os.Interrupt, syscall.SIGHUP)
+	context.AfterFunc(ctx, stop)
+	return ctx, stop
 }
 
 // NewHTTPServer returns a server with header and idle timeouts but no

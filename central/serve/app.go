@@ -332,7 +332,7 @@ func (a *App) Open(ctx context.Context, s Settings, log *slog.Logger, getenv fun
 	}
 	d.Auth = api.Auth(d.Requesters)
 	d.OperatorAuth = operators.Auth(d.Operators)
-	return d, func() { _ = db.Close() }, nil
+	return d, func() { closeDB(log, db, dbCloseWait) }, nil
 }
 
 // Serve runs the enabled roles until ctx is done or one fails.
@@ -413,6 +413,9 @@ func (a *App) Serve(ctx context.Context, s Settings, d *Deps) error {
 			m.MountRoutes(e)
 		}
 		srv := daemon.NewHTTPServer(e)
+		// The fleet's event streams stay open until their client leaves;
+		// ended at the stop, they no longer hold it for the whole grace.
+		daemon.EndStreamsAtShutdown(e, srv)
 		roles = append(roles, RoleFunc{RoleName: RoleAPI, Fn: func(ctx context.Context) error {
 			return daemon.ServeUntil(ctx, srv, ln, s.ShutdownGrace)
 		}})
@@ -432,8 +435,10 @@ func (a *App) Serve(ctx context.Context, s Settings, d *Deps) error {
 	notifier.Ready()
 	g, gctx := errgroup.WithContext(ctx)
 	running = true
-	for _, r := range roles {
+	live := newLiveRoles(roles)
+	for i, r := range roles {
 		g.Go(func() error {
+			defer live.stopped(i)
 			if err := r.Run(gctx); err != nil && !errors.Is(err, context.Canceled) {
 				return fmt.Errorf("role %s: %w", r.Name(), err)
 			}
@@ -449,7 +454,7 @@ func (a *App) Serve(ctx context.Context, s Settings, d *Deps) error {
 		<-gctx.Done()
 		notifier.Stopping()
 	}()
-	err := g.Wait()
+	err := waitRoles(gctx, g, live, log, stopDeadline(s.ShutdownGrace))
 	<-announced
 	return err
 }

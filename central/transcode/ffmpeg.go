@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/daemon/procgroup"
 )
 
@@ -68,7 +69,7 @@ func (t Tools) Probe(ctx context.Context, path string) (Info, error) {
 		"-of", "json", "--", path)
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.WaitDelay = 2 * time.Second
-	cmd.Env = childEnv(os.Environ())
+	cmd.Env = daemon.ChildEnv(os.Environ()) // it parses media a requester supplied
 	procgroup.Contain(cmd)
 	stderr := &tail{max: 2048}
 	cmd.Stderr = stderr
@@ -142,7 +143,7 @@ func (t Tools) Transcode(ctx context.Context, r Rendition, in, out string, total
 	}
 	cmd := exec.CommandContext(ctx, bin, r.Args(in, out)...)
 	cmd.WaitDelay = 2 * time.Second
-	cmd.Env = childEnv(os.Environ())
+	cmd.Env = daemon.ChildEnv(os.Environ()) // it parses media a requester supplied
 	procgroup.Contain(cmd)
 	stderr := &tail{max: 2048}
 	cmd.Stderr = stderr
@@ -247,31 +248,6 @@ func runErr(program string, err error, stderr string, kind error) error {
 		re.Signal = ws.Signal()
 	}
 	return re
-}
-
-// secretEnv are the variables the runner's programs are started without.
-// ffmpeg parses media a requester supplied, so a flaw in a demuxer runs
-// with whatever the runner hands it: the keyring that unseals every job's
-// credentials, the database URL, tokens, cloud credentials. ffmpeg needs
-// none of them. (Nor can it read the runner's own /proc/<pid>/environ:
-// the daemon is non-dumpable, see daemon.HideFromChildren, unless
-// EUTERPE_DUMPABLE is set.)
-var secretEnv = []string{"EUTERPE_", "PGPASSWORD=", "PGPASSFILE=", "DATABASE_URL=",
-	"AWS_ACCESS_KEY_ID=", "AWS_SECRET_ACCESS_KEY=", "AWS_SESSION_TOKEN=", "CREDENTIALS_DIRECTORY="}
-
-// childEnv is env without secretEnv.
-func childEnv(env []string) []string {
-	out := make([]string, 0, len(env))
-next:
-	for _, kv := range env {
-		for _, p := range secretEnv {
-			if strings.HasPrefix(kv, p) {
-				continue next
-			}
-		}
-		out = append(out, kv)
-	}
-	return out
 }
 
 // diskFull reports whether the program's messages say it could not write

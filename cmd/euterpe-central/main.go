@@ -150,8 +150,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 		dispatchFn = func() error { return extra.run(ctx, app, s, getenv, log, stdout) }
 	}
 	if err := dispatchFn(); err != nil {
-		var se *daemon.SettingError
-		if errors.As(err, &se) || errors.Is(err, serve.ErrKeyringRequired) {
+		if refusal(err) {
 			fmt.Fprintln(stderr, "euterpe-central:", err)
 			return 2
 		}
@@ -159,6 +158,15 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 		return 1
 	}
 	return 0
+}
+
+// refusal reports an error only the operator can end: a setting refused
+// while the command ran, a keyring Postgres needs, state left in the
+// former state directory. It exits 2, on which systemd does not restart
+// the unit (RestartPreventExitStatus=2): restarting would only refuse again.
+func refusal(err error) bool {
+	var se *daemon.SettingError
+	return errors.As(err, &se) || errors.Is(err, serve.ErrKeyringRequired) || errors.Is(err, serve.ErrFormerStateDir)
 }
 
 func dispatch(ctx context.Context, app *serve.App, cmd, sub string, s serve.Settings, name, keyID string,

@@ -42,7 +42,10 @@ func newServeConfig(getenv func(string) string) (*daemon.Config, *serveSettings)
 	cfg.String(&s.RedisURL, "redis-url", "EUTERPE_REDIS_URL", "redis://127.0.0.1:6379/0", "Redis server URL", checkRedisURL, daemon.Secret())
 	cfg.Int(&s.RedisPool, "redis-pool-size", "EUTERPE_REDIS_POOL_SIZE", 6, 2, 1024, "connections in the shared Redis pool (the SSE reader adds one)")
 	cfg.String(&s.StateDir, "state-dir", "EUTERPE_STATE_DIR", daemon.DefaultStateDir("euterpe"), "directory for persistent state", daemon.CheckAbsPath)
-	cfg.Duration(&s.Grace, "shutdown-grace", "EUTERPE_SHUTDOWN_GRACE", 10*time.Second, 0, 10*time.Minute, "time in-flight work gets to finish on shutdown")
+	// At least a second: the components need a moment to return even with
+	// nothing in flight, and a stop that waits for none would be reported
+	// as components that did not stop.
+	cfg.Duration(&s.Grace, "shutdown-grace", "EUTERPE_SHUTDOWN_GRACE", 10*time.Second, time.Second, 10*time.Minute, "time in-flight work gets to finish on shutdown")
 	cfg.String(&s.LogLevel, "log-level", "EUTERPE_LOG_LEVEL", "info", "log level: debug, info, warn, error", daemon.CheckOneOf("debug", "info", "warn", "error"))
 	cfg.String(&s.Origins, "trusted-origins", "EUTERPE_TRUSTED_ORIGINS", "",
 		"comma-separated origins (scheme://host[:port]) whose browsers may POST besides the daemon's own and whose host names it answers to, e.g. a proxy in front of the console", console.CheckOrigins)
@@ -88,6 +91,15 @@ func serve(parent context.Context, args []string, stderr io.Writer, getenv func(
 		return 1
 	}
 	if err := runDaemon(parent, log, s, getenv); err != nil {
+		// A setting refused only once the components are built (a program
+		// EUTERPE_TASK_BACKENDS names is missing, a library root is gone)
+		// stops the daemon like one refused at parse: one line, exit 2,
+		// which systemd does not restart (RestartPreventExitStatus=2).
+		var se *daemon.SettingError
+		if errors.As(err, &se) {
+			fmt.Fprintln(stderr, "euterpe-edge:", daemon.CapMessage(daemon.RedactURL(err.Error())))
+			return 2
+		}
 		log.Error("euterpe-edge stopped", "err", err)
 		return 1
 	}

@@ -84,6 +84,8 @@ func TestBadSettingStopsWithOneLineNamingIt(t *testing.T) {
 		{map[string]string{"EUTERPE_REDIS_URL": "http://x"}, nil, "EUTERPE_REDIS_URL"},
 		{map[string]string{"EUTERPE_STATE_DIR": "relative/dir"}, nil, "EUTERPE_STATE_DIR"},
 		{map[string]string{"EUTERPE_SHUTDOWN_GRACE": "soon"}, nil, "EUTERPE_SHUTDOWN_GRACE"},
+		// Components would get no time to return: every stop would be reported as one they did not make.
+		{map[string]string{"EUTERPE_EDGE_ADDR": "127.0.0.1:0", "EUTERPE_SHUTDOWN_GRACE": "0s", "EUTERPE_WORKER_DRAIN": "0"}, nil, "EUTERPE_SHUTDOWN_GRACE"},
 		{map[string]string{"EUTERPE_LOG_LEVEL": "loud"}, nil, "EUTERPE_LOG_LEVEL"},
 		{map[string]string{"EUTERPE_JOB_TTL_S": "0"}, nil, "EUTERPE_JOB_TTL_S"},
 		{map[string]string{"EUTERPE_MAX_BODY_BYTES": "lots"}, nil, "EUTERPE_MAX_BODY_BYTES"},

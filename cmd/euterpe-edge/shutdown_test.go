@@ -83,7 +83,7 @@ func TestRunDaemonComponentStuckPastGrace(t *testing.T) {
 		"EUTERPE_REDIS_URL":      fmt.Sprintf("redis://%s/%d", opt.Addr, opt.DB),
 		"EUTERPE_EDGE_ADDR":      freeAddr(t),
 		"EUTERPE_STATE_DIR":      t.TempDir(),
-		"EUTERPE_SHUTDOWN_GRACE": "100ms",
+		"EUTERPE_SHUTDOWN_GRACE": "1s",
 		"EUTERPE_WORKER_DRAIN":   "0",
 	}
 	cfg, s := newServeConfig(envMap(env))

@@ -76,8 +76,26 @@ func Open(ctx context.Context, rawURL, stateDir string) (*DB, error) {
 		}
 		return openSQLite(ctx, o)
 	default:
-		return nil, fmt.Errorf("database URL %q: want postgres://… or sqlite:PATH", redactURL(rawURL))
+		// Only the scheme: the rest is in no form this package knows
+		// where a password would sit in.
+		scheme, _, found := strings.Cut(rawURL, ":")
+		if !found {
+			return nil, errors.New("database URL without a scheme: want postgres://… or sqlite:PATH")
+		}
+		return nil, fmt.Errorf("database URL of scheme %q: want postgres://… or sqlite:PATH", shownScheme(scheme))
 	}
+}
+
+// shownScheme is scheme as an error shows it: a scheme holds nothing but
+// letters, digits and "+-.", so text with anything else is no scheme (it
+// may be a password written where the URL belongs) and is not shown.
+func shownScheme(scheme string) string {
+	if i := strings.IndexFunc(scheme, func(r rune) bool {
+		return (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9') && r != '+' && r != '-' && r != '.'
+	}); i >= 0 || len(scheme) > 32 {
+		return "…"
+	}
+	return scheme
 }
 
 // CheckURL validates a database URL without connecting, for settings.
@@ -87,6 +105,9 @@ func CheckURL(v string) error {
 		if v != "" {
 			if _, err := pgxpool.ParseConfig(v); err != nil {
 				return errors.New("not a valid postgres URL")
+			}
+			if misreadUserinfo(v) {
+				return errMisread
 			}
 		}
 		return nil
@@ -100,7 +121,13 @@ func CheckURL(v string) error {
 func openPostgres(ctx context.Context, rawURL string) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: parse URL %s: %w", redactURL(rawURL), errors.New("invalid URL"))
+		return nil, fmt.Errorf("postgres: parse URL %s: %w", shownURL(rawURL), errors.New("invalid URL"))
+	}
+	// Read as the driver reads it, such a URL names another host, user
+	// or database made of pieces of the password, and the driver's
+	// errors quote those.
+	if misreadUserinfo(rawURL) {
+		return nil, fmt.Errorf("postgres at %s: %w", shownURL(rawURL), errMisread)
 	}
 	if !strings.Contains(rawURL, "pool_max_conns") {
 		cfg.MaxConns = 16
@@ -113,7 +140,7 @@ func openPostgres(ctx context.Context, rawURL string) (*DB, error) {
 	defer cancel()
 	if err := pool.Ping(pctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("postgres at %s: %w", redactURL(rawURL), err)
+		return nil, fmt.Errorf("postgres at %s: %w", shownURL(rawURL), err)
 	}
 	sdb := stdlib.OpenDBFromPool(pool)
 	return &DB{DB: sdb, Engine: Postgres, pool: pool}, nil
@@ -345,30 +372,65 @@ func IsUniqueViolation(err error) bool {
 // Ping checks the database answers; /ready uses it.
 func (db *DB) Ping(ctx context.Context) error { return db.PingContext(ctx) }
 
-// redactURL is a database URL as errors show it: without the password of
-// its user info, nor the values of the parameters libpq takes a password
-// from (postgres://u@h/db?password=…).
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
+// shownURL is a database URL as errors show it: everything between "://"
+// and the last "@" is hidden, user and password alike, and so are the
+// values of the parameters libpq takes a password from
+// (postgres://u@h/db?password=…). The user info is taken to end at the last
+// "@", not where a URL parser ends it: a password with an unencoded "/",
+// "?" or "#" would make a parser read it as a port and a path, and show it.
+// A fragment is dropped: the driver ignores it.
+func shownURL(s string) string {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
 		return "[unparseable URL]"
 	}
-	if u.User != nil {
-		if _, ok := u.User.Password(); ok {
-			u.User = url.UserPassword(u.User.Username(), "[REDACTED]")
-		}
+	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
+		rest = "[REDACTED]@" + rest[at+1:]
 	}
-	if u.RawQuery != "" {
-		params := strings.Split(u.RawQuery, "&")
+	rest, _, _ = strings.Cut(rest, "#")
+	if base, query, ok := strings.Cut(rest, "?"); ok {
+		params := strings.Split(query, "&")
 		for i, p := range params {
 			raw, _, _ := strings.Cut(p, "=")
 			if k, err := url.QueryUnescape(raw); err != nil || passwordParam(k) {
 				params[i] = raw + "=[REDACTED]"
 			}
 		}
-		u.RawQuery = strings.Join(params, "&")
+		rest = base + "?" + strings.Join(params, "&")
 	}
-	return u.String()
+	return shownScheme(scheme) + "://" + rest
+}
+
+// errMisread refuses a URL whose password a URL parser would not read as
+// one (misreadUserinfo).
+var errMisread = errors.New("an @ after the host: a password holding /, ? or # must have them percent-encoded (%2F, %3F, %23)")
+
+// misreadUserinfo reports a URL with an "@" that a URL parser, and so the
+// driver, does not take for the end of the user info: one in the path, in
+// the fragment or in a query parameter's name. A password with an
+// unencoded "/", "?" or "#" puts it there (postgres://u:1234/pw@db/x reads
+// as host u, port 1234, database "pw@db/x"); an "@" in a parameter's value
+// (application_name=me@host) is fine.
+func misreadUserinfo(s string) bool {
+	_, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		return false
+	}
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		return false
+	}
+	rest, fragment, _ := strings.Cut(rest[end:], "#")
+	path, query, _ := strings.Cut(rest, "?")
+	if strings.Contains(path, "@") || strings.Contains(fragment, "@") {
+		return true
+	}
+	for _, p := range strings.Split(query, "&") {
+		if name, _, _ := strings.Cut(p, "="); strings.Contains(name, "@") {
+			return true
+		}
+	}
+	return false
 }
 
 // passwordParam reports the connection parameters whose value is a secret.

@@ -47,7 +47,7 @@ func TestOpenURLs(t *testing.T) {
 	if st, err := os.Stat(filepath.Join(dir, sqldb.DefaultFile)); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("database file mode: %v %v", st, err)
 	}
-	for _, bad := range []string{"mysql://x", "sqlite:", "redis://:pw@h/0"} {
+	for _, bad := range []string{"mysql://x", "sqlite:", "redis://:pw@h/0", "pw-alone", "x y:pw"} {
 		if _, err := sqldb.Open(ctx, bad, dir); err == nil {
 			t.Errorf("%q opened", bad)
 		} else if strings.Contains(err.Error(), "pw") {
@@ -195,6 +195,12 @@ func TestOpenErrorsHideThePassword(t *testing.T) {
 			{"user info", "postgres://euterpe_no_such_role:" + planted + "@" + server.host + "/x?connect_timeout=2"},
 			{"password parameter", "postgres://euterpe_no_such_role@" + server.host + "/x?connect_timeout=2&password=" + planted},
 			{"sslpassword parameter", "postgresql://euterpe_no_such_role@" + server.host + "/x?sslpassword=" + planted + "&connect_timeout=2&sslmode=disable"},
+			// Unencoded, these end the host for a URL parser, which reads
+			// the password as a port and a path, a query or a fragment.
+			{"slash in the password", "postgres://euterpe_no_such_role:1234/" + planted + "@" + server.host + "/x?connect_timeout=2"},
+			{"question mark in the password", "postgres://euterpe_no_such_role:1234?" + planted + "@" + server.host + "/x?connect_timeout=2"},
+			{"hash in the password", "postgres://euterpe_no_such_role:1234#" + planted + "@" + server.host + "/x?connect_timeout=2"},
+			{"at sign in the password", "postgres://euterpe_no_such_role:" + planted + "@x@" + server.host + "/x?connect_timeout=2"},
 		} {
 			t.Run(server.name+"/"+form.name, func(t *testing.T) {
 				db, err := sqldb.Open(context.Background(), form.url, t.TempDir())
@@ -250,5 +256,34 @@ func TestOpenStateDirWithURISyntaxInItsName(t *testing.T) {
 				t.Errorf("beside the state directory: %v", names)
 			}
 		})
+	}
+}
+
+// CheckURL refuses a URL whose password a URL parser would read as part of
+// the host, port, path or query (an unencoded "/", "?" or "#" in it): the
+// driver would connect somewhere else, and its errors would quote the
+// pieces. An "@" in a parameter's value is no such thing.
+func TestCheckURLRefusesAMisreadPassword(t *testing.T) {
+	const planted = "Xy9SECRET"
+	for _, tt := range []struct {
+		url string
+		ok  bool
+	}{
+		{"postgres://euterpe:" + planted + "@db.example:5432/euterpe", true},
+		{"postgres://euterpe:p%2F" + planted + "@db.example:5432/euterpe", true},
+		{"postgres://euterpe@db.example/euterpe?application_name=me@host", true},
+		{"postgres://db.example/euterpe?sslmode=disable", true},
+		{"postgres://euterpe:1234/" + planted + "@db.example:5432/euterpe", false},
+		{"postgres://euterpe:1234?" + planted + "@db.example:5432/euterpe", false},
+		{"postgres://euterpe:1234#" + planted + "@db.example:5432/euterpe", false},
+		{"postgresql://euterpe:ab/cd/" + planted + "@db.example/euterpe", false},
+	} {
+		err := sqldb.CheckURL(tt.url)
+		if (err == nil) != tt.ok {
+			t.Errorf("CheckURL(%q) = %v, want ok %v", tt.url, err, tt.ok)
+		}
+		if err != nil && strings.Contains(err.Error(), planted) {
+			t.Errorf("CheckURL(%q) quotes the password: %v", tt.url, err)
+		}
 	}
 }

@@ -375,8 +375,14 @@ func (x *Executor) thumbTimeout() time.Duration {
 // timeout and when cmd exits (procgroup): a wrapper's ffmpeg must outlive
 // neither the render nor the daemon, holding the output pipe open.
 // WaitDelay stops the wait should anything outside the group still hold it.
+// contain starts ffmpeg or ffprobe in a process group of its own, and
+// without the daemon's secrets in its environment: they decode whatever
+// files the library holds, and a flaw in a demuxer would run with what
+// the edge hands it (the Redis URL, the model server's key, the sync
+// secret).
 func contain(cmd *exec.Cmd) {
 	procgroup.Contain(cmd)
+	cmd.Env = daemon.ChildEnv(os.Environ())
 	cmd.WaitDelay = 5 * time.Second
 }
 

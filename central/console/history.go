@@ -49,7 +49,7 @@ func newHistory(log *slog.Logger, d *serve.Deps, r *Role) *dconsole.History {
 		err := d.DB.QueryRowContext(ctx, d.DB.Rebind(`SELECT COUNT(*) FROM job_outbox_events WHERE status = ?`), schema.OutboxPending).Scan(&n)
 		return float64(n), err
 	})
-	fin := &finished{db: d.DB, since: time.Now()}
+	fin := newFinished(d.DB, time.Now())
 	h.Rate(SeriesTranscodeFinished, "jobs/s", fin.total)
 	h.Histogram(SeriesTranscodeDuration, fin.buckets)
 	if r.withFleet && d.Metrics != nil {
@@ -70,14 +70,43 @@ var durationBounds = []float64{1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, math.In
 // the jobs that finished since the previous one (by finished_at, through
 // the finished-jobs index), so the history's window over them is the last
 // hour's throughput and duration distribution, for every pod's jobs.
+//
+// finished_at is stamped before the job's transaction commits, so a job
+// may become visible after a job stamped later was already read; and a
+// page may end inside a run of equal stamps (a batch finishes its jobs
+// together). Each read therefore starts finishedLag behind the latest
+// stamp counted, pages by (finished_at, id), and skips the jobs it has
+// already counted.
 type finished struct {
-	db *sqldb.DB
+	db    *sqldb.DB
+	floor time.Time // jobs stamped before the console started are not counted
 
 	mu     sync.Mutex
-	since  time.Time // finished_at watermark
+	since  time.Time        // latest finished_at counted
+	seen   map[string]int64 // finished_at of the jobs counted within finishedLag of since, by finishedKey
 	count  float64
 	counts []float64 // cumulative per durationBounds
 	last   time.Time // when the last read ran, so a Rate and a Histogram read share one query
+}
+
+// finishedLag is how long after its finished_at a job's commit may still
+// be counted: well past SQLite's busy wait (15 s), which a finishing
+// transaction may spend waiting for the write lock after its stamp, and
+// past any commit of a healthy Postgres.
+const finishedLag = time.Minute
+
+// finishedPage is how many jobs one query of a read takes; a read goes on
+// until a page comes back short. A variable so that tests can shorten it.
+var finishedPage = 10000
+
+func newFinished(db *sqldb.DB, start time.Time) *finished {
+	return &finished{db: db, floor: start, since: start}
+}
+
+// finishedKey names one finish of a job: a job redriven after it finished
+// finishes again under a new stamp, and counts again.
+func finishedKey(id string, fin int64) string {
+	return id + "@" + strconv.FormatInt(fin, 10)
 }
 
 func (f *finished) read(ctx context.Context) error {
@@ -90,20 +119,62 @@ func (f *finished) read(ctx context.Context) error {
 	if f.counts == nil {
 		f.counts = make([]float64, len(durationBounds))
 	}
-	rows, err := f.db.QueryContext(ctx, f.db.Rebind(`SELECT started_at, finished_at FROM inbox_jobs
-		WHERE status IN ('succeeded', 'failed', 'dead_letter') AND pruned_at IS NULL AND finished_at > ?
-		ORDER BY finished_at LIMIT 10000`), sqldb.Micros(f.since))
-	if err != nil {
-		return err
+	if f.seen == nil {
+		f.seen = map[string]int64{}
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var started *int64
-		var fin int64
-		if err := rows.Scan(&started, &fin); err != nil {
+	lo := max(sqldb.Micros(f.since.Add(-finishedLag)), sqldb.Micros(f.floor))
+	curFin, curID := lo, ""
+	for {
+		n, err := f.page(ctx, &curFin, &curID)
+		if err != nil {
 			return err
 		}
-		f.since = sqldb.FromMicros(fin)
+		if n < finishedPage {
+			break
+		}
+	}
+	// What is now further behind the latest stamp than the lag cannot be
+	// read again.
+	cut := sqldb.Micros(f.since.Add(-finishedLag))
+	for k, fin := range f.seen {
+		if fin < cut {
+			delete(f.seen, k)
+		}
+	}
+	f.last = now
+	return nil
+}
+
+// page reads the jobs after (*curFin, *curID) in (finished_at, id) order,
+// counts those not counted before and moves the cursor to the last one;
+// it returns how many it read.
+func (f *finished) page(ctx context.Context, curFin *int64, curID *string) (int, error) {
+	rows, err := f.db.QueryContext(ctx, f.db.Rebind(`SELECT id, started_at, finished_at FROM inbox_jobs
+		WHERE status IN ('succeeded', 'failed', 'dead_letter') AND pruned_at IS NULL
+		AND finished_at >= ? AND (finished_at > ? OR id > ?)
+		ORDER BY finished_at, id LIMIT `+strconv.Itoa(finishedPage)), *curFin, *curFin, *curID)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var id string
+		var started *int64
+		var fin int64
+		if err := rows.Scan(&id, &started, &fin); err != nil {
+			return n, err
+		}
+		n++
+		*curFin, *curID = fin, id
+		k := finishedKey(id, fin)
+		if _, dup := f.seen[k]; dup {
+			continue
+		}
+		f.seen[k] = fin
+		if t := sqldb.FromMicros(fin); t.After(f.since) {
+			f.since = t
+		}
 		f.count++
 		if started == nil {
 			continue
@@ -115,11 +186,7 @@ func (f *finished) read(ctx context.Context) error {
 			}
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	f.last = now
-	return nil
+	return n, rows.Err()
 }
 
 func (f *finished) total(ctx context.Context) (float64, error) {

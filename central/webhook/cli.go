@@ -14,7 +14,8 @@ import (
 	"time"
 )
 
-// maxRequestBody bounds what the command reads from stdin.
+// maxRequestBody is the largest body the command checks; a larger one is
+// refused as a usage error rather than checked cut short.
 const maxRequestBody = 16 << 20
 
 // RunVerifyCommand is `euterpectl webhook verify`: it reads one raw HTTP
@@ -84,9 +85,15 @@ func RunVerifyCommand(args []string, stdin io.Reader, stdout, stderr io.Writer, 
 		fmt.Fprintln(stderr, "webhook verify: stdin is not an HTTP request:", err)
 		return 2
 	}
-	body, err := io.ReadAll(io.LimitReader(req.Body, maxRequestBody))
+	body, err := io.ReadAll(io.LimitReader(req.Body, maxRequestBody+1))
 	if err != nil {
 		fmt.Fprintln(stderr, "webhook verify: reading body:", err)
+		return 2
+	}
+	if len(body) > maxRequestBody {
+		// Checked cut short, it could only fail as bad_signature: a
+		// verdict on a body that was never read in full.
+		fmt.Fprintf(stderr, "webhook verify: the request body is over %d MiB, more than this command reads\n", maxRequestBody>>20)
 		return 2
 	}
 	keys := make([][]byte, len(secrets))

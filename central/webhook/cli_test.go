@@ -57,3 +57,31 @@ func TestRunVerifyCommand(t *testing.T) {
 		})
 	}
 }
+
+// A body past the command's cap is a usage error naming the cap, not a
+// bad_signature verdict on the part that was read; one at the cap is
+// checked.
+func TestRunVerifyCommandBodyCap(t *testing.T) {
+	now := time.Unix(1700000000, 0)
+	for _, c := range []struct {
+		name string
+		size int
+		code int
+	}{
+		{"at the cap", maxRequestBody, 0},
+		{"over the cap", maxRequestBody + 1, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			body := `"` + strings.Repeat("a", c.size-2) + `"`
+			req := rawRequest(t, now, body, "s3cret")
+			var out, errb bytes.Buffer
+			code := RunVerifyCommand([]string{"--secret", "s3cret"}, strings.NewReader(req), &out, &errb, nil, now)
+			if code != c.code {
+				t.Fatalf("code %d, want %d; out %q err %q", code, c.code, out.String(), errb.String())
+			}
+			if c.code == 2 && (out.Len() != 0 || !strings.Contains(errb.String(), "over 16 MiB")) {
+				t.Fatalf("out %q err %q", out.String(), errb.String())
+			}
+		})
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // centralClient calls euterpe-central's operator API (the fleet, the
@@ -18,6 +19,7 @@ import (
 type centralClient struct {
 	base, token string
 	http        *http.Client // httpClient
+	timeout     time.Duration
 }
 
 // centralFlags declares --server (EUTERPE_CENTRAL_URL) and --token
@@ -33,6 +35,7 @@ func centralFlags(name string, env Env) (*flag.FlagSet, func() (*centralClient, 
 	server := fs.String("server", def, "euterpe-central base URL (env EUTERPE_CENTRAL_URL)")
 	hideDefaultPassword(fs, "server")
 	token := fs.String("token", "", "operator token (env EUTERPE_OPERATOR_TOKEN; prefer the variable: flags show in ps)")
+	timeout := timeoutFlag(fs)
 	return fs, func() (*centralClient, error) {
 		t := *token
 		if t == "" {
@@ -52,7 +55,10 @@ func centralFlags(name string, env Env) (*flag.FlagSet, func() (*centralClient, 
 		if err != nil {
 			return nil, err
 		}
-		return &centralClient{base: base, token: t, http: httpClient()}, nil
+		if err := checkTimeout(*timeout); err != nil {
+			return nil, err
+		}
+		return &centralClient{base: base, token: t, http: httpClient(*timeout), timeout: *timeout}, nil
 	}
 }
 
@@ -79,6 +85,8 @@ func (c *centralClient) request(ctx context.Context, method, path string, body i
 // other status is an error carrying the API's code and, when the server
 // gave one, its Retry-After.
 func (c *centralClient) do(ctx context.Context, method, path string, body any, out any) error {
+	ctx, cancel := withTimeout(ctx, c.timeout)
+	defer cancel()
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -96,7 +104,7 @@ func (c *centralClient) do(ctx context.Context, method, path string, body any, o
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return err
+		return timedOut(ctx, err, c.timeout)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
@@ -108,7 +116,7 @@ func (c *centralClient) do(ctx context.Context, method, path string, body any, o
 	}
 	b, err := readAnswer(resp.Body, maxCentralAnswer, "central")
 	if err != nil {
-		return err
+		return timedOut(ctx, err, c.timeout)
 	}
 	return json.Unmarshal(b, out)
 }

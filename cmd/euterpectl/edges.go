@@ -333,7 +333,7 @@ func (c *centralClient) tailOnce(ctx context.Context, path, last string, emit fu
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, false, err
+		return 0, false, timedOut(ctx, err, c.timeout)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

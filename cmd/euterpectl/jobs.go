@@ -37,11 +37,19 @@ const maxEdgeAnswer = 128 << 20
 
 // edgeClient is an HTTP client for one euterpe-edge server.
 type edgeClient struct {
-	base string
-	http *http.Client
+	base    string
+	http    *http.Client // httpClient
+	timeout time.Duration
 }
 
-func newFlags(name string, env Env) (*flag.FlagSet, *string) {
+// edgeFlags are the flags of every jobs command that say where and how
+// to reach the edge.
+type edgeFlags struct {
+	server  *string
+	timeout *time.Duration
+}
+
+func newFlags(name string, env Env) (*flag.FlagSet, edgeFlags) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
 	def := env.Getenv("EUTERPE_EDGE_URL")
@@ -50,17 +58,20 @@ func newFlags(name string, env Env) (*flag.FlagSet, *string) {
 	}
 	server := fs.String("server", def, "euterpe-edge base URL (env EUTERPE_EDGE_URL)")
 	hideDefaultPassword(fs, "server")
-	return fs, server
+	return fs, edgeFlags{server: server, timeout: timeoutFlag(fs)}
 }
 
-// client builds the client for --server, or prints why it cannot.
-func client(env Env, server string) (*edgeClient, bool) {
-	base, err := serverURL(server)
+// client builds the client the flags describe, or prints why it cannot.
+func client(env Env, f edgeFlags) (*edgeClient, bool) {
+	base, err := serverURL(*f.server)
+	if err == nil {
+		err = checkTimeout(*f.timeout)
+	}
 	if err != nil {
 		report(env, err)
 		return nil, false
 	}
-	return &edgeClient{base: base, http: httpClient()}, true
+	return &edgeClient{base: base, http: httpClient(*f.timeout), timeout: *f.timeout}, true
 }
 
 // parseArgs parses flags wherever they appear among positional arguments.
@@ -131,6 +142,8 @@ func jobPath(id, rest string) string {
 }
 
 func (c *edgeClient) do(ctx context.Context, method, path string, body []byte, hdr map[string]string) ([]byte, error) {
+	ctx, cancel := withTimeout(ctx, c.timeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
@@ -143,17 +156,21 @@ func (c *edgeClient) do(ctx context.Context, method, path string, body []byte, h
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, timedOut(ctx, err, c.timeout)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		return nil, apiErr(resp)
 	}
-	return readAnswer(resp.Body, maxEdgeAnswer, "the edge")
+	b, err := readAnswer(resp.Body, maxEdgeAnswer, "the edge")
+	if err != nil {
+		return nil, timedOut(ctx, err, c.timeout)
+	}
+	return b, nil
 }
 
 func jobsSubmit(ctx context.Context, env Env, args []string) int {
-	fs, server := newFlags("jobs submit", env)
+	fs, where := newFlags("jobs submit", env)
 	task := fs.String("task", "", "task: chat, plan, code, tool, rag or embed")
 	payload := fs.String("payload", "{}", "payload JSON, @file to read a file, @- for stdin")
 	ttl := fs.Int("ttl", 0, "job TTL in seconds (0: server default)")
@@ -175,7 +192,7 @@ func jobsSubmit(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintln(env.Stderr, "euterpectl: --ttl must be a number of seconds, or 0 for the server's default")
 		return 2
 	}
-	c, ok := client(env, *server)
+	c, ok := client(env, where)
 	if !ok {
 		return 2
 	}
@@ -199,8 +216,8 @@ func jobsSubmit(ctx context.Context, env Env, args []string) int {
 		return 1
 	}
 	fmt.Fprintln(env.Stdout, strings.TrimSpace(string(out)))
-	if !*follow {
-		return 0
+	if !*follow || outputFailed(env) {
+		return 0 // a failed write is reported by dispatch, exit 1
 	}
 	var cr struct {
 		JobID string `json:"job_id"`
@@ -239,7 +256,7 @@ func readPayload(v string, stdin io.Reader) (json.RawMessage, error) {
 // oneID parses the flags and the one job id argument; when it stops the
 // command, its int is the exit status.
 func oneID(name string, env Env, args []string, extra func(*flag.FlagSet)) (string, *edgeClient, int, bool) {
-	fs, server := newFlags(name, env)
+	fs, where := newFlags(name, env)
 	if extra != nil {
 		extra(fs)
 	}
@@ -255,7 +272,7 @@ func oneID(name string, env Env, args []string, extra func(*flag.FlagSet)) (stri
 		report(env, err)
 		return "", nil, 2, false
 	}
-	c, ok := client(env, *server)
+	c, ok := client(env, where)
 	return pos[0], c, 2, ok
 }
 
@@ -316,6 +333,12 @@ func (c *edgeClient) follow(ctx context.Context, env Env, id, after string) int 
 	// often that happens.
 	for failures := 0; ; {
 		end, last, err := c.stream(ctx, env, id, after)
+		if errors.Is(err, errOutputFailed) {
+			// Nothing printed from now on could arrive; following on
+			// would wait on the job for nothing. dispatch reports the
+			// failed write and exits 1.
+			return 0
+		}
 		if end != "" {
 			return outcome(end)
 		}
@@ -389,6 +412,9 @@ type permanentError struct{ error }
 
 var errStreamClosed = errors.New("event stream closed before the job ended")
 
+// errOutputFailed ends a stream whose events could not be printed.
+var errOutputFailed = errors.New("the output cannot be written")
+
 func (c *edgeClient) stream(ctx context.Context, env Env, id, after string) (end, last string, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+jobPath(id, "/events"), nil)
 	if err != nil {
@@ -400,7 +426,7 @@ func (c *edgeClient) stream(ctx context.Context, env Env, id, after string) (end
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return "", "", err
+		return "", "", timedOut(ctx, err, c.timeout)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -430,7 +456,9 @@ func (c *edgeClient) stream(ctx context.Context, env Env, id, after string) (end
 			// stream reopened would end the same way.
 			return "", last, permanentError{streamError(id, line[6:])}
 		case strings.HasPrefix(line, "data: ") && evType != "hello":
-			fmt.Fprintln(env.Stdout, line[6:])
+			if _, err := fmt.Fprintln(env.Stdout, line[6:]); err != nil {
+				return "", last, errOutputFailed
+			}
 			if evID != "" {
 				last = evID
 			}

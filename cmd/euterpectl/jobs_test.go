@@ -535,3 +535,34 @@ func TestUnwrittenOutputFails(t *testing.T) {
 		assert.Contains(t, errb.String(), "no space left on device", "%v", args)
 	}
 }
+
+// A follow whose output cannot be written (a full disk) stops and exits 1
+// naming the failed write, rather than waiting on a job that may run for
+// hours to print into nothing.
+func TestJobFollowStopsWhenOutputCannotBeWritten(t *testing.T) {
+	url, store := startGateway(t)
+	code, out, errOut := runCtl("jobs", "submit", "--server", url, "--task", "chat", "--payload", `{}`)
+	require.Equal(t, 0, code, errOut)
+	id := out[strings.Index(out, `"job_id":"`)+10:][:36]
+	ctx := context.Background()
+	_, err := store.SetRunning(ctx, id, "w", nil)
+	require.NoError(t, err)
+	_, err = store.AppendEvent(ctx, id, "progress", "w", json.RawMessage(`{"n":1}`))
+	require.NoError(t, err)
+
+	for _, args := range [][]string{
+		{"jobs", "events", "--server", url, id},
+		{"jobs", "submit", "--server", url, "--task", "chat", "--payload", `{}`, "--follow"},
+	} {
+		t.Run(strings.Join(args[:2], " "), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var errb bytes.Buffer
+			code := dispatch(ctx, Env{Stdin: strings.NewReader(""), Stdout: failingWriter{}, Stderr: &errb,
+				Getenv: func(string) string { return "" }}, args)
+			require.NoError(t, ctx.Err(), "ran on with nowhere to write")
+			assert.Equal(t, 1, code)
+			assert.Contains(t, errb.String(), "no space left on device")
+		})
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/vesta-cx/euterpe/daemon"
@@ -186,13 +187,63 @@ func serverURL(raw string) (string, error) {
 // would follow a 301 or 302 of a POST as a GET without its body (behind a
 // proxy that sends http to https, an enqueue would print the job list and
 // exit 0 having enqueued nothing) and would send the token again wherever
-// the answer points. It has no overall timeout: the fleet tail and
-// --follow stream for as long as the user wants; Ctrl-C ends them through
-// the context.
-func httpClient() *http.Client {
-	return &http.Client{CheckRedirect: func(req *http.Request, _ []*http.Request) error {
+// the answer points. It waits at most timeout for an answer's headers,
+// which both servers' event streams send at once; a stream then runs for
+// as long as the user wants (the fleet tail, --follow), so the client has
+// no overall timeout: a request that is not a stream gets one from
+// withTimeout, and Ctrl-C ends any through the context.
+func httpClient(timeout time.Duration) *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.ResponseHeaderTimeout = timeout
+	return &http.Client{Transport: t, CheckRedirect: func(req *http.Request, _ []*http.Request) error {
 		return fmt.Errorf("--server answered with a redirect to %s: use that URL as --server", clip(shownURL(req.URL), 200))
 	}}
+}
+
+// defaultTimeout is --timeout's default: ample for any answer of either
+// API but a job's largest result over a slow link, short enough that a
+// server that accepts and never answers (one stuck, a proxy with nothing
+// behind it) is named within a minute rather than waited on for ever.
+const defaultTimeout = 60 * time.Second
+
+// timeoutFlag declares --timeout on fs.
+func timeoutFlag(fs *flag.FlagSet) *time.Duration {
+	return fs.Duration("timeout", defaultTimeout,
+		"longest wait for the server: for a request's whole answer, and for the start of an event stream")
+}
+
+// checkTimeout refuses a --timeout that would fail every request at once.
+func checkTimeout(d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("--timeout must be a positive duration, e.g. 60s, not %s", d)
+	}
+	return nil
+}
+
+// errNoAnswer is the cause of a request's context whose --timeout ran out.
+var errNoAnswer = errors.New("no answer")
+
+// withTimeout bounds a request that is not a stream, its answer read in
+// full included, to d.
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, d, errNoAnswer)
+}
+
+// timedOut names a request that went unanswered for --timeout: Go's own
+// words ("context deadline exceeded", "timeout awaiting response
+// headers") say neither which limit it was nor how to change it. An
+// interrupt (Ctrl-C) is left as it is.
+func timedOut(ctx context.Context, err error, d time.Duration) error {
+	var ue *url.Error
+	isURL := errors.As(err, &ue)
+	if !errors.Is(context.Cause(ctx), errNoAnswer) && (ctx.Err() != nil || !isURL || !ue.Timeout()) {
+		return err
+	}
+	if isURL {
+		return fmt.Errorf("%w within %s (--timeout): %s %s", errNoAnswer, d, ue.Op, ue.URL)
+	}
+	// The headers came in time, the rest of the answer did not.
+	return fmt.Errorf("the answer did not arrive in full within %s (--timeout)", d)
 }
 
 // readAnswer reads a 2xx answer's body, refusing one past max bytes with

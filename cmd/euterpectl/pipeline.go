@@ -90,6 +90,10 @@ func pipelineRedrive(ctx context.Context, env Env, args []string) int {
 	return 0
 }
 
+// maxPipelinePage is the largest page (limit) the pipeline API's lists
+// answer.
+const maxPipelinePage = 500
+
 // pipelineList runs a list command of the pipeline API: path answers
 // keyset pages {<items>: [...], next_cursor}, printed one item a line.
 func pipelineList(name, path, items string) func(ctx context.Context, env Env, args []string) int {
@@ -101,11 +105,18 @@ func pipelineList(name, path, items string) func(ctx context.Context, env Env, a
 		}
 		typ := fs.String("type", "", "job type")
 		sym := fs.String("symbol", "", "symbol")
-		limit := fs.Int("limit", 100, items+" per page (1-500)")
+		limit := fs.Int("limit", 100, fmt.Sprintf("%s per page (1-%d)", items, maxPipelinePage))
 		cursor := fs.String("cursor", "", "start after the page whose next_cursor this is")
 		all := fs.Bool("all", false, "follow every page")
 		if _, code, ok := positional(fs, env, args, 0, name+" "+commands[name].Usage); !ok {
 			return code
+		}
+		if *limit < 1 || *limit > maxPipelinePage {
+			// Central would refuse it with a 400 after the token and the
+			// server were checked; said here, it is a usage error like
+			// any other flag value that cannot mean what it says.
+			fmt.Fprintf(env.Stderr, "euterpectl: --limit must be 1-%d %s a page\n", maxPipelinePage, items)
+			return 2
 		}
 		c, err := open()
 		if err != nil {

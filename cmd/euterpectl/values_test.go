@@ -33,7 +33,7 @@ func countingServer(t *testing.T) (string, *atomic.Int64) {
 // poll interval would ask central for events as fast as it answers.
 func TestBadFlagValuesAreUsageErrors(t *testing.T) {
 	url, requests := countingServer(t)
-	env := map[string]string{"EUTERPE_CENTRAL_URL": url, "EUTERPE_OPERATOR_TOKEN": "eop_t"}
+	env := map[string]string{"EUTERPE_CENTRAL_URL": url, "EUTERPE_EDGE_URL": url, "EUTERPE_OPERATOR_TOKEN": "eop_t"}
 	for _, tc := range []struct {
 		flag string
 		args []string
@@ -43,6 +43,14 @@ func TestBadFlagValuesAreUsageErrors(t *testing.T) {
 		{"--interval", []string{"edges", "events", "e", "j", "--interval", "1ns"}},
 		{"--limit", []string{"edges", "jobs", "e", "--limit", "-1"}},
 		{"--count", []string{"edges", "tail", "--count", "-1"}},
+		{"--limit", []string{"pipeline", "list", "--limit", "-1"}},
+		{"--limit", []string{"pipeline", "list", "--limit", "0"}},
+		{"--limit", []string{"pipeline", "dlq", "--limit", "501"}},
+		{"--limit", []string{"pipeline", "refused", "--limit", "-5"}},
+		{"--timeout", []string{"edges", "list", "--timeout", "0"}},
+		{"--timeout", []string{"pipeline", "get", "0b6c2a5e-7f3c-4a8e-9c1d-2e4f6a8b0c1d", "--timeout", "-1s"}},
+		{"--timeout", []string{"jobs", "get", "0b6c2a5e-7f3c-4a8e-9c1d-2e4f6a8b0c1d", "--timeout", "0"}},
+		{"--timeout", []string{"jobs", "submit", "--task", "chat", "--timeout", "-1s"}},
 	} {
 		t.Run(tc.flag+" "+tc.args[len(tc.args)-1], func(t *testing.T) {
 			before := requests.Load()

@@ -7,6 +7,15 @@
   if (!body || !E) return;
   var state = document.getElementById("tail-state");
   var max = 200;
+  // An event's data is shown as its first PAGE_TEXT characters, as every
+  // payload the consoles show (dconsole.PageText): one may be 64 KiB, and
+  // the tail keeps 200 of them.
+  var PAGE_TEXT = 4096;
+  function clip(s) {
+    if (s.length <= PAGE_TEXT) return s;
+    var c = s.charCodeAt(PAGE_TEXT - 1), n = c >= 0xD800 && c <= 0xDBFF ? PAGE_TEXT - 1 : PAGE_TEXT;
+    return s.slice(0, n) + "… truncated (" + s.length + " characters in all)";
+  }
   E.sse(body.getAttribute("data-sse"), {
     terminal: [],
     onState: function (s, reconnects) {
@@ -23,7 +32,7 @@
         E.el("td", { className: "mono" }, e.edge_id),
         E.el("td", {}, E.el("a", { href: jobURL, className: "mono" }, e.job_id)),
         E.el("td", {}, e.type + (e.step ? " " + e.step : "")),
-        E.el("td", { className: "hide-sm mono" }, e.data === undefined ? "" : JSON.stringify(e.data)));
+        E.el("td", { className: "hide-sm mono" }, e.data === undefined ? "" : clip(JSON.stringify(e.data))));
       body.insertBefore(row, body.firstChild);
       while (body.children.length > max) body.removeChild(body.lastChild);
     }

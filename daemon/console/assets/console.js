@@ -259,10 +259,22 @@
       (byURL[u] = byURL[u] || []).push(n);
     });
     Object.keys(byURL).forEach(function (u) {
+      // A history that does not come (the daemon restarting, the network
+      // gone, the session ended) leaves the charts drawn dimmed, or says
+      // so where none is drawn yet; the next refresh draws them again.
+      function unavailable() {
+        byURL[u].forEach(function (n) {
+          n.classList.add("stale");
+          n.setAttribute("data-chart-state", "unavailable");
+          if (!n.querySelector("svg")) clear(n).appendChild(el("p", { className: "muted chart-note" }, "history unavailable; retrying"));
+        });
+      }
       function draw() {
         api("GET", u).then(function (res) {
-          if (res.status !== 200 || !res.body) return;
+          if (res.status !== 200 || !res.body) { unavailable(); return; }
           byURL[u].forEach(function (n) {
+            n.classList.remove("stale");
+            n.removeAttribute("data-chart-state");
             var name = n.getAttribute("data-series");
             if (n.getAttribute("data-kind") === "histogram") {
               var h = (res.body.histograms || {})[name];
@@ -272,7 +284,7 @@
               lineChart(n, sr ? sr.points : [], { label: name, unit: sr && sr.unit, span: res.body.span_s });
             }
           });
-        });
+        }, unavailable);
       }
       draw();
       var every = Number(byURL[u][0].getAttribute("data-refresh") || 10);

@@ -22,6 +22,24 @@
     return cut(s, PAGE_TEXT) + "\n… truncated (" + s.length + " characters in all)";
   }
 
+  // tail returns at most the last n UTF-16 units of s without splitting a
+  // surrogate pair.
+  function tail(s, n) {
+    if (s.length <= n) return s;
+    var c = s.charCodeAt(s.length - n);
+    return s.slice(c >= 0xDC00 && c <= 0xDFFF ? s.length - n + 1 : s.length - n);
+  }
+
+  // A job's streamed answer may reach EUTERPE_LLM_MAX_TEXT_BYTES (64 MiB):
+  // the page keeps its last STREAM_TEXT characters (256 Ki), and the
+  // events table its last MAX_ROWS rows, so a long job cannot exhaust the
+  // tab. The whole answer is the job's result (GET /v1/jobs/{id}).
+  var STREAM_TEXT = 262144, MAX_ROWS = 500;
+
+  // NO_ANSWER is what a button says when its request got no answer at
+  // all (the edge down, the network gone): the button is usable again.
+  var NO_ANSWER = "the edge did not answer; try again";
+
   // Error text comes from the worker side, which may cap nothing: every
   // string in it is cut to 512 characters, as the server caps the error
   // it renders into the page.
@@ -59,6 +77,9 @@
           return;
         }
         E.text(out, E.errorText(res)); out.className = "error-msg";
+      }, function () {
+        $("#submit").disabled = false;
+        E.text(out, NO_ANSWER); out.className = "error-msg";
       });
     });
   }
@@ -66,7 +87,35 @@
   function jobPage(card) {
     var id = card.getAttribute("data-job-id");
     var tbody = $("#events tbody"), state = $("#stream-state"), status = $("#status"), text = $("#stream-text");
-    var deltas = "";
+    // The streamed text grows by appending to one text node: rebuilding
+    // it on each delta costs the whole text again every time.
+    var cutNote = E.el("span", { className: "muted", id: "stream-text-cut" }), streamed = document.createTextNode(""), total = 0;
+    text.appendChild(cutNote); text.appendChild(streamed);
+    function addText(s) {
+      total += s.length;
+      streamed.appendData(tail(s, STREAM_TEXT));
+      // Cut back to STREAM_TEXT once it is a quarter over, not on each
+      // delta: each cut copies what is kept.
+      if (streamed.length > STREAM_TEXT + STREAM_TEXT / 4) {
+        var keep = tail(streamed.data, STREAM_TEXT);
+        streamed.deleteData(0, streamed.length - keep.length);
+      }
+      if (total > streamed.length) {
+        E.text(cutNote, "… earlier text not shown (" + total + " characters in all; the whole answer is the job's result)\n");
+      }
+    }
+    var rowsNote = null, dropped = 0;
+    function addRow(row) {
+      tbody.appendChild(row);
+      if (tbody.rows.length <= MAX_ROWS) return;
+      tbody.removeChild(tbody.rows[0]);
+      dropped++;
+      if (!rowsNote) {
+        rowsNote = E.el("p", { className: "muted", id: "events-cut" });
+        $("#events").parentNode.insertAdjacentElement("beforebegin", rowsNote);
+      }
+      E.text(rowsNote, "Showing the last " + MAX_ROWS + " events; " + dropped + " earlier ones are not shown.");
+    }
     function setStatus(s) { E.text(status, s); status.className = "badge s-" + s; card.setAttribute("data-status", s); }
     window.jobStream = E.sse("/v1/jobs/" + encodeURIComponent(id) + "/events", {
       onEvent: function (ev) {
@@ -77,10 +126,8 @@
           E.el("td", null, E.el("span", { className: "badge s-" + ev.type }, ev.type)),
           E.el("td", { className: "hide-sm mono" }, d.step || ""),
           E.el("td", null, E.el("pre", null, clip(E.pretty(ev.type === "error" ? capStrings(d.data) : d.data)))));
-        tbody.appendChild(row);
-        if (ev.type === "delta" && d.data && typeof d.data.text === "string") {
-          deltas += d.data.text; E.text(text, deltas);
-        }
+        addRow(row);
+        if (ev.type === "delta" && d.data && typeof d.data.text === "string") addText(d.data.text);
         if (["queued", "started", "running", "done", "error", "canceled"].indexOf(ev.type) >= 0) {
           setStatus(ev.type === "started" ? "running" : ev.type);
         }
@@ -91,6 +138,9 @@
             if (res.status !== 200 || !res.body) return;
             E.text($("#result"), clip(E.pretty(res.body.result)));
             E.text($("#error"), clip(E.pretty(capStrings(res.body.error))));
+          }, function () {
+            // The events shown stand; a reload shows the result.
+            E.text($("#result"), "the edge did not answer; reload the page for the result");
           });
         }
       },
@@ -103,11 +153,15 @@
     var cancel = $("#cancel");
     if (cancel) cancel.addEventListener("click", function () {
       cancel.disabled = true;
+      var out = $("#cancel-result");
       E.api("POST", "/v1/jobs/" + encodeURIComponent(id) + "/cancel").then(function (res) {
-        var out = $("#cancel-result");
         if (res.status === 200) { E.text(out, "canceled"); return; }
         cancel.disabled = false;
         E.text(out, E.errorText(res)); out.className = "error-msg";
+      }, function () {
+        // Unless the job ended meanwhile, which disabled the button.
+        if (card.getAttribute("data-status") === "running" || card.getAttribute("data-status") === "queued") cancel.disabled = false;
+        E.text(out, NO_ANSWER); out.className = "error-msg";
       });
     });
   }
@@ -172,6 +226,8 @@
           E.text(out, "delete job #" + job + " queued");
           g.setAttribute("data-delete-job", job);
           follow(job, out, g, s.drop);
+        }, function () {
+          E.text(out, NO_ANSWER); out.className = "delete-result error-msg"; btn.disabled = false;
         });
       });
     });
@@ -213,11 +269,14 @@
   function scanButton(btn) {
     btn.addEventListener("click", function () {
       btn.disabled = true;
+      var out = $("#scan-result");
       E.api("POST", "/api/v1/scans").then(function (res) {
-        var out = $("#scan-result");
         btn.disabled = false;
-        if (res.status === 202 && res.body) { E.text(out, "scan job #" + res.body.id + " queued"); return; }
+        if (res.status === 202 && res.body) { E.text(out, "scan job #" + res.body.id + " queued"); out.className = "muted"; return; }
         E.text(out, E.errorText(res)); out.className = "error-msg";
+      }, function () {
+        btn.disabled = false;
+        E.text(out, NO_ANSWER); out.className = "error-msg";
       });
     });
   }

@@ -16,13 +16,26 @@ import (
 // terminal ask a daemon to stop, and on SIGHUP alike: the daemons have no
 // settings to reload, and a hang-up means the terminal they ran from is
 // gone, on which the default action would kill them on the spot, dropping
-// the in-flight work a stop lets finish. Once the context is done the
-// signals take their default action again, so a second one ends a stop
-// that hangs, as an operator pressing Ctrl-C twice expects; caught instead,
-// it would be swallowed until the stop gave up by itself.
+// the in-flight work a stop lets finish. A daemon started with SIGHUP
+// ignored (nohup) keeps ignoring it: catching it would undo what nohup
+// asked for. Once the context is done SIGTERM and SIGINT take their
+// default action again, so a second one ends a stop that hangs, as an
+// operator pressing Ctrl-C twice expects; caught instead, it would be
+// swallowed until the stop gave up by itself. SIGHUP is ignored from then
+// on: a closing terminal often sends two.
 func SignalContext(parent context.Context) (context.Context, context.CancelFunc) {
-	ctx, stop := signal.NotifyContext(parent, syscall.SIGTERM, os.Interrupt, syscall.SIGHUP)
-	context.AfterFunc(ctx, stop)
+	sigs := []os.Signal{syscall.SIGTERM, os.Interrupt}
+	hup := !signal.Ignored(syscall.SIGHUP)
+	if hup {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	ctx, stop := signal.NotifyContext(parent, sigs...)
+	context.AfterFunc(ctx, func() {
+		if hup {
+			signal.Ignore(syscall.SIGHUP)
+		}
+		stop()
+	})
 	return ctx, stop
 }
 

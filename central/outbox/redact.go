@@ -20,18 +20,12 @@ const redacted = "[REDACTED]"
 // page, and the composite forms around them are redacted anyway.
 const minSecretPart = 8
 
-// minPathSecret is the shortest path segment taken for a token. Capability
-// URLs (Slack's /services/T…/B…/<24 chars>, Discord's /webhooks/<id>/<68
-// chars>) carry their secret in the path; route names ("webhooks",
-// "euterpe-callbacks") are shorter, or harmless to blank.
-const minPathSecret = 16
-
 // errorSnippet reads the start of a refused delivery's response body for
 // last_error and the logs. Receivers often echo the request URI in an error
 // page ("no route for /hook?token=…"), and the URL's query, userinfo or a
-// long path segment may carry a token, so every form of those parts is
-// redacted before the text
-// is capped: a cap first could leave half a token behind.
+// long path segment (daemon.MinPathSecret) may carry a token, so every
+// form of those parts is redacted before the text is capped: a cap first
+// could leave half a token behind.
 func errorSnippet(body io.Reader, rawURL string) string {
 	secrets := urlSecrets(rawURL)
 	window := int64(daemon.MaxMessage)
@@ -100,7 +94,7 @@ func urlSecrets(rawURL string) []string {
 func pathSecrets(u *url.URL) []string {
 	var out []string
 	for _, seg := range strings.Split(u.EscapedPath(), "/") {
-		if len(seg) < minPathSecret {
+		if len(seg) < daemon.MinPathSecret {
 			continue
 		}
 		out = append(out, seg)

@@ -58,20 +58,3 @@ func TestErrorSnippetDropsTokenCutByWindow(t *testing.T) {
 		}
 	}
 }
-
-func TestWebhookShownHidesSecrets(t *testing.T) {
-	const token = "tok_9f2c41d7e8b35a60"
-	cases := []struct{ url, want string }{
-		{"https://hooks.example/api/webhooks/euterpe", "https://hooks.example/api/webhooks/euterpe"},
-		{"https://hooks.example/hook?token=" + token, "https://hooks.example/hook"},
-		{"https://user:" + token + "@hooks.example/hook", "https://hooks.example/hook"},
-		{"https://hooks.example/services/T0AB12CD/" + token, "https://hooks.example/services/T0AB12CD/[REDACTED]"},
-		{"https://hooks.example/a%2Fb/" + token + "/x", "https://hooks.example/a%2Fb/[REDACTED]/x"},
-		{"not a url", ""},
-	}
-	for _, tc := range cases {
-		if got := webhookShown(tc.url); got != tc.want {
-			t.Errorf("webhookShown(%q) = %q, want %q", tc.url, got, tc.want)
-		}
-	}
-}

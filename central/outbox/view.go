@@ -5,12 +5,12 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/vesta-cx/euterpe/central/schema"
+	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 )
 
@@ -58,7 +58,7 @@ func (s *Store) deliveries(ctx context.Context, where string, args ...any) ([]De
 			return nil, fmt.Errorf("outbox: deliveries: %w", err)
 		}
 		if hook != nil {
-			d.Webhook = webhookShown(*hook)
+			d.Webhook = daemon.ShownURL(*hook)
 		}
 		if lastErr != nil {
 			d.LastError = *lastErr
@@ -140,23 +140,6 @@ func decodeDeadCursor(c string) (int64, string, error) {
 		return 0, "", ErrBadCursor
 	}
 	return n, id, nil
-}
-
-// webhookShown keeps scheme, host and path of a webhook URL, with a path
-// segment long enough to be a capability token replaced: operators see
-// where events go, not the credential that lets anyone post there.
-func webhookShown(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return ""
-	}
-	segs := strings.Split(u.EscapedPath(), "/")
-	for i, seg := range segs {
-		if len(seg) >= minPathSecret {
-			segs[i] = redacted
-		}
-	}
-	return (&url.URL{Scheme: u.Scheme, Host: u.Host}).String() + strings.Join(segs, "/")
 }
 
 func micros(v *int64) *time.Time {

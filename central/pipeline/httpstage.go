@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/vesta-cx/euterpe/daemon"
 )
 
 // HTTP is a job type served by an HTTP endpoint: the JobMessage POSTed as
@@ -102,15 +104,14 @@ func (h HTTP) Run(ctx context.Context, m JobMessage) (string, error) {
 }
 
 // stageURL is what a message says of an HTTP stage's URL: its scheme, host
-// and path. The userinfo and the query, where a function key (code=…), a
-// signature or a token often rides, never reach a stored or logged
-// message.
+// and path, with a token-like path segment hidden. The userinfo and the
+// query, where a function key (code=…), a signature or a token often
+// rides, never reach a stored or logged message.
 func stageURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
+	if s := daemon.ShownURL(raw); s != "" {
+		return s
 	}
-	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
+	return "(unparsable URL)"
 }
 
 // withoutURL drops the *url.Error wrapping net/http puts around its

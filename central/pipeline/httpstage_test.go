@@ -65,17 +65,17 @@ func TestHTTPStatusBeforeBody(t *testing.T) {
 }
 
 // What an HTTP stage's messages say of its URL is the scheme, host and
-// path: no password, no query (a function key, a signature), whatever
-// went wrong. The messages are stored as error_message and logged.
+// path: no password, no query (a function key, a signature), no token in
+// the path, whatever went wrong. The messages are stored as error_message and logged.
 func TestHTTPMessagesNameNoSecrets(t *testing.T) {
-	secrets := []string{"hunter2", "FUNCKEY123", "SIG456", "APIKEY789", "TOK000"}
+	secrets := []string{"hunter2", "FUNCKEY123", "SIG456", "APIKEY789", "TOK000", "PATHKEY0123456789"}
 	const query = "?code=FUNCKEY123&sig=SIG456&key=APIKEY789&t=TOK000"
 	withSecrets := func(base string) (raw, shown string) {
 		u, err := url.Parse(base)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return "http://svc:hunter2@" + u.Host + "/api/run" + query, "http://" + u.Host + "/api/run"
+		return "http://svc:hunter2@" + u.Host + "/api/run/PATHKEY0123456789" + query, "http://" + u.Host + "/api/run/[REDACTED]"
 	}
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Query().Get("mode") {

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -378,28 +379,33 @@ func (db *DB) Ping(ctx context.Context) error { return db.PingContext(ctx) }
 // (postgres://u@h/db?password=…). The user info is taken to end at the last
 // "@", not where a URL parser ends it: a password with an unencoded "/",
 // "?" or "#" would make a parser read it as a port and a path, and show it.
-// A fragment is dropped: the driver ignores it.
+// Password parameters are hidden first, wherever they stand: an "@" in a
+// later parameter's value (application_name=me@pod) would otherwise take
+// the query's "?" into the user info and leave the parameters unread. A
+// fragment is dropped: the driver ignores it.
 func shownURL(s string) string {
 	scheme, rest, ok := strings.Cut(s, "://")
 	if !ok {
 		return "[unparseable URL]"
 	}
+	rest = paramRE.ReplaceAllStringFunc(rest, func(m string) string {
+		sub := paramRE.FindStringSubmatch(m)
+		if k, err := url.QueryUnescape(sub[2]); err != nil || passwordParam(k) {
+			return sub[1] + sub[2] + "=[REDACTED]"
+		}
+		return m
+	})
 	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
 		rest = "[REDACTED]@" + rest[at+1:]
 	}
 	rest, _, _ = strings.Cut(rest, "#")
-	if base, query, ok := strings.Cut(rest, "?"); ok {
-		params := strings.Split(query, "&")
-		for i, p := range params {
-			raw, _, _ := strings.Cut(p, "=")
-			if k, err := url.QueryUnescape(raw); err != nil || passwordParam(k) {
-				params[i] = raw + "=[REDACTED]"
-			}
-		}
-		rest = base + "?" + strings.Join(params, "&")
-	}
 	return shownScheme(scheme) + "://" + rest
 }
+
+// paramRE matches one key=value of a query, wherever a "?" or "&" starts
+// one; a key holds no "?", so a "?" inside a misread password does not
+// swallow the parameter after it.
+var paramRE = regexp.MustCompile(`([?&])([^=&?#]*)=([^&#]*)`)
 
 // errMisread refuses a URL whose password a URL parser would not read as
 // one (misreadUserinfo).
@@ -407,7 +413,8 @@ var errMisread = errors.New("an @ after the host: a password holding /, ? or # m
 
 // misreadUserinfo reports a URL with an "@" that a URL parser, and so the
 // driver, does not take for the end of the user info: one in the path, in
-// the fragment or in a query parameter's name. A password with an
+// the fragment or in a query parameter's name, when none came before the
+// path. A password with an
 // unencoded "/", "?" or "#" puts it there (postgres://u:1234/pw@db/x reads
 // as host u, port 1234, database "pw@db/x"); an "@" in a parameter's value
 // (application_name=me@host) is fine.
@@ -417,7 +424,9 @@ func misreadUserinfo(s string) bool {
 		return false
 	}
 	end := strings.IndexAny(rest, "/?#")
-	if end < 0 {
+	if end < 0 || strings.Contains(rest[:end], "@") {
+		// An "@" before the path ends the user info where a parser ends
+		// it: a later one is the database's or a value's (u:p@h/my@db).
 		return false
 	}
 	rest, fragment, _ := strings.Cut(rest[end:], "#")

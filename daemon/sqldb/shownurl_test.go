@@ -13,6 +13,10 @@ func TestShownURL(t *testing.T) {
 		{"postgres://db/x?%zz=pw", "postgres://db/x?%zz=[REDACTED]"},
 		{"postgresql://db.example/euterpe", "postgresql://db.example/euterpe"},
 		{"postgres://db/x#frag", "postgres://db/x"},
+		{"postgres://euterpe@127.0.0.1:1/central?application_name=central@pod-7&password=hunter2secret&connect_timeout=1",
+			"postgres://[REDACTED]@pod-7&password=[REDACTED]&connect_timeout=1"},
+		{"postgres://u:pa?ss@db/x?password=hunter2secret", "postgres://[REDACTED]@db/x?password=[REDACTED]"},
+		{"postgres://db/x?options=-c%20a@b&sslpassword=hunter2secret", "postgres://[REDACTED]@b&sslpassword=[REDACTED]"},
 		{"no scheme at all", "[unparseable URL]"},
 	} {
 		if got := shownURL(tt.in); got != tt.want {

@@ -17,13 +17,16 @@ import (
 // Once the stop has begun, serve waits for the roles the longer of
 // EUTERPE_SHUTDOWN_GRACE and roleWindDown, plus stopMargin: the api serves
 // in-flight requests for the grace, but a runner's wind-down does not
-// follow it (it removes what it staged for up to 30 s and hands its jobs
-// back for up to 10 s). With the default grace that is 45 s, within the
-// unit's TimeoutStopSec (60 s): serve names a role that hangs and still
-// closes the database before systemd kills it. (Variables: tests shorten
-// them.)
+// follow it (it hands its jobs back for up to 10 s and removes what it
+// staged for up to 30 s, after up to 30 s undoing a promotion against a
+// storage that does not answer). With the default grace that is 55 s,
+// just within the unit's TimeoutStopSec (60 s): serve names a role that
+// hangs and still closes the database before systemd kills it; a wind-down
+// longer than that, against storage that answers nothing, leaves its
+// staged objects behind either way, as a runner killed outright does
+// (docs/transcode.md, "Staged objects"). (Variables: tests shorten them.)
 var (
-	roleWindDown = 40 * time.Second
+	roleWindDown = 50 * time.Second
 	stopMargin   = 5 * time.Second
 )
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -61,6 +62,13 @@ func build(ctx context.Context, log *slog.Logger, stateDir, workerID string, s S
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
 	roots, err := pathsafe.NewRoots(RootList(s.Roots))
+	if errors.Is(err, fs.ErrNotExist) {
+		// A root on a disk that mounts after the edge starts (an SD card,
+		// a USB disk) is not there yet: the open is retried, the rest of
+		// the edge runs, rather than the edge stop for a setting systemd
+		// would not restart it over.
+		return nil, fmt.Errorf("library roots (not mounted yet?): %w", err)
+	}
 	if err != nil {
 		return nil, &daemon.SettingError{Setting: "EUTERPE_LIBRARY_ROOTS", Value: s.Roots, Reason: err.Error()}
 	}

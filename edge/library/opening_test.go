@@ -96,6 +96,30 @@ func TestOpeningShutdownDuringRetriesOpensNothing(t *testing.T) {
 	}
 }
 
+// A root that does not exist yet (a disk mounted after the edge starts)
+// does not stop the edge: the open is retried, and the library opens and
+// scans once the root appears.
+func TestOpeningWaitsForAMissingRoot(t *testing.T) {
+	fastRetries(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	root := filepath.Join(t.TempDir(), "usb", "music")
+	s := library.Defaults()
+	s.Roots = root
+	o, err := library.NewOpening(context.Background(), log, t.TempDir(), "w", s)
+	if err != nil {
+		t.Fatalf("NewOpening with a root not there yet: %v", err)
+	}
+	if o.Library() != nil || !errors.Is(o.Err(), os.ErrNotExist) {
+		t.Fatalf("library %v, err %v: want none yet, for the missing root", o.Library(), o.Err())
+	}
+	runOpening(t, o)
+	time.Sleep(50 * time.Millisecond)
+	if err := os.MkdirAll(root, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the library to open", func() bool { return o.Library() != nil })
+}
+
 // logEntry is one JSON line of a captured log.
 type logEntry struct {
 	Level string `json:"level"`

@@ -8,7 +8,7 @@ import (
 	"github.com/vesta-cx/euterpe/central/inbox"
 	"github.com/vesta-cx/euterpe/central/runner"
 	"github.com/vesta-cx/euterpe/central/schema"
-	"github.com/vesta-cx/euterpe/central/storage/storagetest"
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
 )
 
 // TestHungOutputEndpointRecordsStall: the output endpoint accepts the
@@ -22,7 +22,7 @@ import (
 func TestHungOutputEndpointRecordsStall(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *env) {
 		e.putWAV("in/src.wav", 1)
-		id := e.enqueue("in/src.wav", oneOpus, func(j *inbox.NewJob) { j.Output.Endpoint = storagetest.SilentServer(t) })
+		id := e.enqueue("in/src.wav", oneOpus, func(j *inbox.NewJob) { j.Output.Endpoint = testsvc.SilentServer(t) })
 		const storageTimeout = 5 * time.Second
 		r := e.runner(func(s *runner.Settings) {
 			s.LeaseTTL = 1500 * time.Millisecond

@@ -22,7 +22,7 @@ import (
 // storage failure (contract §5), not a final one. Only the caller's own
 // context ending is final.
 func TestTimeoutsAreRetryable(t *testing.T) {
-	ep := storagetest.SilentServer(t)
+	ep := testsvc.SilentServer(t)
 	c := storage.NewClient(storage.Options{HeaderTimeout: 300 * time.Millisecond})
 	bucket := storage.Bucket{Endpoint: ep, Region: "us-east-1", Name: "source-bucket"}
 	cr := storage.Credentials{AccessKeyID: "a", SecretAccessKey: "b"}

@@ -4,51 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
 	"github.com/vesta-cx/euterpe/edge/jobs"
 )
-
-// silentServer accepts connections and never answers on them: a server
-// stuck, or a proxy with nothing behind it.
-func silentServer(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var mu sync.Mutex
-	var conns []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	})
-	return "http://" + ln.Addr().String()
-}
 
 // Against a server that accepts and never answers, every command gives up
 // after --timeout and says so, rather than waiting for ever: a request
@@ -57,7 +23,7 @@ func silentServer(t *testing.T) string {
 func TestSilentServerTimesOut(t *testing.T) {
 	defer func(d time.Duration) { followPause = d }(followPause)
 	followPause = 10 * time.Millisecond
-	url := silentServer(t)
+	url := testsvc.SilentServer(t)
 	env := map[string]string{"EUTERPE_CENTRAL_URL": url, "EUTERPE_EDGE_URL": url, "EUTERPE_OPERATOR_TOKEN": "eop_t"}
 	const id = "0b6c2a5e-7f3c-4a8e-9c1d-2e4f6a8b0c1d"
 	for _, args := range [][]string{

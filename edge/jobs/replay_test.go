@@ -1,14 +1,10 @@
 package jobs_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,102 +14,6 @@ import (
 	"github.com/vesta-cx/euterpe/daemon/testsvc"
 	"github.com/vesta-cx/euterpe/edge/jobs"
 )
-
-// lateProxy forwards TCP connections to a Redis server. Armed, it holds
-// back the reply to the next script the client sends for a while: the
-// server has run it, only its answer is late (as behind a stalled disk
-// write), so a client whose read times out sends it again.
-type lateProxy struct {
-	ln     net.Listener
-	target string
-	delay  atomic.Int64 // nanoseconds, taken by the next script sent
-	evals  atomic.Int32 // requests carrying a script, as sent by the client
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	conns  []net.Conn
-}
-
-func newLateProxy(t *testing.T, target string) *lateProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	x := &lateProxy{ln: ln, target: target}
-	x.wg.Add(1)
-	go x.accept()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		x.mu.Lock()
-		for _, c := range x.conns {
-			_ = c.Close()
-		}
-		x.mu.Unlock()
-		x.wg.Wait()
-	})
-	return x
-}
-
-func (x *lateProxy) accept() {
-	defer x.wg.Done()
-	for {
-		c, err := x.ln.Accept()
-		if err != nil {
-			return
-		}
-		up, err := net.Dial("tcp", x.target)
-		if err != nil {
-			_ = c.Close()
-			continue
-		}
-		x.mu.Lock()
-		x.conns = append(x.conns, c, up)
-		x.mu.Unlock()
-		// hold is the delay of the reply to a script this connection sent
-		// while the proxy was armed.
-		var hold atomic.Int64
-		x.wg.Add(2)
-		go func() {
-			defer x.wg.Done()
-			defer up.Close()
-			buf := make([]byte, 64<<10)
-			for {
-				n, err := c.Read(buf)
-				if n > 0 {
-					if bytes.Contains(bytes.ToUpper(buf[:n]), []byte("EVAL")) {
-						x.evals.Add(1)
-						if d := x.delay.Swap(0); d > 0 {
-							hold.Store(d)
-						}
-					}
-					if _, err := up.Write(buf[:n]); err != nil {
-						return
-					}
-				}
-				if err != nil {
-					return
-				}
-			}
-		}()
-		go func() {
-			defer x.wg.Done()
-			defer c.Close()
-			buf := make([]byte, 64<<10)
-			for {
-				n, err := up.Read(buf)
-				if n > 0 {
-					if d := hold.Swap(0); d > 0 {
-						time.Sleep(time.Duration(d))
-					}
-					if _, err := c.Write(buf[:n]); err != nil {
-						return
-					}
-				}
-				if err != nil {
-					return
-				}
-			}
-		}()
-	}
-}
 
 // A command whose reply comes after the client's read timeout has run
 // once in Redis, and the client (go-redis retries by default) sends it
@@ -185,9 +85,9 @@ func testResentWriteAppliesOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rdb, opts := testsvc.Redis(t)
 			require.NoError(t, jobs.NewStore(rdb).EnsureGroup(ctx))
-			proxy := newLateProxy(t, opts.Addr)
+			proxy := testsvc.NewLateProxy(t, opts.Addr)
 			po := *opts
-			po.Addr = proxy.ln.Addr().String()
+			po.Addr = proxy.Addr()
 			po.ReadTimeout = 200 * time.Millisecond
 			via := redis.NewClient(&po)
 			t.Cleanup(func() { _ = via.Close() })
@@ -202,12 +102,11 @@ func testResentWriteAppliesOnce(t *testing.T) {
 				j = tc.setup(t, st, rdb)
 			}
 
-			proxy.evals.Store(0)
-			proxy.delay.Store(int64(600 * time.Millisecond))
+			proxy.Arm("EVAL", 600*time.Millisecond)
 			answered, err := tc.write(st, &j)
 
 			require.NoError(t, err)
-			require.GreaterOrEqual(t, proxy.evals.Load(), int32(2), "the script was sent again")
+			require.GreaterOrEqual(t, proxy.Matched(), 2, "the script was sent again")
 			var written []string
 			for _, typ := range tc.evTypes {
 				for _, m := range rdb.XRange(ctx, jobs.EventsKey(j.id), "-", "+").Val() {

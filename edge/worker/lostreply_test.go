@@ -1,13 +1,9 @@
 package worker
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
-	"net"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,116 +13,6 @@ import (
 	"github.com/vesta-cx/euterpe/edge/backend"
 	"github.com/vesta-cx/euterpe/edge/jobs"
 )
-
-// lateProxy forwards TCP connections to a Redis server. Armed, it holds
-// back the reply to the next request holding match: the server has run
-// it, only the answer is late, past the client's read timeout.
-type lateProxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	match  []byte
-	delay  time.Duration
-	conns  []net.Conn
-	wg     sync.WaitGroup
-	held   atomic.Int32 // replies held back
-}
-
-func newLateProxy(t *testing.T, target string) *lateProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	x := &lateProxy{ln: ln, target: target}
-	x.wg.Add(1)
-	go x.accept()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		x.mu.Lock()
-		for _, c := range x.conns {
-			_ = c.Close()
-		}
-		x.mu.Unlock()
-		x.wg.Wait()
-	})
-	return x
-}
-
-// arm holds back the reply to the next request holding match for d.
-func (x *lateProxy) arm(match string, d time.Duration) {
-	x.mu.Lock()
-	x.match, x.delay = []byte(match), d
-	x.mu.Unlock()
-}
-
-// take disarms the proxy when b is the request it waits for, returning
-// the delay of its reply.
-func (x *lateProxy) take(b []byte) time.Duration {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.match == nil || !bytes.Contains(b, x.match) {
-		return 0
-	}
-	x.match = nil
-	x.held.Add(1)
-	return x.delay
-}
-
-func (x *lateProxy) accept() {
-	defer x.wg.Done()
-	for {
-		c, err := x.ln.Accept()
-		if err != nil {
-			return
-		}
-		up, err := net.Dial("tcp", x.target)
-		if err != nil {
-			_ = c.Close()
-			continue
-		}
-		x.mu.Lock()
-		x.conns = append(x.conns, c, up)
-		x.mu.Unlock()
-		var hold atomic.Int64 // the delay of this connection's next reply
-		x.wg.Add(2)
-		go func() {
-			defer x.wg.Done()
-			defer up.Close()
-			pipe(c, up, func(b []byte) {
-				if d := x.take(b); d > 0 {
-					hold.Store(int64(d))
-				}
-			})
-		}()
-		go func() {
-			defer x.wg.Done()
-			defer c.Close()
-			pipe(up, c, func([]byte) {
-				if d := hold.Swap(0); d > 0 {
-					time.Sleep(time.Duration(d))
-				}
-			})
-		}()
-	}
-}
-
-// pipe copies from to to, calling each with every chunk before passing it.
-func pipe(from, to net.Conn, each func([]byte)) {
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := from.Read(buf)
-		if n > 0 {
-			each(buf[:n])
-			if _, err := to.Write(buf[:n]); err != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
 
 // A finish whose reply is lost though Redis ran it (the read timed out, the
 // client does not resend by itself) is written again by the pool with the
@@ -140,9 +26,9 @@ func TestFinishRetriedAfterLostReplyIsCounted(t *testing.T) {
 func testFinishRetriedAfterLostReplyIsCounted(t *testing.T) {
 	rdb, st, opts := newRedis(t)
 	ctx := context.Background()
-	proxy := newLateProxy(t, opts.Addr)
+	proxy := testsvc.NewLateProxy(t, opts.Addr)
 	po := *opts
-	po.Addr = proxy.ln.Addr().String()
+	po.Addr = proxy.Addr()
 	po.MaxRetries = -1
 	po.ReadTimeout = 300 * time.Millisecond
 	via := redis.NewClient(&po)
@@ -172,7 +58,7 @@ func testFinishRetriedAfterLostReplyIsCounted(t *testing.T) {
 	id := create(t, st, "chat", `{}`)
 	waitStatus(t, st, id, jobs.Running, 5*time.Second)
 
-	proxy.arm(StepFinish, time.Second)
+	proxy.Arm(StepFinish, time.Second)
 	close(release)
 
 	if j := waitTerminal(t, st, id, 5*time.Second); j.Status != jobs.Done {
@@ -184,7 +70,7 @@ func testFinishRetriedAfterLostReplyIsCounted(t *testing.T) {
 			t.Fatal("job still tracked")
 		}
 	}
-	if proxy.held.Load() != 1 {
+	if proxy.Held() != 1 {
 		t.Fatalf("the finish's reply was not held back")
 	}
 	if n := terminalCount(eventTypes(t, st, id)); n != 1 {

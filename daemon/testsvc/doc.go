@@ -22,4 +22,10 @@
 // (EUTERPE_TEST_REDIS_URL) and a Redis 6.0 (EUTERPE_TEST_REDIS6_URL, built
 // from source by scripts/services.sh), the version the edge must run on;
 // Redis(t) inside it opens the subtest's server.
+//
+// Two stand-ins sit between a client and a real server: SilentServer takes
+// connections and never answers (a hung endpoint), and LateProxy forwards
+// to a real server but holds back one reply past the client's read
+// timeout, after the server ran the request (a lost reply, which a client
+// may answer by sending the request again).
 package testsvc

@@ -1,8 +1,8 @@
 // Package storagetest puts a fault-injecting reverse proxy in front of the
 // real S3-compatible test server. The proxy stands in for a flaky network
 // path (gateways answering 503 or 429, a server that stops declaring
-// Content-Length); the storage behind it stays real. SilentServer stands in
-// for an endpoint that takes connections and never answers.
+// Content-Length); the storage behind it stays real. (An endpoint that
+// takes connections and never answers is testsvc.SilentServer.)
 package storagetest
 
 import (

@@ -76,7 +76,10 @@ type Executor struct {
 	SkipDirs []string
 
 	wakeOnce sync.Once
-	wake     chan struct{}
+	wakeMu   sync.Mutex
+	// wake is closed by Wake and replaced: every loop waiting on it
+	// re-polls once, and the wake-up is then spent.
+	wake chan struct{}
 	// noRootLock is set once a library root refused a flock (a
 	// filesystem without one), so the warning is logged once.
 	noRootLock sync.Once
@@ -110,11 +113,14 @@ type Executor struct {
 	// row it is about to delete, with its id and cache path. Tests use it
 	// to replace the row in between.
 	beforeCleanRow func(id int64, path string)
+	// polled, when set, is called at the start of every round of every
+	// claim loop. Tests count the rounds of an idle executor with it.
+	polled func()
 }
 
 func (x *Executor) init() {
 	x.wakeOnce.Do(func() {
-		x.wake = make(chan struct{}, 1)
+		x.wake = make(chan struct{})
 		if x.Log == nil {
 			x.Log = slog.Default()
 		}
@@ -142,10 +148,17 @@ func (x *Executor) init() {
 // Wake makes idle loops try to claim now (called after an enqueue).
 func (x *Executor) Wake() {
 	x.init()
-	select {
-	case x.wake <- struct{}{}:
-	default:
-	}
+	x.wakeMu.Lock()
+	defer x.wakeMu.Unlock()
+	close(x.wake)
+	x.wake = make(chan struct{})
+}
+
+// wakeC is the channel the next Wake closes.
+func (x *Executor) wakeC() <-chan struct{} {
+	x.wakeMu.Lock()
+	defer x.wakeMu.Unlock()
+	return x.wake
 }
 
 // Run runs every claim loop, and the sweep of stale thumbnail temp files,
@@ -177,6 +190,11 @@ func (x *Executor) Run(ctx context.Context) error {
 // error, it waits for Poll or a wake-up.
 func (x *Executor) loop(ctx context.Context, once func(context.Context) (bool, error)) {
 	for ctx.Err() == nil {
+		// Taken before the round, so a wake-up during it is not missed.
+		woken := x.wakeC()
+		if x.polled != nil {
+			x.polled()
+		}
 		did, err := once(ctx)
 		if err != nil && ctx.Err() == nil {
 			x.Log.Warn("library executor", "err", err)
@@ -187,9 +205,7 @@ func (x *Executor) loop(ctx context.Context, once func(context.Context) (bool, e
 		t := time.NewTimer(x.Poll)
 		select {
 		case <-ctx.Done():
-		case <-x.wake:
-			// pass the wake-up on so every idle loop re-polls
-			x.Wake()
+		case <-woken:
 		case <-t.C:
 		}
 		t.Stop()

@@ -78,3 +78,6 @@ func HashPaths(ctx context.Context, x *Executor, paths []string, algo string) ([
 	}
 	return out, g.Wait()
 }
+
+// SetPolled has fn called at the start of every claim loop round.
+func SetPolled(x *Executor, fn func()) { x.polled = fn }

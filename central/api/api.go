@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -151,8 +152,12 @@ func (a *API) enqueue(c echo.Context) error {
 	resp, _ := json.Marshal(Accepted{JobID: jobID, Status: "queued"})
 	var stored *idempotency.Response
 	err = a.cfg.DB.Tx(ctx, func(tx *sql.Tx) error {
-		var err error
-		stored, err = a.cfg.Idempotency.Reserve(ctx, tx, req.ID, key, hash,
+		// The time of this transaction's writes, read on it (inbox.NowTx).
+		now, err := a.cfg.Inbox.NowTx(ctx, tx)
+		if err != nil {
+			return fmt.Errorf("api: enqueue: %w", err)
+		}
+		stored, err = a.cfg.Idempotency.Reserve(ctx, tx, now, req.ID, key, hash,
 			idempotency.Response{Status: http.StatusAccepted, Body: resp, JobID: jobID})
 		if err != nil || stored != nil {
 			return err

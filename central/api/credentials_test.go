@@ -160,11 +160,17 @@ func TestUpdateCredentials(t *testing.T) {
 			{"new signature for the same object", `{"url":"https://s3.example/in/k?X-Amz-Signature=` + planted + `"}`, 200},
 			{"another object", `{"url":"https://s3.example/in/other?X-Amz-Signature=` + planted + `"}`, 400},
 			{"another host", `{"url":"https://evil.example/in/k?X-Amz-Signature=` + planted + `"}`, 400},
+			// The query names the object too: only signature parameters may change.
+			{"another version of the object", `{"url":"https://s3.example/in/k?versionId=2&X-Amz-Signature=` + planted + `"}`, 400},
+			{"a response override", `{"url":"https://s3.example/in/k?response-content-type=text%2Fhtml&X-Amz-Signature=` + planted + `"}`, 400},
 			{"bucket credentials for a url source", `{"credentials":{"access_key_id":"a","secret_access_key":"s"}}`, 400},
 		} {
 			status, body := put(owner.APIKey, urlJob, `{"source":`+tc.source+`,`+out+`}`)
 			if status != tc.status || strings.Contains(body, planted) {
 				t.Fatalf("%s: HTTP %d %s, want %d", tc.name, status, body, tc.status)
+			}
+			if status == 400 && !strings.Contains(body, `"invalid_request"`) {
+				t.Fatalf("%s: %s, want invalid_request", tc.name, body)
 			}
 		}
 		if v, err := in.CredentialVersion(ctx, urlJob); err != nil || v != 2 {

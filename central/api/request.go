@@ -443,7 +443,7 @@ func httpURL(v string) error {
 // canonical is the request as hashed for idempotency: every field except
 // credentials and the signature parameters of a signed source URL
 // (authorization material that a retry may legitimately renew;
-// hashableURL says which), in a fixed order.
+// credentials.ObjectURL says which), in a fixed order.
 func (r *TranscodeRequest) canonical() []byte {
 	c := struct {
 		Source           inbox.Source      `json:"source"`
@@ -486,7 +486,7 @@ func (r *TranscodeRequest) source() inbox.Source {
 // hashedSource is the source as the idempotency hash covers it.
 func (r *TranscodeRequest) hashedSource() inbox.Source {
 	if r.Source.URL != "" {
-		return inbox.Source{URL: hashableURL(r.Source.URL)}
+		return inbox.Source{URL: credentials.ObjectURL(r.Source.URL)}
 	}
 	return r.source()
 }

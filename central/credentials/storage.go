@@ -72,9 +72,9 @@ func (k *Keyring) OpenStorage(sealed Sealed, jobID, requesterID string, credenti
 
 // PlainURL is a source URL without what may be secret: its user info, query
 // and fragment (a signed URL's signature is in its query). It is what a job
-// records of its source in plaintext, and what a refreshed signed URL must
-// still be: a new signature for the same object. A URL that does not parse
-// gives "".
+// records of its source in plaintext; the query's object-naming parameters
+// are only in the sealed URL (ObjectURL compares them). A URL that does not
+// parse gives "".
 func PlainURL(v string) string {
 	u, err := url.Parse(v)
 	if err != nil {

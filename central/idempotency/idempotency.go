@@ -32,7 +32,8 @@ type Store struct {
 	now func() time.Time
 }
 
-// New returns a store remembering keys for ttl (DefaultTTL if <= 0).
+// New returns a store remembering keys for ttl (DefaultTTL if <= 0). now
+// is the clock Purge judges expiry by; Reserve is given its time.
 func New(db *sqldb.DB, ttl time.Duration, now func() time.Time) *Store {
 	if ttl <= 0 {
 		ttl = DefaultTTL
@@ -54,8 +55,13 @@ func Hash(canonical []byte) string {
 // this request will produce (resp). It returns (nil, nil) when this request
 // owns the key — the caller then does the work in the same tx — or the
 // stored response of an earlier identical request, or ErrConflict.
-func (s *Store) Reserve(ctx context.Context, tx *sql.Tx, scope, key, requestHash string, resp Response) (*Response, error) {
-	now := s.now()
+//
+// now is the time of tx's writes, from the caller: a clock that measures
+// the database's on a connection of its own (the store's now) would, on its
+// first reading, wait for the connection tx holds, and with every
+// connection held so, each caller would wait out the measurement's timeout
+// and fall back to this process's clock for the key's expiry.
+func (s *Store) Reserve(ctx context.Context, tx *sql.Tx, now time.Time, scope, key, requestHash string, resp Response) (*Response, error) {
 	res, err := tx.ExecContext(ctx, s.db.Rebind(`INSERT INTO idempotency_keys
 		(scope, idem_key, request_hash, job_id, response_status, response_body, created_at, expires_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)

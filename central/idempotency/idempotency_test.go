@@ -22,7 +22,7 @@ func TestReserveReplayConflictExpiry(t *testing.T) {
 			var got *idempotency.Response
 			err := db.Tx(ctx, func(tx *sql.Tx) error {
 				var err error
-				got, err = s.Reserve(ctx, tx, scope, key, hash, idempotency.Response{Status: 202, Body: []byte(`{"job_id":"` + job + `"}`), JobID: job})
+				got, err = s.Reserve(ctx, tx, now, scope, key, hash, idempotency.Response{Status: 202, Body: []byte(`{"job_id":"` + job + `"}`), JobID: job})
 				return err
 			})
 			return got, err

@@ -89,6 +89,14 @@ func New(db *sqldb.DB, keys *credentials.Keyring, policy Policy, opts ...Option)
 // database's (lease.Queue.Time). Every time the store writes is on it.
 func (s *Store) Now() time.Time { return s.now() }
 
+// NowTx is Now for a caller about to write a time in tx, a transaction it
+// holds: while the database clock was never measured, it is measured on tx
+// (lease.Queue.TimeTx), since a measurement on a connection of its own
+// would wait for the one tx holds.
+func (s *Store) NowTx(ctx context.Context, tx *sql.Tx) (time.Time, error) {
+	return s.q.TimeTx(ctx, tx)
+}
+
 // DB is the database the store runs on.
 func (s *Store) DB() *sqldb.DB { return s.db }
 
@@ -104,7 +112,7 @@ func (s *Store) Queue() *lease.Queue { return s.q }
 // never measured measures it on tx (lease.Queue.TimeTx): on a connection
 // of its own it would wait for the one tx holds.
 func (s *Store) Insert(ctx context.Context, tx *sql.Tx, j NewJob) error {
-	now, err := s.q.TimeTx(ctx, tx)
+	now, err := s.NowTx(ctx, tx)
 	if err != nil {
 		return fmt.Errorf("inbox: insert job: %w", err)
 	}

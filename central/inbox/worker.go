@@ -369,9 +369,13 @@ func (s *Store) UpdateCredentials(ctx context.Context, jobID, requesterID string
 		var owner, status string
 		var srcURL, srcBucket sql.NullString
 		var cur int
-		err := tx.QueryRowContext(ctx, s.db.Rebind(`SELECT requester_id, status, credential_version, source_url, source_bucket
+		var old credentials.Sealed
+		var kek *string
+		var ver *int
+		err := tx.QueryRowContext(ctx, s.db.Rebind(`SELECT requester_id, status, credential_version, source_url, source_bucket,
+			storage_creds_encrypted, storage_creds_dek_wrapped, storage_creds_kek_id, storage_creds_encryption_version
 			FROM inbox_jobs WHERE id = ?`), jobID).
-			Scan(&owner, &status, &cur, &srcURL, &srcBucket)
+			Scan(&owner, &status, &cur, &srcURL, &srcBucket, &old.Ciphertext, &old.WrappedDEK, &kek, &ver)
 		if errors.Is(err, sql.ErrNoRows) {
 			return ErrNotFound
 		}
@@ -386,6 +390,23 @@ func (s *Store) UpdateCredentials(ctx context.Context, jobID, requesterID string
 		}
 		if err := fitsSource(srcURL.String, creds); err != nil {
 			return err
+		}
+		if creds.SourceURL != "" {
+			// The object-naming part of the query is only in the sealed URL.
+			// Compared with the blob of version cur, which the write below is
+			// fenced on: each blob passed this check against the one before
+			// it, so all name the object the job was enqueued with.
+			if kek == nil || ver == nil {
+				return fmt.Errorf("inbox: job %s has no stored credentials", jobID)
+			}
+			old.KEKID, old.Version = *kek, *ver
+			prev, err := s.keys.OpenStorage(old, jobID, owner, cur)
+			if err != nil {
+				return fmt.Errorf("inbox: credentials of %s: %w", jobID, err)
+			}
+			if err := sameObject(prev.SourceURL, creds.SourceURL); err != nil {
+				return err
+			}
 		}
 		next = cur + 1
 		sealed, err := s.keys.SealStorage(creds, jobID, requesterID, next)
@@ -434,7 +455,22 @@ func fitsSource(recordedURL string, creds credentials.Storage) error {
 	case recordedURL != "" && creds.SourceURL == "":
 		return fmt.Errorf("%w: the job fetches its source from a URL; send a new URL for it, not credentials", ErrSourceMismatch)
 	case recordedURL != "" && credentials.PlainURL(creds.SourceURL) != recordedURL:
-		return fmt.Errorf("%w: the URL names another object than the job's source (only its query, the signature, may change)", ErrSourceMismatch)
+		return errOtherObject
+	}
+	return nil
+}
+
+// errOtherObject refuses a refreshed URL for another object than the job's.
+var errOtherObject = fmt.Errorf("%w: the URL names another object than the job's source (only its signature parameters may change)", ErrSourceMismatch)
+
+// sameObject checks a refreshed source URL against the job's current one:
+// only signature parameters may differ (credentials.ObjectURL). A versionId,
+// a file id or a response-* override names the object as much as the path
+// does, and a refresh never changes what the job transcodes.
+func sameObject(currentURL, refreshedURL string) error {
+	cur := credentials.ObjectURL(currentURL)
+	if cur == "" || cur != credentials.ObjectURL(refreshedURL) {
+		return errOtherObject
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package api
+package credentials
 
 import (
 	"net/url"
@@ -6,13 +6,14 @@ import (
 	"strings"
 )
 
-// Which query parameters of a signed source URL are signature material,
-// dropped from the idempotency hash so that a retry carrying a renewed
-// signature is the same request; every other parameter names the object
-// (a file id, a versionId, a response override) and is kept, so another
-// object under the same Idempotency-Key is a 409. The choice errs towards
-// keeping: a parameter dropped wrongly would replay the wrong job, one kept
-// wrongly only makes a renewed retry a 409. Schemes are recognised by their
+// Which query parameters of a signed source URL are signature material:
+// a retry of an enqueue, or a credential refresh, may renew them, and they
+// are dropped from ObjectURL; every other parameter names the object (a
+// file id, a versionId, a response override) and is kept, so another object
+// under the same Idempotency-Key is a 409 and a refresh to another object
+// is refused. The choice errs towards keeping: a parameter dropped wrongly
+// would replay the wrong job or let a refresh switch the job's source, one
+// kept wrongly only makes a renewed retry a 409 or a refresh a 400. Schemes are recognised by their
 // signature parameter, so a short name such as "sp" or "expires" is only
 // dropped next to the signature that gives it that meaning.
 var (
@@ -29,12 +30,16 @@ var (
 		"skoid", "sktid", "skt", "ske", "sks", "skv", "saoid", "suoid", "scid", "ses"}
 )
 
-// hashableURL is raw as the idempotency hash sees it: userinfo and fragment
-// removed, signature parameters dropped, the rest sorted. The query is
-// split by hand rather than by url.ParseQuery, which silently skips a pair
-// holding a ';' or a bad %-escape: such a pair still names the object, and
-// dropping it would let another object replay this one's job.
-func hashableURL(raw string) string {
+// ObjectURL is raw as far as it names an object: userinfo and fragment
+// removed, signature parameters dropped, the rest sorted. Two signed URLs
+// with the same ObjectURL are one object under renewed signatures: it is
+// what the idempotency hash covers of a URL source, and what a refreshed
+// URL must keep of the job's. A URL that does not parse gives "".
+//
+// The query is split by hand rather than by url.ParseQuery, which silently
+// skips a pair holding a ';' or a bad %-escape: such a pair still names the
+// object, and dropping it would let another object replay this one's job.
+func ObjectURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return ""

@@ -116,6 +116,11 @@ type Executor struct {
 	// polled, when set, is called at the start of every round of every
 	// claim loop. Tests count the rounds of an idle executor with it.
 	polled func()
+	// thumbStep, when set, is called by a render with its lease's context:
+	// "decoded" once the Go decoder has read the source, "rendered" once the
+	// picture is complete in its temp file, before it is published. Tests
+	// use it to lose the lease at those moments.
+	thumbStep func(ctx context.Context, step string)
 }
 
 func (x *Executor) init() {

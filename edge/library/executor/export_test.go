@@ -81,3 +81,7 @@ func HashPaths(ctx context.Context, x *Executor, paths []string, algo string) ([
 
 // SetPolled has fn called at the start of every claim loop round.
 func SetPolled(x *Executor, fn func()) { x.polled = fn }
+
+// SetThumbStep installs a function a render calls with its lease's context
+// at each step named in Executor.thumbStep.
+func SetThumbStep(x *Executor, fn func(ctx context.Context, step string)) { x.thumbStep = fn }

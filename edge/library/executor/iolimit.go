@@ -11,8 +11,17 @@ import (
 // ThumbnailIOBucket is the global I/O bucket of §7.4.
 const ThumbnailIOBucket = "thumbnail_io_global"
 
+// sqlIOReserve books ?2 ms from the later of the booked end and now (?1).
+// The bucket is kept in wall-clock milliseconds, and a clock stepped back
+// (NTP correcting a clock that ran ahead, an RTC wrong at boot) would leave
+// the booked end in the future by the size of the step: every reservation
+// would wait that long, for hours, while heartbeats keep the leases alive.
+// updated_at is the clock of the last booking, so a now before it measures
+// the step, and the booked end is moved back by as much: the backlog still
+// ahead is kept (the wait never exceeds what was booked), the step is not.
+// (SQLite evaluates every SET expression on the row as it was.)
 var sqlIOReserve = mustUpdate("io_rate_limits", "reserve", []Set{
-	{"next_available_at_ms", "max(next_available_at_ms, ?1) + ?2"},
+	{"next_available_at_ms", "max(next_available_at_ms - max(updated_at - ?1, 0), ?1) + ?2"},
 	{"updated_at", "?1"},
 }, "bucket_key = ?3 RETURNING next_available_at_ms - ?2")
 

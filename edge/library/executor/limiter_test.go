@@ -121,3 +121,54 @@ func TestIOLimiterPacing(t *testing.T) {
 		t.Fatalf("next now%+d after the cancelled wait, want now+61500", next-t1)
 	}
 }
+
+// TestIOLimiterClockStepBack: the bucket is kept in wall-clock ms, and a
+// clock stepped back after a booking (NTP correcting a clock that ran
+// ahead, an RTC wrong at boot) must not make every later reservation wait
+// for the size of the step. The booking after the step waits only for the
+// backlog that was ahead of it, on the new clock; a clock that moved
+// forward or not at all paces as before.
+func TestIOLimiterClockStepBack(t *testing.T) {
+	const t0 = int64(1_700_000_000_000)
+	cases := []struct {
+		name      string
+		booked    int64 // bytes booked at t0 (1000 bytes/s)
+		step      time.Duration
+		wantWait  time.Duration // of a 500-byte booking after the step
+		wantAhead int64         // next_available_at_ms - now after it
+	}{
+		{"no step: waits for the first booking", 500, 0, 500 * time.Millisecond, 1000},
+		{"forward an hour: the bucket is free", 500, time.Hour, 0, 500},
+		{"back 10 ms", 500, -10 * time.Millisecond, 500 * time.Millisecond, 1000},
+		{"back an hour: the backlog is kept, not the step", 500, -time.Hour, 500 * time.Millisecond, 1000},
+		{"back a year (RTC wrong at boot)", 500, -365 * 24 * time.Hour, 500 * time.Millisecond, 1000},
+		{"back an hour behind a minute of backlog", 60_000, -time.Hour, 60 * time.Second, 60_500},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, true)
+			ctx := context.Background()
+			now := time.UnixMilli(t0)
+			e.st.Now = func() time.Time { return now }
+			e.x.IOBytesPerSec = 1000
+			if wait, err := executor.ReserveIOWait(ctx, e.x, executor.ThumbnailIOBucket, c.booked); err != nil || wait != 0 {
+				t.Fatalf("first booking: wait %v, %v", wait, err)
+			}
+			now = now.Add(c.step)
+			wait, err := executor.ReserveIOWait(ctx, e.x, executor.ThumbnailIOBucket, 500)
+			if err != nil {
+				t.Fatal(err)
+			}
+			next, upd, _ := bucketRow(t, e)
+			if wait != c.wantWait || next-now.UnixMilli() != c.wantAhead || upd != now.UnixMilli() {
+				t.Fatalf("after a step of %v: wait %v, next now%+d, updated now%+d; want wait %v, next now%+d, updated now",
+					c.step, wait, next-now.UnixMilli(), upd-now.UnixMilli(), c.wantWait, c.wantAhead)
+			}
+			// Later bookings pace on the new clock.
+			if wait, err := executor.ReserveIOWait(ctx, e.x, executor.ThumbnailIOBucket, 500); err != nil ||
+				wait != time.Duration(c.wantAhead)*time.Millisecond {
+				t.Fatalf("next booking: wait %v, %v; want %dms", wait, err, c.wantAhead)
+			}
+		})
+	}
+}

@@ -141,14 +141,23 @@ func (x *Executor) RunThumbnailOnce(ctx context.Context) (bool, error) {
 		}
 		return nil
 	}
-	var w, h int
-	var size int64
+	var r rendered
 	err = lease.Keep(ctx, x.LeaseTTL, renew, func(ctx context.Context) error {
 		var err error
-		w, h, size, err = x.render(ctx, t)
+		r, err = x.render(ctx, t)
 		return err
 	}, lease.Until(t.Deadline))
 	bg := context.WithoutCancel(ctx)
+	if err == nil {
+		if err = x.publish(bg, t, r); err == nil {
+			return true, nil
+		}
+		_ = os.Remove(r.tmp)
+		var te *thumbError
+		if !errors.As(err, &te) {
+			return true, err // the claim was lost, or the database failed
+		}
+	}
 	switch {
 	case errors.Is(err, lease.ErrStale):
 		return true, nil
@@ -169,30 +178,59 @@ func (x *Executor) RunThumbnailOnce(ctx context.Context) (bool, error) {
 		if n, _ := res.RowsAffected(); n == 0 {
 			return true, stale("thumbnails", t.ID)
 		}
-		return true, nil
-	}
-	now := x.now()
-	res, err := x.exec(bg, sqlThumbReady, w, h, size, now, t.ID, t.Token)
-	if err != nil {
-		return true, err
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return true, stale("thumbnails", t.ID)
 	}
 	return true, nil
 }
 
-// render produces t.OutputPath (under the thumbnails directory only) from
-// the source (under a library root only) and returns its size.
-func (x *Executor) render(ctx context.Context, t *ThumbTask) (w, h int, size int64, err error) {
+// rendered is a finished thumbnail not yet in place: its picture is in tmp,
+// beside out, the cache path it is published to.
+type rendered struct {
+	w, h     int
+	size     int64
+	tmp, out string
+}
+
+// publish records t ready and renames its picture to the cache path in one
+// transaction. The fenced write takes SQLite's write lock and holds it until
+// the commit, so the rename happens only while the row is still this
+// claim's, and nothing that could hand the path to someone else (a requeue
+// and reclaim, a cleanup deleting the row and its file, an admission
+// replacing the row for a newer version of the source) can come between.
+// A render that lost its lease would otherwise overwrite the picture of a
+// newer row, served for good, or leave a file no row owns. Should the
+// commit fail after the rename, the file stays with the row, still running
+// under this claim's lease: its next render replaces it.
+func (x *Executor) publish(ctx context.Context, t *ThumbTask, r rendered) error {
+	path := store.WritePath{Table: sqlThumbReady.Table, Path: sqlThumbReady.Path}
+	return x.Store.TxOnPath(ctx, []store.WritePath{path}, func(tx *sql.Tx) error {
+		now := x.now()
+		res, err := tx.ExecContext(ctx, sqlThumbReady.SQL, r.w, r.h, r.size, now, t.ID, t.Token)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return stale("thumbnails", t.ID)
+		}
+		if err := os.Rename(r.tmp, r.out); err != nil {
+			return thumbErr(CodeEncodeFailed, err)
+		}
+		return nil
+	})
+}
+
+// render makes the picture of t from the source (under a library root
+// only) in a temp file beside t.OutputPath (under the thumbnails directory
+// only), for publish to move into place. The temp file is removed unless
+// render succeeds; then it is the caller's.
+func (x *Executor) render(ctx context.Context, t *ThumbTask) (r rendered, err error) {
 	// The cache may have been cleared by removing the directory; without
 	// it every render would fail, and spend the attempts of files that
 	// have nothing wrong with them.
 	if err := x.Thumbs.Ensure(); err != nil {
-		return 0, 0, 0, thumbErr(CodeOutputRefused, fmt.Errorf("thumbnails directory: %w", err))
+		return rendered{}, thumbErr(CodeOutputRefused, fmt.Errorf("thumbnails directory: %w", err))
 	}
 	if err := x.Thumbs.Contains(t.OutputPath); err != nil {
-		return 0, 0, 0, thumbErr(CodeOutputRefused, err)
+		return rendered{}, thumbErr(CodeOutputRefused, err)
 	}
 	// Contains judged the cleaned path; the kernel would walk a ".." after
 	// a symlink in the raw one elsewhere, and the rename would replace
@@ -200,48 +238,62 @@ func (x *Executor) render(ctx context.Context, t *ThumbTask) (w, h int, size int
 	out := filepath.Clean(t.OutputPath)
 	src, _, err := x.Roots.Open(t.SourcePath)
 	if errors.Is(err, pathsafe.ErrOutside) {
-		return 0, 0, 0, thumbErr(CodeSourceRefused, err)
+		return rendered{}, thumbErr(CodeSourceRefused, err)
 	}
 	if err != nil {
-		return 0, 0, 0, thumbErr(CodeSourceMissing, err)
+		return rendered{}, thumbErr(CodeSourceMissing, err)
 	}
 	defer src.Close()
 	if err := x.checkPixels(ctx, src, t, renderedInGo(t)); err != nil {
-		return 0, 0, 0, err
+		return rendered{}, err
 	}
 	if st, err := src.Stat(); err == nil {
 		if err := x.ReserveIO(ctx, ThumbnailIOBucket, thumbIOCost(t, st.Size())); err != nil {
-			return 0, 0, 0, err
+			return rendered{}, err
 		}
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(out), thumbTempPrefix+"*")
 	if err != nil {
-		return 0, 0, 0, thumbErr(CodeEncodeFailed, err)
+		return rendered{}, thumbErr(CodeEncodeFailed, err)
 	}
 	tmpName := tmp.Name()
-	defer os.Remove(tmpName)
+	defer func() {
+		if err != nil {
+			_ = os.Remove(tmpName)
+		}
+	}()
 	if renderedInGo(t) {
-		err = renderImageJPEG(src, tmp, t.MaxSize)
+		err = x.renderImageJPEG(ctx, src, tmp, t.MaxSize)
 	} else {
 		tmp.Close()
 		err = x.renderFFmpeg(ctx, src, tmpName, t)
 	}
 	_ = tmp.Close() // already closed on the ffmpeg path
 	if err != nil {
-		return 0, 0, 0, err
+		return rendered{}, err
 	}
-	w, h, err = outputSize(tmpName)
+	w, h, err := outputSize(tmpName)
 	if err != nil {
-		return 0, 0, 0, thumbErr(CodeEncodeFailed, err)
+		return rendered{}, thumbErr(CodeEncodeFailed, err)
 	}
-	if err := os.Rename(tmpName, out); err != nil {
-		return 0, 0, 0, thumbErr(CodeEncodeFailed, err)
-	}
-	st, err := os.Stat(out)
+	st, err := os.Stat(tmpName)
 	if err != nil {
-		return 0, 0, 0, thumbErr(CodeEncodeFailed, err)
+		return rendered{}, thumbErr(CodeEncodeFailed, err)
 	}
-	return w, h, st.Size(), nil
+	x.step(ctx, "rendered")
+	// The lease may have been lost while the picture was made (the Go
+	// decoder does not watch ctx, and ffmpeg may have exited just before):
+	// publish is fenced anyway, but a lost claim has nothing to publish.
+	if err := context.Cause(ctx); err != nil {
+		return rendered{}, err
+	}
+	return rendered{w: w, h: h, size: st.Size(), tmp: tmpName, out: out}, nil
+}
+
+func (x *Executor) step(ctx context.Context, name string) {
+	if x.thumbStep != nil {
+		x.thumbStep(ctx, name)
+	}
 }
 
 // videoThumbIOCost bounds what a video source's thumbnail books in the I/O
@@ -263,16 +315,25 @@ func thumbIOCost(t *ThumbTask, size int64) int64 {
 }
 
 // renderImageJPEG decodes JPEG, PNG, GIF or WebP, scales it to fit
-// maxSize×maxSize and encodes JPEG, all in Go.
-func renderImageJPEG(src *os.File, out *os.File, maxSize int) error {
+// maxSize×maxSize and encodes JPEG, all in Go. Neither the decoder nor the
+// scaler watches ctx, and on a large source each takes a while: a lease
+// lost meanwhile stops the render between the steps.
+func (x *Executor) renderImageJPEG(ctx context.Context, src *os.File, out *os.File, maxSize int) error {
 	img, _, err := image.Decode(src)
 	if err != nil {
 		return thumbErr(CodeDecodeFailed, err)
+	}
+	x.step(ctx, "decoded")
+	if err := context.Cause(ctx); err != nil {
+		return err
 	}
 	b := img.Bounds()
 	w, h := fit(b.Dx(), b.Dy(), maxSize)
 	dst := image.NewRGBA(image.Rect(0, 0, w, h))
 	draw.ApproxBiLinear.Scale(dst, dst.Bounds(), img, b, draw.Src, nil)
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
 	if err := jpeg.Encode(out, dst, &jpeg.Options{Quality: 82}); err != nil {
 		return thumbErr(CodeEncodeFailed, err)
 	}

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/vesta-cx/euterpe/daemon"
 )
 
 // The catalog is the policy side's record of what the executor observed: what
@@ -184,14 +186,17 @@ func runningSessionStart(ctx context.Context, q Querier, id int64) (int64, error
 	return started, nil
 }
 
-// FinishScanSession moves a running session to succeeded or failed.
+// FinishScanSession moves a running session to succeeded or failed. The
+// message is capped here (daemon.CapMessage) rather than by each caller: a
+// failure's text can carry a database error or a path of any length, and
+// every session is closed through this one write.
 func (s *Store) FinishScanSession(ctx context.Context, id int64, status string, c ScanCounts, errMsg string) error {
 	if err := ScanSessionMachine.Check(StatusRunning, status); err != nil {
 		return err
 	}
 	var msg any
 	if errMsg != "" {
-		msg = errMsg
+		msg = daemon.CapMessage(errMsg)
 	}
 	var n int64
 	err := s.OnPath(ctx, WritePath{"scan_sessions", PathScanFinish}, func(q Querier) error {

@@ -5,8 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
+
+	"github.com/vesta-cx/euterpe/daemon"
 )
 
 // fixedClock sets s's clock to ms (Unix milliseconds).
@@ -245,5 +249,49 @@ func TestMigration0013AddsScanSessionRecovery(t *testing.T) {
 	}
 	if v, _ := AppliedVersions(ctx, s.DB); !slices.Contains(v, 13) {
 		t.Fatalf("versions %v", v)
+	}
+}
+
+// TestFinishScanSessionCapsMessage: the message a session is finished with
+// is stored capped at daemon.MaxMessage bytes, whole UTF-8 sequences only,
+// whatever the caller passed (a failed MarkMissing hands its error text on
+// unchanged, and it can name a path of any length).
+func TestFinishScanSessionCapsMessage(t *testing.T) {
+	long := strings.Repeat("/very/long/directory", 100)
+	cases := []struct {
+		name, status, msg string
+		want              string // "" = no message stored
+	}{
+		{"no message", StatusSucceeded, "", ""},
+		{"short message kept", StatusFailed, "mark missing: disk I/O error", "mark missing: disk I/O error"},
+		{"long failure capped", StatusFailed, "mark missing: " + long, ("mark missing: " + long)[:daemon.MaxMessage]},
+		{"long summary capped", StatusSucceeded, "3 paths not read: " + long, ("3 paths not read: " + long)[:daemon.MaxMessage]},
+		{"cut before a split rune", StatusFailed, "x" + strings.Repeat("é", daemon.MaxMessage), "x" + strings.Repeat("é", daemon.MaxMessage/2-1)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := openTest(t)
+			ctx := context.Background()
+			sid, err := s.StartScanSession(ctx, insertJob(t, s, StatusRunning), []string{"/lib"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.FinishScanSession(ctx, sid, c.status, ScanCounts{}, c.msg); err != nil {
+				t.Fatal(err)
+			}
+			got := session(t, s, sid)
+			if got.status != c.status {
+				t.Fatalf("status %s, want %s", got.status, c.status)
+			}
+			if c.want == "" {
+				if got.msg != nil {
+					t.Fatalf("message %q stored, want none", *got.msg)
+				}
+				return
+			}
+			if got.msg == nil || *got.msg != c.want || len(*got.msg) > daemon.MaxMessage || !utf8.ValidString(*got.msg) {
+				t.Fatalf("message of %d bytes stored (%q…), want the first %d", len(str(got.msg)), str(got.msg)[:min(len(str(got.msg)), 40)], len(c.want))
+			}
+		})
 	}
 }

@@ -113,26 +113,3 @@ func testJobEndedElsewhereNotCounted(t *testing.T) {
 		})
 	}
 }
-
-// finishedCounts reads euterpe_edge_jobs_finished_total by "task/status".
-func finishedCounts(t *testing.T, reg *prometheus.Registry) map[string]float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() != "euterpe_edge_jobs_finished_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			got[labels["task"]+"/"+labels["status"]] += m.GetCounter().GetValue()
-		}
-	}
-	return got
-}

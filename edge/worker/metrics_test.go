@@ -56,23 +56,7 @@ func testMetricsTaskLabelBounded(t *testing.T) {
 		}
 	}
 	waitNoPending(t, rdb, 2*time.Second)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() != "euterpe_edge_jobs_finished_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			got[labels["task"]+"/"+labels["status"]] += m.GetCounter().GetValue()
-		}
-	}
+	got := finishedCounts(t, reg)
 	want := map[string]float64{"chat/error": 1, "unknown/error": 2}
 	if !maps.Equal(got, want) {
 		t.Fatalf("finished = %v, want %v", got, want)

@@ -15,9 +15,9 @@ import (
 
 func TestStopDeadline(t *testing.T) {
 	for _, tt := range []struct{ grace, want time.Duration }{
-		{0, 45 * time.Second},
-		{20 * time.Second, 45 * time.Second}, // the default: within TimeoutStopSec=60s
-		{40 * time.Second, 45 * time.Second},
+		{0, 55 * time.Second},
+		{20 * time.Second, 55 * time.Second}, // the default: within TimeoutStopSec=60s
+		{50 * time.Second, 55 * time.Second},
 		{2 * time.Minute, 2*time.Minute + 5*time.Second},
 	} {
 		if got := stopDeadline(tt.grace); got != tt.want {

@@ -131,6 +131,9 @@ func build(ctx context.Context, log *slog.Logger, stateDir, workerID string, s S
 		WorkerID: workerID, LeaseTTL: s.LeaseTTL, Poll: s.Poll, ThumbWorkers: s.ThumbWorkers,
 		IOBytesPerSec: int64(s.IOBytesPerSec), Retry: backoff, SkipDirs: []string{state.Path()},
 		MaxPixels: int64(s.ThumbMaxPixels), ThumbTimeout: s.ThumbTimeout,
+		// The API asks for thumbnails of this format and size only: the
+		// sweep removes those of another, which nothing can reach.
+		ThumbFormat: s.ThumbFormat, ThumbSize: s.ThumbSize,
 	}
 	p := &policy.Policy{
 		Store: st, HashAlgorithm: algo, ThumbQueueCapacity: s.ThumbQueueCapacity,

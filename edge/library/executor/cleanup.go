@@ -9,7 +9,10 @@ import (
 	"path/filepath"
 
 	"github.com/vesta-cx/euterpe/daemon"
+	"golang.org/x/sys/unix"
+
 	"github.com/vesta-cx/euterpe/daemon/lease"
+	"github.com/vesta-cx/euterpe/edge/library/pathsafe"
 	"github.com/vesta-cx/euterpe/edge/library/store"
 )
 
@@ -64,7 +67,9 @@ func (x *Executor) RequeueStaleCleanups(ctx context.Context) (int64, error) {
 
 // RunCleanupOnce claims one due cleanup row and deletes the group's
 // terminal (ready or failed) thumbnail rows and their cache files. Only
-// files inside the thumbnails directory are ever removed.
+// files inside the thumbnails directory are ever removed. With no cleanup
+// due, it runs a round of the sweep of unreachable thumbnails when one is
+// due (SweepThumbnailsOnce), and reports nothing claimed.
 func (x *Executor) RunCleanupOnce(ctx context.Context) (bool, error) {
 	x.init()
 	if _, err := x.RequeueStaleCleanups(ctx); err != nil {
@@ -76,7 +81,9 @@ func (x *Executor) RunCleanupOnce(ctx context.Context) (bool, error) {
 	var group string
 	err := x.queryRow(ctx, sqlCleanupClaim, func(r *sql.Row) error { return r.Scan(&id, &group) }, tok, now, x.leaseUntil(now))
 	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
+		// Nothing scheduled: time for the thumbnails no group cleanup
+		// will ever reach.
+		return false, x.sweepIfDue(ctx)
 	}
 	if err != nil {
 		return false, fmt.Errorf("claim cleanup: %w", err)
@@ -169,29 +176,75 @@ WHERE t.status IN ('ready','failed') AND `+inGroupSQL("t", "?1"), group)
 		if x.beforeCleanRow != nil {
 			x.beforeCleanRow(r.id, r.path)
 		}
-		// The row goes first and its file while the transaction holds the
-		// write lock: a row replaced since it was read (a new one admitted
-		// for the same cache path, perhaps rendered already) owns the file
-		// now, and no new row can be admitted for the path until the file
-		// is gone. A file that cannot be removed keeps its row, retried.
-		err := x.Store.Tx(ctx, func(tx *sql.Tx) error {
-			res, err := tx.ExecContext(ctx, `DELETE FROM thumbnails WHERE id = ? AND status IN ('ready','failed')`, r.id)
-			if err != nil {
-				return err
-			}
-			if n, _ := res.RowsAffected(); n == 0 || r.path == "" {
-				return nil
-			}
-			// Contains judged the cleaned path; the kernel would walk a
-			// ".." after a symlink in the raw one elsewhere.
-			if err := os.Remove(filepath.Clean(r.path)); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return err
-			}
-			return nil
-		})
-		if err != nil {
+		if _, err := x.removeThumb(ctx, r.id, r.path, "1"); err != nil {
 			return fmt.Errorf("thumbnail %d: %w", r.id, err)
 		}
+	}
+	return nil
+}
+
+// removeThumb deletes thumbnail row id, if it is still ready or failed and
+// still matches cond (SQL on the row, its parameters ?2… bound to args),
+// and then its cache file path, which Thumbs.Contains has judged, and
+// reports whether it deleted the row. The row goes first and its file
+// while the transaction holds the write lock: a row replaced since it was
+// read (a new one admitted for the same cache path, perhaps rendered
+// already) owns the file now, and no new row can be admitted for the path
+// until the file is gone. A file that cannot be removed keeps its row.
+func (x *Executor) removeThumb(ctx context.Context, id int64, path, cond string, args ...any) (bool, error) {
+	deleted := false
+	err := x.Store.Tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM thumbnails WHERE id = ?1 AND status IN ('ready','failed') AND (`+cond+`)`,
+			append([]any{id}, args...)...)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return nil
+		}
+		deleted = true
+		if path == "" {
+			return nil
+		}
+		return x.unlinkCacheFile(path)
+	})
+	if err != nil {
+		deleted = false
+	}
+	return deleted, err
+}
+
+// unlinkCacheFile removes the cache file at path, which Thumbs.Contains
+// judged to lie inside the thumbnails directory, without following a
+// symlink anywhere on the way: the directory holding it is opened from the
+// thumbnails directory's real path with every symlink refused, and the
+// name is unlinked relative to that descriptor. A directory swapped for a
+// symlink since the check fails the removal instead of leading it where the
+// link points; a symlink in place of the file is unlinked itself, its
+// target untouched; a directory in its place stays. A file already gone is
+// no error.
+func (x *Executor) unlinkCacheFile(path string) error {
+	// Contains judged the cleaned path; the kernel would walk a ".." after
+	// a symlink in the raw one elsewhere.
+	p := filepath.Clean(path)
+	parent, err := filepath.EvalSymlinks(filepath.Dir(p))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	rel, err := filepath.Rel(x.Thumbs.Path(), parent)
+	if err != nil || !filepath.IsLocal(rel) {
+		return fmt.Errorf("%w: %q is no longer inside %s", pathsafe.ErrOutside, path, x.Thumbs.Path())
+	}
+	dir, _, err := openDirNoSymlinks(filepath.Join(x.Thumbs.Path(), rel))
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	if err := unix.Unlinkat(int(dir.Fd()), filepath.Base(p), 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("remove %s: %w", p, err)
 	}
 	return nil
 }

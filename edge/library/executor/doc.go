@@ -9,7 +9,10 @@
 // by name from its opened directory under a lock, with a last check that
 // what moved is what was hashed. A re-run of a delete job finishes, or
 // undoes, a move to a trash on another filesystem that a kill left at its
-// hidden staging name (see recoverStaged).
+// hidden staging name (see recoverStaged). Between group cleanups the
+// cleanup loop sweeps the thumbnails no request can reach any more, those
+// of files gone from the catalog or of another format or size than the API
+// asks for (SweepThumbnailsOnce).
 //
 // The executor writes to the job tables only the columns protocol §7
 // whitelists for each path (claim, heartbeat, finish, recovery). Every such

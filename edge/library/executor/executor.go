@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vesta-cx/euterpe/daemon/lease"
@@ -74,6 +75,15 @@ type Executor struct {
 	// SkipDirs are never walked by a scan (the state directory), unless
 	// one holds the root being walked.
 	SkipDirs []string
+	// ThumbFormat and ThumbSize are the thumbnail format and size the API
+	// requests (EUTERPE_LIBRARY_THUMBNAIL_FORMAT and _SIZE): ready and
+	// failed rows of any other are out of every request's reach, and the
+	// sweep removes them. Unset, rows are not judged by format and size.
+	ThumbFormat string
+	ThumbSize   int
+	// ThumbSweepEvery is how often the cleanup loop sweeps the thumbnails
+	// no request can reach (0 = DefaultThumbSweepEvery).
+	ThumbSweepEvery time.Duration
 
 	wakeOnce sync.Once
 	wakeMu   sync.Mutex
@@ -113,6 +123,16 @@ type Executor struct {
 	// row it is about to delete, with its id and cache path. Tests use it
 	// to replace the row in between.
 	beforeCleanRow func(id int64, path string)
+	// sweepMu is held by the sweep round in progress; sweepDue is when
+	// the next is due (by the monotonic clock, zero: at the first idle
+	// round of the cleanup loop), and sweepCursor the last row id the
+	// pass in progress has read.
+	sweepMu     sync.Mutex
+	sweepDue    time.Time
+	sweepCursor atomic.Int64
+	// sweepBatch bounds the rows of a sweep round (0 =
+	// defaultThumbSweepBatch). Tests lower it.
+	sweepBatch int
 	// polled, when set, is called at the start of every round of every
 	// claim loop. Tests count the rounds of an idle executor with it.
 	polled func()

@@ -85,3 +85,6 @@ func SetPolled(x *Executor, fn func()) { x.polled = fn }
 // SetThumbStep installs a function a render calls with its lease's context
 // at each step named in Executor.thumbStep.
 func SetThumbStep(x *Executor, fn func(ctx context.Context, step string)) { x.thumbStep = fn }
+
+// SetThumbSweepBatch sets the rows a sweep round reads at most.
+func SetThumbSweepBatch(x *Executor, n int) { x.sweepBatch = n }

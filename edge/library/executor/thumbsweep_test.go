@@ -477,10 +477,8 @@ func TestSweepSchedule(t *testing.T) {
 	refused, link := orphan("0_16.jpg")
 	os.Remove(link)
 	os.Symlink(victim, link)
-	var ids []int64
 	for _, n := range []string{"1_16.jpg", "2_16.jpg", "3_16.jpg", "4_16.jpg"} {
-		id, _ := orphan(n)
-		ids = append(ids, id)
+		orphan(n)
 	}
 	// A due group cleanup goes first; the sweep waits for a round with none.
 	insertRow(t, e, "thumbnail_cleanup_jobs", map[string]any{"group_key": "blake3:none", "status": "pending", "execute_after": 0})

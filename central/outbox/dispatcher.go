@@ -281,10 +281,12 @@ func (d *Dispatcher) deadLetter(ctx context.Context, e *Event, o Outcome) error 
 	if err := d.record(d.store.DeadLetterOp(e, o.StatusCode, o.Reason)); err != nil {
 		return err
 	}
-	d.metrics.DeadLetters.Inc()
+	// The alert before the counter: whoever sees the count (a test, a
+	// scrape) finds the line that names the event already written.
 	d.log.Error("outbox event dead-lettered", "alert", true, "event_id", e.ID, "job_id", e.JobID,
 		"sequence", e.Sequence, "attempt", e.Attempt, "status_code", o.StatusCode, "reason", o.Reason,
 		"host", hostOf(e.URL))
+	d.metrics.DeadLetters.Inc()
 	d.Wake() // later events of the job are no longer held back
 	return nil
 }

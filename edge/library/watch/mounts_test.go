@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
 )
 
 // TestMountBelowRootRewatchesAndScans: a disk mounted or unmounted below a
@@ -74,48 +76,48 @@ func TestMountBelowRootRewatchesAndScans(t *testing.T) {
 }
 
 // TestMountBelowRootReal mounts a tmpfs below a root: files written on it
-// request scans, and so does its unmount. Needs root for mount(2).
+// request scans, and so does its unmount. It runs in a private mount
+// namespace (testsvc.InMountNamespace): as root, and always under CI.
 func TestMountBelowRootReal(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("needs root for mount(2)")
-	}
-	root := t.TempDir()
-	usb := filepath.Join(root, "usb")
-	if err := os.Mkdir(usb, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	var calls atomic.Int32
-	w := &Watcher{Roots: []string{root}, Log: quietLog(), Debounce: 20 * time.Millisecond, RootCheck: 20 * time.Millisecond,
-		Enqueue: func(context.Context) (bool, error) { calls.Add(1); return false, nil }}
-	src := startFS(t, w, root, usb)
-	if err := syscall.Mount("tmpfs", usb, "tmpfs", 0, "size=1m"); err != nil {
-		t.Skipf("mount tmpfs: %v", err)
-	}
-	mounted := true
-	defer func() {
-		if mounted {
-			syscall.Unmount(usb, syscall.MNT_DETACH)
+	testsvc.InMountNamespace(t, func(t *testing.T) {
+		root := t.TempDir()
+		usb := filepath.Join(root, "usb")
+		if err := os.Mkdir(usb, 0o755); err != nil {
+			t.Fatal(err)
 		}
-	}()
-	waitFor(t, func() bool { return calls.Load() >= 1 && src.addedCount(usb) >= 2 })
-	before := calls.Load()
-	album := filepath.Join(usb, "album")
-	if err := os.Mkdir(album, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, func() bool { return src.watching(album) && calls.Load() > before })
-	before = calls.Load()
-	song := filepath.Join(album, "song-on-usb.flac")
-	if err := os.WriteFile(song, []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, func() bool { return src.saw(song) && calls.Load() > before })
-	before = calls.Load()
-	if err := syscall.Unmount(usb, 0); err != nil {
-		t.Fatal(err)
-	}
-	mounted = false
-	waitFor(t, func() bool { return calls.Load() > before })
+		var calls atomic.Int32
+		w := &Watcher{Roots: []string{root}, Log: quietLog(), Debounce: 20 * time.Millisecond, RootCheck: 20 * time.Millisecond,
+			Enqueue: func(context.Context) (bool, error) { calls.Add(1); return false, nil }}
+		src := startFS(t, w, root, usb)
+		if err := syscall.Mount("tmpfs", usb, "tmpfs", 0, "size=1m"); err != nil {
+			t.Fatalf("mount tmpfs: %v", err)
+		}
+		mounted := true
+		defer func() {
+			if mounted {
+				syscall.Unmount(usb, syscall.MNT_DETACH)
+			}
+		}()
+		waitFor(t, func() bool { return calls.Load() >= 1 && src.addedCount(usb) >= 2 })
+		before := calls.Load()
+		album := filepath.Join(usb, "album")
+		if err := os.Mkdir(album, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, func() bool { return src.watching(album) && calls.Load() > before })
+		before = calls.Load()
+		song := filepath.Join(album, "song-on-usb.flac")
+		if err := os.WriteFile(song, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, func() bool { return src.saw(song) && calls.Load() > before })
+		before = calls.Load()
+		if err := syscall.Unmount(usb, 0); err != nil {
+			t.Fatal(err)
+		}
+		mounted = false
+		waitFor(t, func() bool { return calls.Load() > before })
+	})
 }
 
 func TestUnescapeMountPoint(t *testing.T) {

@@ -73,42 +73,41 @@ func TestRootReplacedIsWatchedAgain(t *testing.T) {
 
 // TestRootUnmountedAndMountedAgain: an unmount removes the watches below
 // the mount point without any event, and a disk mounted again is another
-// directory. Run as root in a mount namespace of its own; skipped otherwise.
+// directory. Run as root in a private mount namespace (testsvc.InMountNamespace).
 func TestRootUnmountedAndMountedAgain(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("needs root for mount(2)")
-	}
-	base := t.TempDir()
-	root, disk := filepath.Join(base, "lib"), filepath.Join(base, "disk")
-	for _, d := range []string{root, disk} {
-		if err := os.Mkdir(d, 0o755); err != nil {
+	testsvc.InMountNamespace(t, func(t *testing.T) {
+		base := t.TempDir()
+		root, disk := filepath.Join(base, "lib"), filepath.Join(base, "disk")
+		for _, d := range []string{root, disk} {
+			if err := os.Mkdir(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := syscall.Mount(disk, root, "", syscall.MS_BIND, ""); err != nil {
+			t.Fatalf("bind mount: %v", err)
+		}
+		defer syscall.Unmount(root, syscall.MNT_DETACH)
+		var calls atomic.Int32
+		w := &Watcher{
+			Roots: []string{root}, Log: quietLog(), Debounce: 20 * time.Millisecond, RootCheck: 20 * time.Millisecond,
+			Enqueue: func(context.Context) (bool, error) { calls.Add(1); return false, nil },
+		}
+		src := startFS(t, w, root)
+
+		if err := syscall.Unmount(root, 0); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := syscall.Mount(disk, root, "", syscall.MS_BIND, ""); err != nil {
-		t.Skipf("bind mount: %v", err)
-	}
-	defer syscall.Unmount(root, syscall.MNT_DETACH)
-	var calls atomic.Int32
-	w := &Watcher{
-		Roots: []string{root}, Log: quietLog(), Debounce: 20 * time.Millisecond, RootCheck: 20 * time.Millisecond,
-		Enqueue: func(context.Context) (bool, error) { calls.Add(1); return false, nil },
-	}
-	src := startFS(t, w, root)
-
-	if err := syscall.Unmount(root, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount(disk, root, "", syscall.MS_BIND, ""); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, func() bool { return calls.Load() >= 1 && src.addedCount(root) >= 2 })
-	before := calls.Load()
-	f := filepath.Join(root, "new.flac")
-	if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, func() bool { return src.saw(f) && calls.Load() > before })
+		if err := syscall.Mount(disk, root, "", syscall.MS_BIND, ""); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, func() bool { return calls.Load() >= 1 && src.addedCount(root) >= 2 })
+		before := calls.Load()
+		f := filepath.Join(root, "new.flac")
+		if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, func() bool { return src.saw(f) && calls.Load() > before })
+	})
 }
 
 // limitedSource refuses watches beyond the first limit, as inotify does

@@ -111,3 +111,54 @@ func testTransitionToken(t *testing.T) {
 		}
 	}
 }
+
+// Ids drawn twice do not spend the budget for records naming vanished
+// jobs: a create whose key names a deleted job, after two draws that met
+// another job, still takes the key. Ids that keep colliding are an error,
+// not a loop.
+func TestCollisionsAndStaleRecordsHaveTheirOwnBudgets(t *testing.T) {
+	testsvc.EachRedis(t, testCollisionsAndStaleRecordsHaveTheirOwnBudgets)
+}
+
+func testCollisionsAndStaleRecordsHaveTheirOwnBudgets(t *testing.T) {
+	rdb, _ := testsvc.Redis(t)
+	st := NewStore(rdb)
+	ctx := context.Background()
+	other, err := st.Create(ctx, NewJob{Task: "plan", Payload: json.RawMessage(`{}`), TTL: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, err := st.Create(ctx, NewJob{Task: "chat", Payload: json.RawMessage(`{}`), TTL: 60, IdempotencyKey: "k1", Fingerprint: "f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Del(ctx, JobKey(gone.ID)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer func(f func() string) { newJobID = f }(newJobID)
+	ids := []string{other.ID, other.ID}
+	newJobID = func() string {
+		if len(ids) > 0 {
+			id := ids[0]
+			ids = ids[1:]
+			return id
+		}
+		return uuid.NewString()
+	}
+	c, err := st.Create(ctx, NewJob{Task: "chat", Payload: json.RawMessage(`{}`), TTL: 60, IdempotencyKey: "k1", Fingerprint: "f"})
+	if err != nil {
+		t.Fatalf("create after two collisions and a stale record: %v", err)
+	}
+	if c.ID == other.ID || c.ID == gone.ID || c.Duplicate {
+		t.Fatalf("created %+v", c)
+	}
+	if got := rdb.Get(ctx, IdempotencyKey("k1")).Val(); got != c.ID {
+		t.Errorf("key names %q, want the new job %s", got, c.ID)
+	}
+
+	newJobID = func() string { return other.ID }
+	_, err = st.Create(ctx, NewJob{Task: "chat", Payload: json.RawMessage(`{}`), TTL: 60})
+	if err == nil || !strings.Contains(err.Error(), "belong to other jobs") {
+		t.Fatalf("create with every id taken: %v", err)
+	}
+}

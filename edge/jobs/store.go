@@ -99,6 +99,12 @@ var ErrStaleIdempotency = errors.New("idempotency record keeps naming vanished j
 // gone; each attempt loses only to a concurrent request that replaced it.
 const staleAttempts = 3
 
+// collisionAttempts bounds how often Create draws another id after finding
+// a job under the one it drew. A v4 UUID drawn twice is all but impossible,
+// so a second collision in a row means ids are not random and more draws
+// would not help; it does not spend the stale-record budget.
+const collisionAttempts = 3
+
 // idempotencyRecord is what a taken idempotency key says.
 type idempotencyRecord struct {
 	JobID       string `json:"job_id"`
@@ -147,7 +153,7 @@ func (s *Store) Create(ctx context.Context, nj NewJob) (Created, error) {
 	}
 	id := newJobID()
 	stale, staleJob := "", ""
-	for range staleAttempts {
+	for staled, collided := 0, 0; staled < staleAttempts; {
 		keys := []string{JobKey(id), EventsKey(id), QueueStream}
 		if nj.IdempotencyKey != "" {
 			keys = append(keys, IdempotencyKey(nj.IdempotencyKey), IdempotencyFingerprintKey(nj.IdempotencyKey))
@@ -167,6 +173,9 @@ func (s *Store) Create(ctx context.Context, nj NewJob) (Created, error) {
 		}
 		if len(res) == 1 && res[0] == "collision" {
 			// Another job has this id: the create wrote nothing.
+			if collided++; collided == collisionAttempts {
+				return Created{}, fmt.Errorf("create job: %d ids drawn in a row belong to other jobs", collided)
+			}
 			id = newJobID()
 			continue
 		}
@@ -181,6 +190,7 @@ func (s *Store) Create(ctx context.Context, nj NewJob) (Created, error) {
 			return c, nil
 		}
 		stale, staleJob = res[1], c.ID
+		staled++
 	}
 	return Created{}, fmt.Errorf("create job: idempotency key %q: %w", nj.IdempotencyKey, ErrStaleIdempotency)
 }

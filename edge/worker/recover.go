@@ -45,23 +45,26 @@ func (p *Pool) chooseClaimer(ctx context.Context) (claimer, error) {
 // SupportsAutoClaim reports whether an INFO server reply names a Redis
 // version of 6.2 or later, the first with XAUTOCLAIM.
 func SupportsAutoClaim(info string) bool {
+	major, minor, ok := redisVersion(info)
+	return ok && (major > 6 || (major == 6 && minor >= 2))
+}
+
+// redisVersion reads the major and minor version from an INFO server reply.
+func redisVersion(info string) (major, minor int, ok bool) {
 	for _, line := range strings.Split(info, "\n") {
-		v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:")
-		if !ok {
+		v, found := strings.CutPrefix(strings.TrimSpace(line), "redis_version:")
+		if !found {
 			continue
 		}
 		parts := strings.SplitN(v, ".", 3)
 		if len(parts) < 2 {
-			return false
+			return 0, 0, false
 		}
 		major, err1 := strconv.Atoi(parts[0])
 		minor, err2 := strconv.Atoi(parts[1])
-		if err1 != nil || err2 != nil {
-			return false
-		}
-		return major > 6 || (major == 6 && minor >= 2)
+		return major, minor, err1 == nil && err2 == nil
 	}
-	return false
+	return 0, 0, false
 }
 
 // autoClaimer walks the pending list with XAUTOCLAIM (Redis >= 6.2). It
@@ -235,24 +238,45 @@ func (c *pendingClaimer) restart() { c.from = "-" }
 // reads: entries deleted while pending, or taken by another consumer
 // first, leave a claim short with more idle entries behind them.
 func (c *pendingClaimer) claim(ctx context.Context, minIdle time.Duration, count int) ([]entry, bool, error) {
-	p := c.p
 	idle, err := c.idle(ctx, minIdle, count)
 	if err != nil || len(idle) == 0 {
 		return nil, false, err
 	}
-	more := len(idle) == count
-	pipe := p.rdb.Pipeline()
-	claims := make([]*redis.Cmd, len(idle))
+	got, err := c.take(ctx, minIdle, idle)
+	return got, len(idle) == count, err
+}
+
+// take claims and reads the idle entries XPENDING listed. Each may have
+// been claimed by another consumer, or acknowledged by its owner, since.
+// The claims are one MULTI, each with an XPENDING and an XRANGE of its
+// entry before its XCLAIM, so what the claim found is known even where XCLAIM
+// says nothing: Redis 7 drops an entry deleted from the stream from the
+// pending list without a word, and an entry its owner acknowledged (and
+// deleted) just now is gone from both the same way afterwards. Still
+// pending but gone from the stream is the deleted one.
+func (c *pendingClaimer) take(ctx context.Context, minIdle time.Duration, idle []redis.XPendingExt) ([]entry, error) {
+	p := c.p
+	type claim struct {
+		pending *redis.XPendingExtCmd
+		fields  *redis.XMessageSliceCmd
+		claimed *redis.Cmd
+	}
+	claims := make([]claim, len(idle))
+	pipe := p.rdb.TxPipeline()
 	for i, e := range idle {
-		claims[i] = pipe.Do(ctx, "XCLAIM", jobs.QueueStream, jobs.Group, p.consumer, minIdle.Milliseconds(), e.ID,
-			"RETRYCOUNT", e.RetryCount+1, "JUSTID")
+		claims[i] = claim{
+			pending: pipe.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: jobs.QueueStream, Group: jobs.Group, Start: e.ID, End: e.ID, Count: 1}),
+			fields:  pipe.XRange(ctx, jobs.QueueStream, e.ID, e.ID),
+			claimed: pipe.Do(ctx, "XCLAIM", jobs.QueueStream, jobs.Group, p.consumer, minIdle.Milliseconds(), e.ID,
+				"RETRYCOUNT", e.RetryCount+1, "JUSTID"),
+		}
 	}
 	_, _ = pipe.Exec(ctx)
 	var claimed []claimedID
-	var unclaimed []string
+	var gone []string
 	var errs []error
-	for i, cmd := range claims {
-		ids, err := cmd.StringSlice()
+	for i, cl := range claims {
+		ids, err := cl.claimed.StringSlice()
 		if err != nil {
 			// Not this entry's: the others' claims stand on their own.
 			errs = append(errs, fmt.Errorf("XCLAIM %s: %w", idle[i].ID, err))
@@ -260,16 +284,16 @@ func (c *pendingClaimer) claim(ctx context.Context, minIdle time.Duration, count
 		}
 		if len(ids) == 1 {
 			claimed = append(claimed, claimedID{id: idle[i].ID, deliveries: idle[i].RetryCount + 1})
-		} else {
-			unclaimed = append(unclaimed, idle[i].ID)
+		} else if len(cl.pending.Val()) == 1 && cl.fields.Err() == nil && len(cl.fields.Val()) == 0 {
+			gone = append(gone, idle[i].ID)
 		}
 	}
 	out, err := p.readClaimed(ctx, claimed, false)
 	errs = append(errs, err)
-	if len(unclaimed) > 0 {
-		errs = append(errs, p.checkUnclaimed(ctx, unclaimed))
+	if len(gone) > 0 {
+		p.logVanished(gone)
 	}
-	return out, more, errors.Join(errs...)
+	return out, errors.Join(errs...)
 }
 
 // idle pages through the pending list from c.from, oldest first, for up

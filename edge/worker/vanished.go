@@ -1,11 +1,7 @@
 package worker
 
 import (
-	"context"
 	"fmt"
-
-	"github.com/redis/go-redis/v9"
-	"github.com/vesta-cx/euterpe/edge/jobs"
 )
 
 // parseAutoClaim reads a reply of XAUTOCLAIM ... JUSTID: the next cursor,
@@ -51,34 +47,4 @@ func stringsOf(v any) ([]string, error) {
 func (p *Pool) logVanished(ids []string) {
 	p.log.Error("claimed queue entries no longer exist (deleted or trimmed while pending); their jobs cannot be identified and are not recovered",
 		"ids", ids)
-}
-
-// checkUnclaimed looks at idle entries an XCLAIM returned nothing for.
-// Most were claimed by another consumer first and are still pending. On
-// Redis 7, XCLAIM also drops an entry deleted from the stream from the
-// pending list and says nothing of it, so an entry neither pending nor in
-// the stream any more is reported as possibly deleted (it may also have
-// been finished and deleted by its owner just now): its job id is unknown.
-func (p *Pool) checkUnclaimed(ctx context.Context, ids []string) error {
-	pipe := p.rdb.Pipeline()
-	pending := make([]*redis.XPendingExtCmd, len(ids))
-	ranges := make([]*redis.XMessageSliceCmd, len(ids))
-	for i, id := range ids {
-		pending[i] = pipe.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: jobs.QueueStream, Group: jobs.Group, Start: id, End: id, Count: 1})
-		ranges[i] = pipe.XRange(ctx, jobs.QueueStream, id, id)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("look at %d unclaimed entries: %w", len(ids), err)
-	}
-	var gone []string
-	for i, id := range ids {
-		if len(pending[i].Val()) == 0 && len(ranges[i].Val()) == 0 {
-			gone = append(gone, id)
-		}
-	}
-	if len(gone) > 0 {
-		p.log.Error("idle queue entries could not be claimed and no longer exist nor are pending: possibly deleted or trimmed while pending; their jobs cannot be identified and are not recovered",
-			"ids", gone)
-	}
-	return nil
 }

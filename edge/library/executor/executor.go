@@ -84,6 +84,9 @@ type Executor struct {
 	// ThumbSweepEvery is how often the cleanup loop sweeps the thumbnails
 	// no request can reach (0 = DefaultThumbSweepEvery).
 	ThumbSweepEvery time.Duration
+	// StallWarn is how long a hash job may read nothing before a warning
+	// names the files it is stuck on (0 = DefaultStallWarn).
+	StallWarn time.Duration
 
 	wakeOnce sync.Once
 	wakeMu   sync.Mutex

@@ -120,6 +120,8 @@ func (x *Executor) hash(ctx context.Context, c *Claim, algo string) error {
 	}
 	pool := filehash.NewPool(0)
 	defer pool.Close()
+	stall, stopWatch := x.watchStall(ctx, "hash")
+	defer stopWatch()
 	var processed, bytesDone atomic.Int64
 	progress := func() {
 		if totalBytes > 0 {
@@ -142,13 +144,16 @@ func (x *Executor) hash(ctx context.Context, c *Claim, algo string) error {
 		g.SetLimit(filesInFlight())
 		for _, f := range files {
 			g.Go(func() error {
+				stall.begin(f.Path)
 				r, err := x.hashOnPool(gctx, pool, f.Path, algo, func(n int64) {
 					done := bytesDone.Add(n)
+					stall.progress()
 					progress()
 					if x.hashChunk != nil {
 						x.hashChunk(done)
 					}
 				})
+				stall.end(f.Path)
 				if gctx.Err() != nil {
 					return gctx.Err()
 				}

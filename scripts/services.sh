@@ -314,21 +314,21 @@ run_tools_up() {
 
 # The consoles' browser tests (console/browsertest) drive headless Chromium:
 # EUTERPE_CHROMIUM, else chromium (Debian) or chromium-browser (Ubuntu,
-# which has no chromium package).
+# which has no chromium package). Only those tests need it, so where none
+# can be had (Ubuntu's chromium-browser is a snap, which does not install
+# in a container) they are skipped, with this warning, and everything else
+# runs; under CI=true a missing browser stops here, as the tests would fail.
 chromium_up() {
   if [ -n "${EUTERPE_CHROMIUM:-}" ]; then
     if [ -e "$EUTERPE_CHROMIUM" ]; then return 0; fi
     log "EUTERPE_CHROMIUM=$EUTERPE_CHROMIUM does not exist"; exit 1
   fi
   if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then return 0; fi
-  if [ "$(id -u)" != 0 ]; then
-    log "missing chromium; install it with: sudo apt-get update && sudo apt-get install -y chromium"
-    log "  (chromium-browser on Ubuntu), or name a browser with EUTERPE_CHROMIUM"
-    exit 1
-  fi
-  apt_install chromium || apt_install chromium-browser || {
-    log "neither chromium nor chromium-browser installs; name a browser with EUTERPE_CHROMIUM"; exit 1
-  }
+  if [ "$(id -u)" = 0 ] && { apt_install chromium || apt_install chromium-browser; }; then return 0; fi
+  log "no chromium: install it (sudo apt-get update && sudo apt-get install -y chromium; chromium-browser"
+  log "  on Ubuntu), or name a browser with EUTERPE_CHROMIUM"
+  if [ "${CI:-}" = true ]; then exit 1; fi
+  log "  the consoles' browser tests will be skipped"
 }
 
 # Everything tests call, `make run`'s programs included.

@@ -16,7 +16,9 @@ import (
 
 // euterpe-central.service is what the package installs: Type=notify with a
 // watchdog (TestServeSpeaksSdNotify proves the daemon's side), its own
-// state directory and user, secrets through LoadCredential=, hardened like
+// state directory and user (not the edge's: a child of one daemon must not
+// read the other's secrets), SIGTERM to the daemon alone (it stops its
+// ffmpeg and stages itself and hands their jobs back), secrets through LoadCredential=, hardened like
 // the edge unit, and accepted by systemd-analyze verify.
 func TestSystemdUnitVerifies(t *testing.T) {
 	unit, err := os.ReadFile("../../systemd/euterpe-central.service")
@@ -25,7 +27,7 @@ func TestSystemdUnitVerifies(t *testing.T) {
 	}
 	for _, want := range []string{"Type=notify", "WatchdogSec=", "Restart=on-failure", "RestartPreventExitStatus=2", "After=network-online.target",
 		"ExecStart=/usr/bin/euterpe-central serve", "EnvironmentFile=-/etc/euterpe/central.env",
-		"LoadCredential=euterpe:/etc/euterpe/central.credentials", "StateDirectory=euterpe-central", "User=euterpe",
+		"LoadCredential=euterpe:/etc/euterpe/central.credentials", "StateDirectory=euterpe-central", "User=euterpe-central\n", "KillMode=mixed\n",
 		"ProtectSystem=strict", "NoNewPrivileges=yes", "PrivateTmp=yes", "CapabilityBoundingSet=\n", "SystemCallFilter=@system-service"} {
 		if !strings.Contains(string(unit), want) {
 			t.Errorf("unit lacks %q", want)

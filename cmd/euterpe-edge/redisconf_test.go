@@ -58,7 +58,9 @@ func TestRedisConfigExcerptsLoad(t *testing.T) {
 // appendonly switched on only in the file, a restart loads an empty
 // append-only file and ignores dump.rdb. The instructions an operator
 // reads therefore switch the running server first, and that sequence keeps
-// the data.
+// the data. They wait for the rewrite by three fields, not one: while a
+// snapshot is being written the rewrite is only scheduled, and
+// aof_rewrite_in_progress alone reads 0 over an append-only file still empty.
 func TestRedisSnippetSwitchKeepsData(t *testing.T) {
 	const step = "CONFIG SET appendonly yes"
 	for _, f := range []string{"../../systemd/redis-euterpe.conf", "../../packaging/scripts/postinst", "../../docs/edge.md", "../../README.md"} {
@@ -66,6 +68,9 @@ func TestRedisSnippetSwitchKeepsData(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, strings.Contains(string(text), step),
 			"%s tells how to enable the Redis settings without %q on the running server first", f, step)
+		for _, wait := range []string{"aof_rewrite_in_progress", "aof_rewrite_scheduled", "aof_last_bgrewrite"} {
+			assert.True(t, strings.Contains(string(text), wait), "%s does not have the operator wait for %s", f, wait)
+		}
 	}
 
 	testsvc.EachRedis(t, func(t *testing.T) {
@@ -78,7 +83,18 @@ func TestRedisSnippetSwitchKeepsData(t *testing.T) {
 		require.NoError(t, c.XAdd(ctx, &redis.XAddArgs{Stream: "jobs:stream", Values: []string{"job_id", "queued-before"}}).Err())
 		require.NoError(t, c.Save(ctx).Err())
 
+		// A snapshot in progress, as a distribution's save rules start them.
+		for i := range 5 {
+			require.NoError(t, c.Set(ctx, fmt.Sprintf("other:%d", i), "v", 0).Err())
+		}
+		require.NoError(t, c.ConfigSet(ctx, "rdb-key-save-delay", "300000").Err())
+		require.NoError(t, c.BgSave(ctx).Err())
+		require.NoError(t, c.ConfigSet(ctx, "rdb-key-save-delay", "0").Err())
 		require.NoError(t, c.ConfigSet(ctx, "appendonly", "yes").Err())
+		info, err := c.Info(ctx, "persistence").Result()
+		require.NoError(t, err)
+		require.Contains(t, info, "aof_rewrite_in_progress:0", "the trap: the rewrite has not begun")
+		require.Contains(t, info, "aof_rewrite_scheduled:1")
 		require.Eventually(t, func() bool {
 			info, err := c.Info(ctx, "persistence").Result()
 			return err == nil && strings.Contains(info, "aof_rewrite_in_progress:0") &&
@@ -94,6 +110,7 @@ func TestRedisSnippetSwitchKeepsData(t *testing.T) {
 		n, err := c.XLen(ctx, "jobs:stream").Result()
 		require.NoError(t, err)
 		assert.Equal(t, int64(1), n, "the queued entry was lost by the switch")
+		assert.Equal(t, int64(5), c.Exists(ctx, "other:0", "other:1", "other:2", "other:3", "other:4").Val(), "keys written before the switch were lost")
 		got, err := c.ConfigGet(ctx, "appendonly").Result()
 		require.NoError(t, err)
 		assert.Equal(t, "yes", got["appendonly"])

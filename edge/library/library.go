@@ -87,7 +87,7 @@ func build(ctx context.Context, log *slog.Logger, stateDir, workerID string, s S
 			if err := rootWritable(root); err != nil {
 				log.Warn("library root is not writable by this process: scans, hashes and thumbnails work, deleting duplicates fails",
 					"root", root, "err", err.Error(),
-					"hint", "under systemd make it writable in a drop-in (systemctl edit euterpe-edge): [Service] ReadWritePaths="+root)
+					"hint", "under systemd make it writable in a drop-in (systemctl edit euterpe-edge): [Service] ReadWritePaths=-"+root)
 			}
 		}
 	})

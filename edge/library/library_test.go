@@ -225,6 +225,8 @@ func symlink(t *testing.T, target, link string) {
 // ProtectSystem=strict mounts it read-only until ReadWritePaths= lists it)
 // still scans, but deletes would fail on it; New says so once per such
 // root, naming the drop-in that fixes it, and stays quiet about the others.
+// The drop-in's path has a "-", so that the unit still starts while the
+// root's disk is not mounted.
 func TestUnwritableRootWarns(t *testing.T) {
 	base := t.TempDir()
 	ro, rw := filepath.Join(base, "ro"), filepath.Join(base, "rw")
@@ -246,10 +248,10 @@ func TestUnwritableRootWarns(t *testing.T) {
 	}
 	lib.Store.Close()
 	out := logs.String()
-	if strings.Count(out, "library root is not writable") != 1 || !strings.Contains(out, "ReadWritePaths="+ro) {
+	if strings.Count(out, "library root is not writable") != 1 || !strings.Contains(out, "ReadWritePaths=-"+ro) {
 		t.Fatalf("want one warning naming %s:\n%s", ro, out)
 	}
-	if strings.Contains(out, "ReadWritePaths="+rw+`"`) {
+	if strings.Contains(out, "ReadWritePaths=-"+rw+`"`) {
 		t.Fatalf("a writable root was warned about:\n%s", out)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -57,15 +58,21 @@ func TestInstallRemovePurge(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = os.Remove("/usr/sbin/policy-rc.d") })
 	}
-	_, userErr := try("getent", "passwd", "euterpe")
+	users := []string{"euterpe", "euterpe-central"}
+	var created []string
+	for _, u := range users {
+		if _, err := try("getent", "passwd", u); err != nil {
+			created = append(created, u)
+		}
+	}
 	t.Cleanup(func() {
 		_, _ = dpkg("--purge", "euterpe-edge", "euterpe-central")
 		for _, p := range []string{"/etc/euterpe", "/var/lib/euterpe", "/var/lib/euterpe-central"} {
 			_ = os.RemoveAll(p)
 		}
-		if userErr != nil {
-			_, _ = try("userdel", "euterpe")
-			_, _ = try("groupdel", "euterpe")
+		for _, u := range created {
+			_, _ = try("userdel", u)
+			_, _ = try("groupdel", u)
 		}
 	})
 
@@ -85,8 +92,22 @@ func TestInstallRemovePurge(t *testing.T) {
 		}
 	})
 
-	t.Run("user and credentials", func(t *testing.T) {
-		run(t, "getent", "passwd", "euterpe")
+	t.Run("users and credentials", func(t *testing.T) {
+		// One user each: a program one daemon runs on others' input (ffmpeg,
+		// an exec backend) must not read the other daemon's secrets.
+		for _, s := range specs {
+			unit := readFile(t, "/lib/systemd/system/"+s.name+".service")
+			user := regexp.MustCompile(`(?m)^User=(\S+)$`).FindStringSubmatch(unit)
+			if user == nil {
+				t.Fatalf("%s.service names no User=", s.name)
+			}
+			run(t, "getent", "passwd", user[1])
+			for _, other := range specs {
+				if other.name != s.name && strings.Contains(readFile(t, "/lib/systemd/system/"+other.name+".service"), "User="+user[1]+"\n") {
+					t.Errorf("%s and %s run as the same user %s", s.name, other.name, user[1])
+				}
+			}
+		}
 		for _, s := range specs {
 			st, err := os.Stat(s.credsDir)
 			if err != nil || st.Mode().Perm() != 0o700 || !st.IsDir() {
@@ -128,8 +149,11 @@ func TestInstallRemovePurge(t *testing.T) {
 		run(t, "/usr/bin/euterpe-edge", "version")
 	})
 
-	// What systemd's StateDirectory= and an operator would have left.
-	for _, p := range []string{"/var/lib/euterpe/library.db", "/var/lib/euterpe-central/central.db", "/etc/euterpe/central.credentials/keyring"} {
+	// What systemd's StateDirectory= and an operator would have left: the
+	// edge's state, a library root inside it, central's state and keyring.
+	for _, p := range []string{"/var/lib/euterpe/library.db", "/var/lib/euterpe/library.db-wal", "/var/lib/euterpe/worker-id",
+		"/var/lib/euterpe/thumbs/a.jpg", "/var/lib/euterpe/trash/1/b.flac", "/var/lib/euterpe/media/song.flac",
+		"/var/lib/euterpe-central/central.db", "/etc/euterpe/central.credentials/keyring"} {
 		if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
 			t.Fatal(err)
 		}
@@ -160,11 +184,17 @@ func TestInstallRemovePurge(t *testing.T) {
 	})
 
 	t.Run("purge deletes state and config", func(t *testing.T) {
-		mustDpkg(t, "--purge", "euterpe-edge")
-		for _, p := range []string{"/var/lib/euterpe", "/etc/euterpe/edge.env", "/etc/euterpe/redis.conf", "/etc/euterpe/edge.credentials"} {
+		out := mustDpkg(t, "--purge", "euterpe-edge")
+		for _, p := range []string{"/var/lib/euterpe/library.db", "/var/lib/euterpe/library.db-wal", "/var/lib/euterpe/worker-id",
+			"/var/lib/euterpe/thumbs", "/var/lib/euterpe/trash", "/etc/euterpe/edge.env", "/etc/euterpe/redis.conf", "/etc/euterpe/edge.credentials"} {
 			if exists(p) {
 				t.Errorf("%s left after purge", p)
 			}
+		}
+		// The user's files in a library root inside the state directory
+		// are not the package's.
+		if !exists("/var/lib/euterpe/media/song.flac") || !strings.Contains(out, "kept /var/lib/euterpe") {
+			t.Errorf("purge must keep a library root inside the state directory, and say so:\n%s", out)
 		}
 		if !exists("/var/lib/euterpe-central/central.db") {
 			t.Error("purging the edge deleted central's state")
@@ -173,7 +203,7 @@ func TestInstallRemovePurge(t *testing.T) {
 		if !exists("/var/lib/euterpe-central/central.db") {
 			t.Error("remove deleted central's state")
 		}
-		out := mustDpkg(t, "--purge", "euterpe-central")
+		out = mustDpkg(t, "--purge", "euterpe-central")
 		for _, p := range []string{"/var/lib/euterpe-central", "/etc/euterpe/central.env", "/usr/bin/euterpectl"} {
 			if exists(p) {
 				t.Errorf("%s left after purge", p)
@@ -182,10 +212,22 @@ func TestInstallRemovePurge(t *testing.T) {
 		if !exists("/etc/euterpe/central.credentials/keyring") || !strings.Contains(out, "kept /etc/euterpe/central.credentials") {
 			t.Errorf("purge must keep a credentials directory holding secrets, and say so:\n%s", out)
 		}
-		if _, err := try("getent", "passwd", "euterpe"); err != nil {
-			t.Error("purge removed the euterpe user; system users stay")
+		for _, u := range users {
+			if _, err := try("getent", "passwd", u); err != nil {
+				t.Errorf("purge removed the %s user; system users stay", u)
+			}
 		}
 	})
+}
+
+// readFile returns the text of path.
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // dpkg runs dpkg, waiting while another apt or dpkg holds its lock (other

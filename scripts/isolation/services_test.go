@@ -344,6 +344,27 @@ func TestToolsTakeAnyChromium(t *testing.T) {
 	}
 }
 
+// No browser to be had (Ubuntu's chromium-browser is a snap, which does not
+// install in a container; no apt-get here at all): `up tools` warns that
+// the browser tests will be skipped and goes on, so every other test runs;
+// under CI=true it stops, as those tests would fail.
+func TestToolsWithoutAnyChromium(t *testing.T) {
+	for _, p := range append(runTools, "b3sum", "python3", "node", "openssl", "gcc", "systemd-analyze") {
+		testsvc.Program(t, p)
+	}
+	root, err := filepath.Abs("../..")
+	must(t, err)
+	clone := newClone(t, root, filepath.Join(t.TempDir(), "repo"))
+	path := "PATH=" + pathWithout(t, "chromium", "chromium-browser", "apt-get")
+	out, err := services(clone, []string{path}, "up", "tools")
+	if err != nil || !strings.Contains(out, "browser tests will be skipped") {
+		t.Fatalf("up tools without a browser: %v\n%s", err, out)
+	}
+	if out, err := services(clone, []string{path, "CI=true"}, "up", "tools"); err == nil || !strings.Contains(out, "no chromium") {
+		t.Fatalf("up tools without a browser under CI=true: %v\n%s", err, out)
+	}
+}
+
 // `make run` asks only for what the running system calls, not for the
 // programs only tests use.
 func TestRunToolsAreFew(t *testing.T) {

@@ -22,8 +22,10 @@ table() { # reads "  -flag  (ENV, default "x")\n      usage" pairs
     }'
 }
 
-edge=$(go run ./cmd/euterpe-edge help serve 2>&1 | table)
-central=$(go run ./cmd/euterpe-central help 2>&1 | table)
+# Defaults under os.TempDir() name /tmp, as they are documented, whatever
+# TMPDIR the machine running this sets.
+edge=$(TMPDIR= go run ./cmd/euterpe-edge help serve 2>&1 | table)
+central=$(TMPDIR= go run ./cmd/euterpe-central help 2>&1 | table)
 
 render() {
   # Through the environment, not -v: awk would read the tables' \| as escapes.

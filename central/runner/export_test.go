@@ -52,3 +52,7 @@ func CallRefresh(ctx context.Context, url string, req RefreshRequest) error {
 
 // ScratchDir is r's own directory under its temp root.
 func ScratchDir(r *Runner) string { return r.scratch.Dir() }
+
+// SetReapOpened makes s's sweeps call fn for each owner whose lock file
+// they opened, before they try to lock it.
+func SetReapOpened(s *Scratch, fn func(owner string)) { s.reapOpened = fn }

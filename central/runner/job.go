@@ -51,7 +51,7 @@ func (r *Runner) Process(ctx context.Context, j *inbox.Job) {
 		// Progress feeds the lease: the heartbeat renews it only while the
 		// watchdog has seen progress within the stall timeout, and the
 		// watchdog cancels the work once it has not (ErrStalled).
-		wd := newWatchdog(r.set.Stall())
+		wd := newWatchdog(r.set.Stall(), lease.HeartbeatInterval(r.set.LeaseTTL))
 		// The store serialises access to j's claim, so the heartbeat and
 		// the work may both write through it.
 		err = lease.Keep(ctx, r.set.LeaseTTL,
@@ -92,9 +92,12 @@ func (r *Runner) finish(ctx context.Context, j *inbox.Job, err error, log *slog.
 		r.metrics.Attempts.WithLabelValues(OutcomeReleased).Inc()
 		var rerr error
 		if infrastructure(err) {
+			// Not ready until a check finds the programs working again, so
+			// the job is not claimed, fetched and given back in a loop.
+			r.check.broken(err)
 			r.missing.Store(true)
 			jerr := classify(err)
-			log.Error("transcoder missing; giving job back without spending an attempt", "code", jerr.Code, "err", err)
+			log.Error("transcoder missing or broken; giving job back without spending an attempt", "code", jerr.Code, "err", err)
 			rerr = r.jobs.ReleaseError(wctx, j, jerr)
 		} else {
 			rerr = r.jobs.Release(wctx, j)
@@ -262,6 +265,17 @@ type output struct {
 // ffmpeg progress report that advanced (media time or output size) touches
 // wd; a hung ffmpeg stops touching it.
 func (r *Runner) transcodeAll(ctx context.Context, j *inbox.Job, wd *watchdog, rends []transcode.Rendition, src, dir string, limit int64) ([]output, error) {
+	ctx, abort := context.WithCancelCause(ctx)
+	defer abort(nil)
+	outs, err := r.encode(ctx, abort, j, wd, rends, src, dir, limit)
+	if cause := context.Cause(ctx); err != nil && errors.Is(cause, lease.ErrStale) {
+		return nil, cause // a progress write found the lease lost
+	}
+	return outs, err
+}
+
+// encode is transcodeAll under a context that abort cancels.
+func (r *Runner) encode(ctx context.Context, abort context.CancelCauseFunc, j *inbox.Job, wd *watchdog, rends []transcode.Rendition, src, dir string, limit int64) ([]output, error) {
 	type probed struct {
 		info transcode.Info
 		err  error
@@ -287,7 +301,7 @@ func (r *Runner) transcodeAll(ctx context.Context, j *inbox.Job, wd *watchdog, r
 		_ = waitProbe() // the probe goroutine always ends before we return
 	}()
 
-	rep := r.newReporter(j)
+	rep := r.newReporter(j, abort)
 	defer rep.stop()
 	outs := make([]output, 0, len(rends))
 	for i, rd := range rends {

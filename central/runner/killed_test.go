@@ -55,11 +55,21 @@ func TestOutsideKillIsRetryable(t *testing.T) {
 }
 
 // selfKiller writes a shell program standing in for ffmpeg or ffprobe
-// that runs body and returns its path.
+// that runs body and returns its path. Asked for -version (the runner's
+// readiness check), it answers as a working program does.
 func selfKiller(t *testing.T, body string) string {
 	t.Helper()
+	return standIn(t, answersVersion+body)
+}
+
+// answersVersion makes a stand-in program answer -version with status 0.
+const answersVersion = "case \" $* \" in *' -version '*) echo 'stand-in version'; exit 0;; esac\n"
+
+// standIn writes a shell program running body and returns its path.
+func standIn(t *testing.T, body string) string {
+	t.Helper()
 	testsvc.Program(t, "sh")
-	path := filepath.Join(t.TempDir(), "killed")
+	path := filepath.Join(t.TempDir(), "stand-in")
 	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body), 0o700); err != nil {
 		t.Fatal(err)
 	}

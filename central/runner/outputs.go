@@ -29,18 +29,19 @@ import (
 //  2. promote each to its final key with a server-side copy, each try of
 //     it (the first and every one after a credential refresh) preceded by
 //     a fenced lease renewal (which fails for a stale attempt) and bounded
-//     by a lease TTL from it; then record success (fenced). A copy that
-//     runs out of that bound is a storage timeout: the attempt fails
+//     by UploadTimeout (see copy); then record success (fenced). A copy
+//     that runs out of that bound is a storage timeout: the attempt fails
 //     retryable.
 //
 // Once the outcome is recorded the attempt keys are deleted (see discard):
 // they are the attempt's own, so that needs no lease.
 //
 // A stale attempt is refused at step 2 before it writes a final key. An
-// attempt that passed the fence holds the lease for a TTL from it, its copy
-// is cancelled by then, and no other attempt can claim the job before the
-// lease ends in the database, so a copy by the owner always lands before
-// any later owner's.
+// attempt that passed the fence holds the lease for a TTL from it and from
+// each renewal after; lease.Keep cancels its copy once no renewal has
+// succeeded for a TTL, and no other attempt can claim the job before the
+// lease ends in the database, so a copy by the owner is sent before any
+// later owner's.
 
 // attemptKey is where attempt version of job jobID stages the output name.
 func attemptKey(prefix, jobID string, version int64, name string) string {
@@ -96,17 +97,12 @@ func (r *Runner) promote(ctx context.Context, j *inbox.Job, wd *watchdog, b stor
 		err := r.withRefresh(ctx, j, wd, "upload", func(c credentials.Storage) error {
 			// Every try is fenced afresh, the first and each one after a
 			// credential refresh (which may outlast a lease TTL while the
-			// heartbeat keeps the lease): a stale attempt stops here, and
-			// the copy gets a full lease TTL from this fence.
-			sent := time.Now()
+			// heartbeat keeps the lease): a stale attempt stops here.
 			if err := r.jobs.Heartbeat(ctx, j, r.set.LeaseTTL); err != nil {
 				return fmt.Errorf("fence before promoting %s: %w", o.final, err)
 			}
 			cr := s3Creds(&c.Output)
-			// The copy is one short request: it must land within a lease TTL
-			// of the fence. Running out of that bound while ctx is live is
-			// a storage timeout (retryable), not the attempt's end.
-			err := r.store.Copy(ctx, b, o.tmp, o.final, cr, storage.CopyDeadline(sent.Add(r.set.LeaseTTL)))
+			err := r.copy(ctx, wd, b, o, cr)
 			if cl, ok := storage.ClassOf(err); ok && cl == storage.Auth && ctx.Err() == nil {
 				// Output credentials may be write-only (contract §7 scopes
 				// them to writing the prefix), and a copy reads its source:
@@ -128,6 +124,22 @@ func (r *Runner) promote(ctx context.Context, j *inbox.Job, wd *watchdog, b stor
 		wd.touch()
 	}
 	return nil
+}
+
+// copy copies o's staged object to its final key on the server. A large
+// output can take the server longer than a lease TTL or the stall timeout,
+// while no byte the runner sees moves: the copy counts as progress and is
+// bounded by UploadTimeout instead, as sending the output is: running out
+// of it while ctx is live is a storage timeout (retryable), not the
+// attempt's end. With no UploadTimeout the stall timeout bounds the copy.
+// The lease needs no bound of its own: the heartbeat renews it meanwhile,
+// and lease.Keep cancels ctx, and the copy with it, once renewals stop.
+func (r *Runner) copy(ctx context.Context, wd *watchdog, b storage.Bucket, o staged, cr storage.Credentials) error {
+	if r.set.UploadTimeout <= 0 {
+		return r.store.Copy(ctx, b, o.tmp, o.final, cr)
+	}
+	defer wd.hold()()
+	return r.store.Copy(ctx, b, o.tmp, o.final, cr, storage.CopyDeadline(time.Now().Add(r.set.UploadTimeout)))
 }
 
 // unanswered reports whether a failed write got no answer from the server
@@ -171,7 +183,7 @@ func (r *Runner) upload(ctx context.Context, b storage.Bucket, key, path, conten
 // failed, best effort, on its own short deadline (the attempt's context may
 // be over). Only while the attempt still holds the lease: once it is lost,
 // a later owner may have written the same keys. A fenced renewal comes
-// first and the removals are bounded by a lease TTL from it, as a copy is.
+// first and the removals are bounded by a lease TTL from it.
 // The final key of each of unsure, an output whose write got no answer,
 // is removed only when the object there is this attempt's (see ours).
 func (r *Runner) unpromote(ctx context.Context, j *inbox.Job, b storage.Bucket, keys []string, unsure []staged, log *slog.Logger) {

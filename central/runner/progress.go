@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"math"
 	"sync"
 	"time"
@@ -12,8 +13,10 @@ import (
 
 // reporter turns ffmpeg's frequent progress reports into occasional
 // intermediate status events: one when the percentage has grown by at least
-// 10 points, checked once per heartbeat interval. It owns one goroutine,
-// stopped by stop.
+// 10 points, checked once per heartbeat interval. A write that comes back
+// stale means the lease is lost: it calls abort with that error, so the
+// work stops at once rather than at the next heartbeat (contract §4). It
+// owns one goroutine, stopped by stop.
 type reporter struct {
 	mu      sync.Mutex
 	percent float64
@@ -21,7 +24,7 @@ type reporter struct {
 	wg      sync.WaitGroup
 }
 
-func (r *Runner) newReporter(j *inbox.Job) *reporter {
+func (r *Runner) newReporter(j *inbox.Job, abort context.CancelCauseFunc) *reporter {
 	rep := &reporter{done: make(chan struct{})}
 	if r.progress == nil {
 		return rep
@@ -47,6 +50,10 @@ func (r *Runner) newReporter(j *inbox.Job) *reporter {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			err := r.progress.Progress(ctx, j, p)
 			cancel()
+			if errors.Is(err, lease.ErrStale) {
+				abort(err)
+				return
+			}
 			if err != nil {
 				r.log.Debug("progress event not recorded", "job_id", j.ID, "err", err)
 				continue

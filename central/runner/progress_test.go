@@ -3,12 +3,14 @@ package runner_test
 import (
 	"context"
 	"encoding/json"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/vesta-cx/euterpe/central/inbox"
 	"github.com/vesta-cx/euterpe/central/runner"
 	"github.com/vesta-cx/euterpe/central/schema"
+	"github.com/vesta-cx/euterpe/daemon/lease"
 )
 
 // TestProgressStep: a progress event follows the last one once the
@@ -85,5 +87,50 @@ func TestProgressEvents(t *testing.T) {
 			}
 		}
 		t.Logf("progress events per attempt: %v", runs)
+	})
+}
+
+// staleProgress is the inbox as a runner sees it when its progress write
+// is the first to learn that the lease was lost.
+type staleProgress struct {
+	*inbox.Store
+	writes atomic.Int32
+}
+
+func (s *staleProgress) Progress(_ context.Context, j *inbox.Job, _ int) error {
+	s.writes.Add(1)
+	return &lease.StaleError{Table: "inbox_jobs", ID: j.ID, Version: j.Version}
+}
+
+// TestStaleProgressStopsWork: a progress write that comes back stale
+// aborts the attempt (contract §4): ffmpeg is killed at once and nothing
+// more is written, the attempt abandoned as a lost lease (fails without:
+// the write was only logged, and the attempt ran on to record success).
+func TestStaleProgressStopsWork(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *env) {
+		e.putWAV("in/long.wav", 240)
+		id := e.enqueue("in/long.wav", []inbox.Rendition{
+			{Name: "a", Codec: "flac", SampleRateHz: 96000}, {Name: "b", Codec: "mp3", BitrateKbps: 128},
+		}, nil)
+		jobs := &staleProgress{Store: e.inbox}
+		m := runner.NewMetrics(nil)
+		r := e.runnerOptions(func(s *runner.Settings) { s.LeaseTTL = 600 * time.Millisecond },
+			func(o *runner.Options) { o.Jobs, o.Metrics = jobs, m })
+		if ok, err := r.RunOnce(context.Background()); !ok || err != nil {
+			t.Fatalf("RunOnce: %v %v", ok, err)
+		}
+		if n := jobs.writes.Load(); n != 1 {
+			t.Fatalf("%d progress writes, want the one that came back stale", n)
+		}
+		if n := counter(t, m.Attempts.WithLabelValues(runner.OutcomeLeaseLost)); n != 1 {
+			t.Fatalf("lease_lost attempts %v, want 1", n)
+		}
+		if v := e.view(id); v.Status != schema.StatusProcessing || v.LastError != nil {
+			t.Fatalf("the attempt wrote on after its stale progress write: status %s err %+v", v.Status, v.LastError)
+		}
+		if ps := processesUsing(e.tmp); len(ps) > 0 {
+			t.Fatalf("ffmpeg still running: %v", ps)
+		}
+		e.scratchEmpty()
 	})
 }

@@ -47,9 +47,9 @@ func (e *env) expiringGate() (gateURL string, expired *atomic.Bool) {
 // 403 ExpiredToken; the requester answers the refresh call with new
 // credentials only after longer than a lease TTL (the heartbeat holds the
 // lease meanwhile). The copy tried with the new credentials is fenced
-// again and gets a full TTL from that fence, so the job succeeds in the
-// same attempt (it failed as storage_unreachable "context deadline
-// exceeded" when the copy's deadline was measured from the first fence).
+// again, so the job succeeds in the same attempt (it failed as
+// storage_unreachable "context deadline exceeded" when the copy's deadline
+// was measured from the first fence).
 func TestPromotionRefreshOutlastsLease(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
@@ -85,19 +85,19 @@ func TestPromotionRefreshOutlastsLease(t *testing.T) {
 	})
 }
 
-// TestSlowPromotionCopyRetried: one server-side copy takes longer than the
-// lease TTL (slow storage). The copy's own bound, a TTL from its fence,
-// cuts it while the attempt is live: a storage timeout, retryable (contract
+// TestSlowPromotionCopyRetried: one server-side copy takes longer than
+// EUTERPE_RUNNER_UPLOAD_TIMEOUT (slow storage). The copy's own bound cuts
+// it while the attempt is live: a storage timeout, retryable (contract
 // §5), so the job goes back to the queue with storage_timeout and succeeds
 // on its next attempt instead of ending failed on the first.
 func TestSlowPromotionCopyRetried(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *env) {
-		ttl := e.settings().LeaseTTL
+		const bound = time.Second
 		e.putWAV("in/src.wav", 1)
 		id := e.enqueue("in/src.wav", oneOpus, nil)
-		e.proxy.SlowCopies(1, ttl+200*time.Millisecond)
+		e.proxy.SlowCopies(1, bound+time.Second)
 		m := runner.NewMetrics(nil)
-		r := e.runnerMetrics(nil, m)
+		r := e.runnerMetrics(func(s *runner.Settings) { s.UploadTimeout = bound }, m)
 		// The first attempt, stepped alone: the timed-out copy sends the
 		// job back to the queue, retryable, with an attempt spent.
 		if ok, err := r.RunOnce(context.Background()); err != nil || !ok {
@@ -123,6 +123,35 @@ func TestSlowPromotionCopyRetried(t *testing.T) {
 			t.Fatalf("%d copies: the slow one was not retried", e.proxy.Copies())
 		}
 		e.noStagedLeft(id, len(e.outputs(v)))
+		e.scratchEmpty()
+	})
+}
+
+// TestSlowPromotionCopyOutlastsLease: the server takes longer over a
+// promotion copy (a large output on slow storage) than the lease TTL and
+// the stall timeout, though within EUTERPE_RUNNER_UPLOAD_TIMEOUT. No byte
+// the runner can see moves meanwhile; the heartbeat keeps the lease and
+// the copy counts as progress, so the job succeeds on its first attempt
+// (fails without: the copy was cut a lease TTL after its fence, a
+// storage_timeout on every attempt alike, or recorded transcode_stalled).
+func TestSlowPromotionCopyOutlastsLease(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *env) {
+		ttl := e.settings().LeaseTTL
+		const stall = 2 * time.Second
+		e.putWAV("in/src.wav", 1)
+		id := e.enqueue("in/src.wav", oneOpus, nil)
+		e.proxy.SlowCopies(1, max(ttl, stall)+2*time.Second)
+		r := e.runner(func(s *runner.Settings) { s.StallTimeout = stall })
+		v := e.drive(r, id, 60*time.Second)
+		if v.Status != schema.StatusSucceeded || v.AttemptCount != 1 {
+			t.Fatalf("status %s attempts %d err %+v", v.Status, v.AttemptCount, v.LastError)
+		}
+		if n := e.proxy.Copies(); n != 1 {
+			t.Fatalf("%d copies, want the one slow copy", n)
+		}
+		outs := e.outputs(v)
+		e.checkStored(outs)
+		e.noStagedLeft(id, len(outs))
 		e.scratchEmpty()
 	})
 }

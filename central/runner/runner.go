@@ -71,12 +71,13 @@ type Runner struct {
 	worker   string
 	log      *slog.Logger
 	tools    transcode.Tools
+	check    *toolCheck
 	store    *storage.Client
 	refresh  refresher
 	scratch  *Scratch
 	metrics  *Metrics
 
-	missing atomic.Bool // ffmpeg/ffprobe absent at the last check
+	missing atomic.Bool // ffmpeg/ffprobe absent or broken at the last check
 	// beforeOutputs, set by tests, runs before an attempt writes outputs.
 	beforeOutputs func(j *inbox.Job)
 }
@@ -103,10 +104,12 @@ func New(o Options) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
+	tools := transcode.Tools{FFmpeg: o.Settings.FFmpeg, FFprobe: o.Settings.FFprobe, Logger: o.Logger}
 	r := &Runner{
 		jobs: o.Jobs, secrets: o.Secrets, set: o.Settings, worker: o.WorkerID,
 		log:     o.Logger.With("role", "runner", "worker_id", o.WorkerID),
-		tools:   transcode.Tools{FFmpeg: o.Settings.FFmpeg, FFprobe: o.Settings.FFprobe, Logger: o.Logger},
+		tools:   tools,
+		check:   &toolCheck{tools: tools, every: toolCheckEvery},
 		store:   storage.NewClient(storage.Options{HeaderTimeout: o.Settings.StorageTimeout, Control: o.StorageControl}),
 		refresh: refresher{client: o.RefreshClient, now: time.Now},
 		scratch: sc,
@@ -126,11 +129,16 @@ func New(o Options) (*Runner, error) {
 // Close removes the runner's scratch area. Call it after Run returns.
 func (r *Runner) Close() error { return r.scratch.Close() }
 
-// Check is the runner's readiness probe: ffmpeg and ffprobe must be on PATH.
-// Its error starts with the error code, so /ready shows
+// Check is the runner's readiness probe: ffmpeg and ffprobe must be on PATH
+// and run (transcode.Tools.Check, its answer kept for toolCheckEvery). A job
+// that found either missing or unable to run fails it for as long. Its
+// error starts with the error code, so /ready shows
 // "error(ffmpeg_missing: …)".
 func (r *Runner) Check(ctx context.Context) error {
-	err := r.tools.Check(ctx)
+	err := r.check.check(ctx)
+	if ctx.Err() != nil && err != nil && transcode.Code(err) == "" {
+		return err // the caller gave up before an answer
+	}
 	r.missing.Store(err != nil)
 	if err != nil {
 		return fmt.Errorf("%s: %w", transcode.Code(err), err)
@@ -188,13 +196,16 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 }
 
-// claim takes one job, unless ffmpeg is missing: then the runner reports
-// not ready and takes nothing, so no job burns its retries here.
+// claim takes one job, unless ffmpeg is missing or broken: then the runner
+// reports not ready and takes nothing, so no job burns its retries here.
 func (r *Runner) claim(ctx context.Context) (*inbox.Job, error) {
 	was := r.missing.Load()
 	if err := r.Check(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil, nil
+		}
 		if !was {
-			r.log.Error("not claiming jobs: transcoder missing", "err", err)
+			r.log.Error("not claiming jobs: transcoder missing or broken", "err", err)
 		}
 		return nil, nil
 	}

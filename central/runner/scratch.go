@@ -34,6 +34,10 @@ type Scratch struct {
 
 	mu   sync.Mutex // guards lock, swapped when the lock file is put back
 	lock *os.File
+
+	// reapOpened, set by tests, runs in reap between opening an owner's
+	// lock file and locking it.
+	reapOpened func(owner string)
 }
 
 const lockSuffix = ".lock"
@@ -233,8 +237,18 @@ func (s *Scratch) reap(owner string) (bool, error) {
 		return false, nil // vanished under us: another sweeper got it
 	}
 	defer f.Close()
+	if s.reapOpened != nil {
+		s.reapOpened(owner)
+	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		return false, nil // alive
+	}
+	// The file opened may since have been replaced at the path (a live
+	// owner puts back a lock file something removed, and closing the old
+	// one let this lock succeed): only the one at the path says its owner
+	// is dead.
+	if !held(f, lockPath) {
+		return false, nil
 	}
 	if err := os.RemoveAll(filepath.Join(s.root, owner)); err != nil {
 		return false, fmt.Errorf("sweep %s: %w", owner, err)

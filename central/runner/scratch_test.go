@@ -1,10 +1,12 @@
 package runner_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -107,6 +109,63 @@ func TestSweepKeepsLiveOwnerWithoutLockFile(t *testing.T) {
 		}
 		e.scratchEmpty()
 	})
+}
+
+// TestSweepKeepsOwnerWhoseLockFileWasReplaced: a sweep opens a live
+// owner's lock file; a temp cleaner then removes the file, and the owner's
+// next attempt puts a new one in place and closes the old, which lets the
+// sweep lock the file it opened. That file is no longer the owner's lock:
+// the sweep leaves the owner's directory and new lock file alone (fails
+// without: it removed the live attempt's files and the new lock file).
+func TestSweepKeepsOwnerWhoseLockFileWasReplaced(t *testing.T) {
+	root := t.TempDir()
+	live, err := runner.OpenScratch(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	dir, cleanup, err := live.Attempt("job", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	source := filepath.Join(dir, "source")
+	if err := os.WriteFile(source, []byte("RIFF"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sweeper, err := runner.OpenScratch(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sweeper.Close()
+	lockPath := live.Dir() + ".lock"
+	runner.SetReapOpened(sweeper, func(owner string) {
+		if owner != filepath.Base(live.Dir()) {
+			return
+		}
+		if err := os.Remove(lockPath); err != nil {
+			t.Fatal(err)
+		}
+		_, done, err := live.Attempt("job", 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done()
+	})
+	if n, err := sweeper.Sweep(); n != 0 || err != nil {
+		t.Fatalf("sweep removed %d owners (%v), want none", n, err)
+	}
+	if _, err := os.Stat(source); err != nil {
+		t.Fatalf("the live attempt's file was swept: %v", err)
+	}
+	f, err := os.Open(lockPath)
+	if err != nil {
+		t.Fatalf("the live owner's lock file was swept: %v", err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); !errors.Is(err, syscall.EWOULDBLOCK) {
+		t.Fatalf("the lock file at the path is not held by its owner (flock: %v)", err)
+	}
 }
 
 // deadPID is the pid of a process that has ended.

@@ -99,7 +99,7 @@ func Bind(c *daemon.Config) *Settings {
 	c.Duration(&s.FetchTimeout, "runner-fetch-timeout", "EUTERPE_RUNNER_FETCH_TIMEOUT", d.FetchTimeout, time.Second, 24*time.Hour,
 		"how long one download of a source may take, body included; a source still arriving then fails the attempt as storage_timeout (retryable)")
 	c.Duration(&s.UploadTimeout, "runner-upload-timeout", "EUTERPE_RUNNER_UPLOAD_TIMEOUT", d.UploadTimeout, time.Second, 24*time.Hour,
-		"how long one upload of an output may take, body included; an upload still sending then fails the attempt as storage_timeout (retryable)")
+		"how long one upload of an output may take, body included, and one copy of it to its final key; one still running then fails the attempt as storage_timeout (retryable)")
 	c.Duration(&s.StallTimeout, "runner-stall-timeout", "EUTERPE_RUNNER_STALL_TIMEOUT", d.StallTimeout, 0, 24*time.Hour,
 		"how long a job may make no progress (ffmpeg progress, bytes moved) before the runner gives it up as transcode_stalled; 0 means max(2×lease TTL, 60s)")
 	c.Check(func() error { return s.Validate() }) // after Parse has filled s

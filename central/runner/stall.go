@@ -30,22 +30,50 @@ var ErrStalled = errors.New("no progress within the stall timeout")
 // would measure on the wall clock.
 type watchdog struct {
 	timeout time.Duration
-	now     func() time.Time
-	start   time.Time
-	last    atomic.Int64 // nanoseconds from start to the last progress
-	stall   atomic.Bool  // latched once the timeout passed
+	// every is how often watch looks: at most the heartbeat interval, so
+	// that a stall cancels the work before the lease it stopped renewing
+	// runs out (a TTL after the last renewal, at least two heartbeat
+	// intervals after the stall) and the attempt is recorded stalled
+	// rather than abandoned as a lost lease.
+	every time.Duration
+	now   func() time.Time
+	start time.Time
+	last  atomic.Int64 // nanoseconds from start to the last progress
+	stall atomic.Bool  // latched once the timeout passed
+	held  atomic.Int32 // requests in flight that count as progress (see hold)
 }
 
-func newWatchdog(timeout time.Duration) *watchdog { return newWatchdogClock(timeout, time.Now) }
+// newWatchdog returns a watchdog for an attempt whose lease is renewed
+// every heartbeat.
+func newWatchdog(timeout, heartbeat time.Duration) *watchdog {
+	w := newWatchdogClock(timeout, time.Now)
+	w.every = min(w.every, heartbeat)
+	return w
+}
 
 func newWatchdogClock(timeout time.Duration, now func() time.Time) *watchdog {
-	return &watchdog{timeout: timeout, now: now, start: now()}
+	return &watchdog{timeout: timeout, every: timeout / 4, now: now, start: now()}
 }
 
 // touch records progress now.
 func (w *watchdog) touch() {
 	if w != nil {
 		w.last.Store(int64(w.now().Sub(w.start)))
+	}
+}
+
+// hold counts the time until the returned function is called as progress:
+// for a request that moves no bytes the runner can see while the server
+// works (a server-side copy), which must be bounded by a deadline of its
+// own instead.
+func (w *watchdog) hold() (release func()) {
+	if w == nil {
+		return func() {}
+	}
+	w.held.Add(1)
+	return func() {
+		w.touch()
+		w.held.Add(-1)
 	}
 }
 
@@ -60,6 +88,10 @@ func (w *watchdog) stalled() bool {
 	if w.stall.Load() {
 		return true
 	}
+	if w.held.Load() > 0 {
+		w.touch()
+		return false
+	}
 	if w.now().Sub(w.lastProgress()) > w.timeout {
 		w.stall.Store(true)
 		return true
@@ -67,10 +99,11 @@ func (w *watchdog) stalled() bool {
 	return false
 }
 
-// watch checks the clock a few times per timeout and cancels the work
-// with ErrStalled once it has stalled. It returns when ctx ends.
+// watch checks the clock a few times per timeout, and at least once per
+// heartbeat, and cancels the work with ErrStalled once it has stalled. It
+// returns when ctx ends.
 func (w *watchdog) watch(ctx context.Context, cancel context.CancelCauseFunc) {
-	t := time.NewTicker(max(w.timeout/4, time.Millisecond))
+	t := time.NewTicker(max(w.every, time.Millisecond))
 	defer t.Stop()
 	for {
 		select {

@@ -17,13 +17,14 @@ import (
 	"github.com/vesta-cx/euterpe/daemon"
 )
 
-// hungFFmpeg writes a program standing in for ffmpeg: it reports one
-// progress block, records its pid, then hangs without another word.
+// hungFFmpeg writes a program standing in for ffmpeg: it answers -version,
+// and otherwise reports one progress block, records its pid, then hangs
+// without another word.
 func hungFFmpeg(t *testing.T) (program, pidFile string) {
 	t.Helper()
 	dir := t.TempDir()
 	program, pidFile = filepath.Join(dir, "ffmpeg"), filepath.Join(dir, "pid")
-	script := "#!/bin/sh\n" +
+	script := "#!/bin/sh\n" + answersVersion +
 		"printf 'out_time_us=1000000\\ntotal_size=4096\\nprogress=continue\\n'\n" +
 		"echo $$ > " + pidFile + "\n" +
 		"exec sleep 300\n"
@@ -37,57 +38,73 @@ func hungFFmpeg(t *testing.T) (program, pidFile string) {
 // feeds the lease. After the stall timeout the runner stops renewing, kills
 // it and records a retryable transcode_stalled failure: the job is back in
 // queued with backoff and its attempt counted, instead of being held
-// forever by a timer-driven heartbeat.
+// forever by a timer-driven heartbeat. The stall is seen within a
+// heartbeat, before the lease it no longer renews runs out, also when a
+// quarter of the stall timeout is longer than the lease (fails without,
+// for that case: the lease ran out first, the attempt was abandoned as a
+// lost lease and the job stayed processing).
 func TestStalledTranscode(t *testing.T) {
-	eachEngine(t, func(t *testing.T, e *env) {
-		program, pidFile := hungFFmpeg(t)
-		e.putWAV("in/src.wav", 1)
-		id := e.enqueue("in/src.wav", oneOpus, nil)
-		const stall = time.Second
-		r := e.runner(func(s *runner.Settings) {
-			s.LeaseTTL = 300 * time.Millisecond
-			s.StallTimeout = stall
-			s.FFmpeg = program
+	cases := []struct {
+		name       string
+		ttl, stall time.Duration
+	}{
+		{"stall of a few leases", 300 * time.Millisecond, time.Second},
+		{"stall of many leases", 600 * time.Millisecond, 5 * time.Second},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			eachEngine(t, func(t *testing.T, e *env) { stalledTranscode(t, e, tc.ttl, tc.stall) })
 		})
-		start := time.Now()
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			if ok, err := r.RunOnce(ctx); !ok || err != nil {
-				t.Errorf("RunOnce: %v %v", ok, err)
-			}
-		}()
-		select {
-		case <-done:
-		case <-time.After(stall + 5*time.Second):
-			status := e.view(id).Status
-			cancel() // shut the runner down (kills the stand-in) before failing
-			<-done
-			t.Fatalf("stalled job still held %v after the stall timeout (status %s)", 5*time.Second, status)
-		}
-		if d := time.Since(start); d < stall {
-			t.Fatalf("attempt ended after %v, before the stall timeout", d)
-		}
-		v := e.view(id)
-		if v.Status != schema.StatusQueued || v.AttemptCount != 1 || v.LastError == nil || v.LastError.Code != "transcode_stalled" ||
-			v.NextAttemptAt == nil || v.WorkerID != nil {
-			t.Fatalf("after stall: status %s attempts %d err %+v next %v worker %v", v.Status, v.AttemptCount, v.LastError, v.NextAttemptAt, v.WorkerID)
-		}
-		if got := e.events(id); got[len(got)-1] != schema.StatusQueued {
-			t.Fatalf("events %v", got)
-		}
-		raw, err := os.ReadFile(pidFile)
-		if err != nil {
-			t.Fatalf("the stand-in ffmpeg never ran: %v", err)
-		}
-		pid, _ := strconv.Atoi(strings.TrimSpace(string(raw)))
-		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
-			t.Fatalf("hung ffmpeg %d still alive (kill 0: %v)", pid, err)
-		}
-		e.scratchEmpty()
+	}
+}
+
+func stalledTranscode(t *testing.T, e *env, ttl, stall time.Duration) {
+	program, pidFile := hungFFmpeg(t)
+	e.putWAV("in/src.wav", 1)
+	id := e.enqueue("in/src.wav", oneOpus, nil)
+	r := e.runner(func(s *runner.Settings) {
+		s.LeaseTTL = ttl
+		s.StallTimeout = stall
+		s.FFmpeg = program
 	})
+	start := time.Now()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if ok, err := r.RunOnce(ctx); !ok || err != nil {
+			t.Errorf("RunOnce: %v %v", ok, err)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(stall + 5*time.Second):
+		status := e.view(id).Status
+		cancel() // shut the runner down (kills the stand-in) before failing
+		<-done
+		t.Fatalf("stalled job still held %v after the stall timeout (status %s)", 5*time.Second, status)
+	}
+	if d := time.Since(start); d < stall {
+		t.Fatalf("attempt ended after %v, before the stall timeout", d)
+	}
+	v := e.view(id)
+	if v.Status != schema.StatusQueued || v.AttemptCount != 1 || v.LastError == nil || v.LastError.Code != "transcode_stalled" ||
+		v.NextAttemptAt == nil || v.WorkerID != nil {
+		t.Fatalf("after stall: status %s attempts %d err %+v next %v worker %v", v.Status, v.AttemptCount, v.LastError, v.NextAttemptAt, v.WorkerID)
+	}
+	if got := e.events(id); got[len(got)-1] != schema.StatusQueued {
+		t.Fatalf("events %v", got)
+	}
+	raw, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatalf("the stand-in ffmpeg never ran: %v", err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("hung ffmpeg %d still alive (kill 0: %v)", pid, err)
+	}
+	e.scratchEmpty()
 }
 
 // TestStallTimeoutSetting: the stall timeout defaults to max(2×lease TTL,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/vesta-cx/euterpe/central/inbox"
+	"github.com/vesta-cx/euterpe/central/runner"
 	"github.com/vesta-cx/euterpe/central/schema"
 )
 
@@ -103,7 +104,7 @@ func TestUnansweredPromotionRemoved(t *testing.T) {
 					want = e.objectSHA256(final)
 				}
 			}
-			v := e.drive(e.runner(nil), id, 60*time.Second)
+			v := e.drive(e.runner(func(s *runner.Settings) { s.UploadTimeout = time.Second }), id, 60*time.Second)
 			if v.Status != schema.StatusDeadLetter || v.LastError == nil || v.LastError.Code != "storage_timeout" {
 				t.Fatalf("%s: status %s err %+v, want dead_letter / storage_timeout", tc.name, v.Status, v.LastError)
 			}

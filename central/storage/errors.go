@@ -112,6 +112,8 @@ func (e *Error) ErrorCode() string {
 		return "storage_auth"
 	case e.Status == http.StatusNotFound && e.Op == "fetch":
 		return "source_not_found"
+	case sourceChanged(e.Op, e.Status):
+		return "source_changed"
 	case e.class == Throttled:
 		return "storage_throttled"
 	case e.timeout:
@@ -148,6 +150,8 @@ func newError(ctx context.Context, op, target string, status int, code string, e
 		e.class = Final
 	case status == 0:
 		e.class = Retryable
+	case sourceChanged(op, status):
+		e.class = Retryable
 	default:
 		cl, ok := codeClass[code]
 		if !ok {
@@ -156,6 +160,15 @@ func newError(ctx context.Context, op, target string, status int, code string, e
 		e.class = cl
 	}
 	return e
+}
+
+// sourceChanged reports a download refused because the source was replaced
+// after its stat: the GET is conditioned on the ETag the stat saw, so that
+// no download mixes two objects. A new try stats the new object and can
+// succeed. (A copy conditioned the same way stays final: its source is an
+// attempt's own staged object, which nothing else writes.)
+func sourceChanged(op string, status int) bool {
+	return op == "fetch" && status == http.StatusPreconditionFailed
 }
 
 // timedOut reports a request that ran out of time: a context deadline

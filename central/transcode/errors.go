@@ -9,8 +9,8 @@ import (
 
 // Sentinels matched with errors.Is.
 var (
-	// ErrMissing: ffmpeg or ffprobe is not on PATH. The machine, not the
-	// job, is at fault.
+	// ErrMissing: ffmpeg or ffprobe is not on PATH, or is there but
+	// cannot run (see BrokenError). The machine, not the job, is at fault.
 	ErrMissing = errors.New("program not found on PATH")
 	// ErrInvalidMedia: ffprobe cannot read the source or it has no audio.
 	ErrInvalidMedia = errors.New("invalid media")
@@ -39,6 +39,33 @@ func (e *MissingError) Error() string {
 
 func (e *MissingError) Is(target error) bool { return target == ErrMissing }
 func (e *MissingError) Unwrap() error        { return e.Err }
+
+// BrokenError reports a program that is on PATH but cannot run: it could
+// not be started (not executable, not a program this machine runs), it
+// exited 126 or 127, the statuses with which the dynamic loader reports a
+// missing shared library and a shell a command it cannot find or execute
+// (a wrapper pointing at nothing), or it failed to answer -version (see
+// Check). Such a program fails every job alike, so it counts as missing.
+type BrokenError struct {
+	Program  string
+	ExitCode int    // the status it exited with; 0 when it did not exit with one
+	Stderr   string // the tail of what it printed
+	Err      error  // why it could not be started, or how it ended
+}
+
+func (e *BrokenError) Error() string {
+	msg := e.Program + " cannot run"
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	if e.Stderr != "" {
+		msg += ": " + e.Stderr
+	}
+	return msg
+}
+
+func (e *BrokenError) Is(target error) bool { return target == ErrMissing }
+func (e *BrokenError) Unwrap() error        { return e.Err }
 
 // RunError reports a program that ran and failed. Stderr is the tail of what
 // it printed (bounded), which names the problem with the media.

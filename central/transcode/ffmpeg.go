@@ -42,14 +42,54 @@ func (t Tools) lookup(name, def string) (string, error) {
 	return p, nil
 }
 
-// Check reports whether both programs are available; the runner's
-// readiness probe uses it.
-func (t Tools) Check(context.Context) error {
-	if _, err := t.lookup(t.FFmpeg, "ffmpeg"); err != nil {
+// checkTimeout bounds each program's answer to -version in Check: one
+// that takes longer merely to start would hold up every job as well.
+const checkTimeout = 10 * time.Second
+
+// Check reports whether both programs run: each must be on PATH and answer
+// -version with status 0 within checkTimeout. One that is there but cannot
+// run (a shared library missing after a partial upgrade, a wrapper pointing
+// at nothing) fails it as a missing one does, with a *BrokenError. When ctx
+// ends first, Check returns ctx's error, which says nothing of the
+// programs. Each call starts both programs: the runner's readiness probe
+// keeps its answer for a while.
+func (t Tools) Check(ctx context.Context) error {
+	if err := t.version(ctx, t.FFmpeg, "ffmpeg"); err != nil {
 		return err
 	}
-	_, err := t.lookup(t.FFprobe, "ffprobe")
-	return err
+	return t.version(ctx, t.FFprobe, "ffprobe")
+}
+
+// version runs the program name (def when empty) with -version.
+func (t Tools) version(ctx context.Context, name, def string) error {
+	bin, err := t.lookup(name, def)
+	if err != nil {
+		return err
+	}
+	vctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(vctx, bin, "-hide_banner", "-version")
+	cmd.WaitDelay = 2 * time.Second
+	cmd.Env = daemon.ChildEnv(os.Environ())
+	procgroup.Contain(cmd)
+	stderr := &tail{max: 2048}
+	cmd.Stderr = stderr
+	err = procgroup.Run(cmd)
+	switch {
+	case err == nil, errors.Is(err, exec.ErrWaitDelay): // it exited 0
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case vctx.Err() != nil:
+		return &BrokenError{Program: def, Stderr: stderr.String(),
+			Err: fmt.Errorf("%s gave no answer to -version within %s", bin, checkTimeout)}
+	}
+	be := &BrokenError{Program: def, Stderr: stderr.String(), Err: err}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		be.ExitCode = ee.ExitCode()
+	}
+	return be
 }
 
 // Info is what ffprobe reports about a source.
@@ -82,7 +122,7 @@ func (t Tools) Probe(ctx context.Context, path string) (Info, error) {
 	}
 	held := errors.Is(err, exec.ErrWaitDelay)
 	if err != nil && !held {
-		return Info{}, runErr("ffprobe", err, stderr.String(), ErrInvalidMedia)
+		return Info{}, runErr(cmd, "ffprobe", err, stderr.String(), ErrInvalidMedia)
 	}
 	var doc struct {
 		Format struct {
@@ -170,7 +210,7 @@ func (t Tools) Transcode(ctx context.Context, r Rendition, in, out string, total
 		err = nil
 	}
 	if err != nil {
-		return 0, runErr("ffmpeg", err, stderr.String(), ErrFailed)
+		return 0, runErr(cmd, "ffmpeg", err, stderr.String(), ErrFailed)
 	}
 	return res.done, nil
 }
@@ -235,10 +275,19 @@ func readProgress(r io.Reader, total time.Duration, progress func(Progress)) pro
 	return progressEnd{done: done, ended: ended}
 }
 
-func runErr(program string, err error, stderr string, kind error) error {
+// runErr describes the failed run of cmd. A program that could not be
+// started, or exited 126 or 127, is broken (see BrokenError): the machine's
+// fault whatever the media, so kind does not apply.
+func runErr(cmd *exec.Cmd, program string, err error, stderr string, kind error) error {
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) {
+		if cmd.Process == nil {
+			return &BrokenError{Program: program, Err: err}
+		}
 		return fmt.Errorf("run %s: %w", program, err)
+	}
+	if code := ee.ExitCode(); code == 126 || code == 127 {
+		return &BrokenError{Program: program, ExitCode: code, Stderr: stderr, Err: ee}
 	}
 	if diskFull(stderr) {
 		kind = ErrLocalIO

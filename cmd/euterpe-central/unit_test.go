@@ -81,6 +81,7 @@ func TestDefaultStateDirIsTheUnits(t *testing.T) {
 // The example environment file, shipped as the package's conffile
 // /etc/euterpe/central.env, shows real settings with their real defaults.
 func TestEnvExampleMatchesSettings(t *testing.T) {
+	t.Setenv("TMPDIR", "") // defaults under os.TempDir() are documented under /tmp
 	text, err := os.ReadFile("../../systemd/central.env.example")
 	if err != nil {
 		t.Fatal(err)

@@ -43,6 +43,10 @@ type Proxy struct {
 	// lost has one channel per lost initiation, closed once the server
 	// has answered it.
 	lost []chan struct{}
+	// beforeGets is how many of the next object downloads run beforeGet
+	// before they are forwarded.
+	beforeGets int
+	beforeGet  func()
 }
 
 // New starts a proxy to upstream (e.g. testsvc.S3Bucket.Endpoint), closed
@@ -96,7 +100,15 @@ func New(t testing.TB, upstream string) *Proxy {
 			p.lost = append(p.lost, created)
 		}
 		lost := p.lost
+		var before func()
+		if r.Method == http.MethodGet && r.URL.RawQuery == "" && p.beforeGets > 0 {
+			p.beforeGets--
+			before = p.beforeGet
+		}
 		p.mu.Unlock()
+		if before != nil {
+			before()
+		}
 		if lose {
 			// The upload is created; its ID is held back until the
 			// client gives up waiting for it.
@@ -204,6 +216,15 @@ func (p *Proxy) SlowStats(n int, d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.slowStats, p.slowStat = n, d
+}
+
+// BeforeGets makes the next n object downloads (GETs without a query)
+// wait for fn before they are forwarded: for changing the object between
+// a client's stat of it and its download.
+func (p *Proxy) BeforeGets(n int, fn func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.beforeGets, p.beforeGet = n, fn
 }
 
 // LoseInitiations makes the next n multipart initiations reach the server

@@ -225,7 +225,11 @@ func runDaemon(parent context.Context, log *slog.Logger, s *serveSettings, geten
 
 	notifier.Ready()
 	log.Info("serving", "addr", ln.Addr().String(), "version", daemon.Version, "components", len(comps))
-	serveErr := daemon.ServeUntil(runCtx, daemon.NewHTTPServer(e), ln, s.Grace)
+	srv := daemon.NewHTTPServer(e)
+	// Event streams stay open until their client leaves; ended at the
+	// stop, they do not hold the HTTP shutdown for the whole grace.
+	daemon.EndStreamsAtShutdown(e, srv)
+	serveErr := daemon.ServeUntil(runCtx, srv, ln, s.Grace)
 	cancelRun()
 	// Neither can block once runCtx is done.
 	<-watchdog

@@ -32,6 +32,7 @@ type server struct {
 	Log   *testsvc.LogBuffer // what the gateway logged, at info and above
 	stop  context.CancelFunc
 	done  chan struct{}
+	ran   chan struct{} // closed when the gateway's Run has returned
 }
 
 func testSettings() gateway.Settings {
@@ -64,6 +65,22 @@ func startHookedServer(t testing.TB, set gateway.Settings, cmds *testsvc.Command
 // open requests to end on Stop set by the caller.
 func startServerFull(t testing.TB, set gateway.Settings, shutdownGrace time.Duration, cmds *testsvc.CommandLog, hooks ...redis.Hook) *server {
 	t.Helper()
+	return startServerWith(t, set, serverOptions{shutdownGrace: shutdownGrace, cmds: cmds, hooks: hooks})
+}
+
+// serverOptions are what startServerWith takes besides the settings.
+type serverOptions struct {
+	shutdownGrace time.Duration // the time the HTTP server gives open requests to end on Stop
+	cmds          *testsvc.CommandLog
+	hooks         []redis.Hook // added to the shared pool, not the SSE reader
+	// readerVia, when set, gives the address the SSE reader dials in
+	// place of the Redis server's (a proxy in front of it).
+	readerVia func(redisAddr string) string
+}
+
+func startServerWith(t testing.TB, set gateway.Settings, o serverOptions) *server {
+	t.Helper()
+	shutdownGrace, cmds, hooks := o.shutdownGrace, o.cmds, o.hooks
 	rdb, opt := testsvc.Redis(t)
 	// A name of its own, so connection counts never include another
 	// test's connections that the server has not finished closing.
@@ -83,16 +100,22 @@ func startServerFull(t testing.TB, set gateway.Settings, shutdownGrace time.Dura
 	logs := &testsvc.LogBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	store := jobs.NewStore(shared)
-	gw := gateway.New(log, set, store, opt)
+	readerOpt := opt
+	if o.readerVia != nil {
+		ro := *opt
+		ro.Addr = o.readerVia(opt.Addr)
+		readerOpt = &ro
+	}
+	gw := gateway.New(log, set, store, readerOpt)
 	e := daemon.NewEcho(log)
 	gw.Mount(e)
 	ln, err := daemon.Listen("EUTERPE_TEST_ADDR", "127.0.0.1:0")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &server{URL: "http://" + ln.Addr().String(), Name: opt.ClientName, RDB: rdb, Store: store, GW: gw, Log: logs, stop: cancel, done: make(chan struct{})}
+	s := &server{URL: "http://" + ln.Addr().String(), Name: opt.ClientName, RDB: rdb, Store: store, GW: gw, Log: logs, stop: cancel, done: make(chan struct{}), ran: make(chan struct{})}
 	go func() {
 		defer close(s.done)
-		go func() { _ = gw.Run(ctx) }()
+		go func() { defer close(s.ran); _ = gw.Run(ctx) }()
 		_ = daemon.ServeUntil(ctx, daemon.NewHTTPServer(e), ln, shutdownGrace)
 	}()
 	t.Cleanup(s.Stop)

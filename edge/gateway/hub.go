@@ -28,6 +28,12 @@ const (
 	readCount    = 256
 	readBlock    = 2 * time.Second
 	unblockTries = 50
+	// At shutdown the unblock is retried longer: a miss holds every open
+	// stream, and the stop, for the rest of readBlock.
+	shutdownUnblockTries = 250
+
+	retryMin = 250 * time.Millisecond // first pause after a failed read
+	retryMax = 5 * time.Second        // longest pause while reads keep failing
 )
 
 // Hub is the shared fan-out reader of job event streams. One goroutine
@@ -59,9 +65,19 @@ type Sub struct {
 	// CatchUpTo, when not zero, is the reader's cursor at subscription: the
 	// subscriber must fetch (after, CatchUpTo] itself before reading C.
 	CatchUpTo jobs.StreamID
-	C         <-chan jobs.Event
-	c         chan jobs.Event
+	C         <-chan *Entry
+	c         chan *Entry
 	err       error
+}
+
+// Entry is one event as the hub hands it to every subscriber of its job.
+// They share it, and its SSE frame with it: a done event carries the
+// job's whole result, many MiB, which each stream would otherwise encode
+// and copy again.
+type Entry struct {
+	jobs.Event
+	once  sync.Once
+	frame []byte
 }
 
 // Err says why C was closed: ErrHubClosed, ErrLagged or ErrNotStream (nil
@@ -104,7 +120,7 @@ func NewHub(log *slog.Logger, opt *redis.Options, ctl redis.UniversalClient) *Hu
 // Each subscriber skips what is not after its own id; one whose id is
 // behind the feed's cursor fetches the gap itself (CatchUpTo).
 func (h *Hub) Subscribe(ctx context.Context, job string, after jobs.StreamID) (*Sub, error) {
-	c := make(chan jobs.Event, subBuffer)
+	c := make(chan *Entry, subBuffer)
 	s := &Sub{Job: job, C: c, c: c}
 	h.mu.Lock()
 	if h.closed {
@@ -189,16 +205,22 @@ func (h *Hub) Feeds() int {
 }
 
 // poke makes the reader pick up a new feed now rather than after its
-// blocking call times out: CLIENT UNBLOCK on its connection, retried
-// briefly in case the XREAD has not reached Redis yet.
+// blocking call times out.
 func (h *Hub) poke() {
 	select {
 	case h.wake <- struct{}{}:
 	default:
 	}
-	for range unblockTries {
+	h.unblock(unblockTries, func() bool { return h.snapGen < h.gen })
+}
+
+// unblock interrupts the reader's blocking XREAD with CLIENT UNBLOCK while
+// it is inside one and need (called under h.mu) holds, retrying up to
+// tries times in case the XREAD has not reached Redis yet.
+func (h *Hub) unblock(tries int, need func() bool) {
+	for range tries {
 		h.mu.Lock()
-		stale := h.blocked && h.snapGen < h.gen
+		stale := h.blocked && need()
 		h.mu.Unlock()
 		if !stale {
 			return
@@ -215,9 +237,27 @@ func (h *Hub) poke() {
 
 // Run reads until ctx is done, then closes every subscription with
 // ErrHubClosed so SSE handlers end and graceful shutdown is not held up.
+// go-redis does not cut a blocking read short when its context is
+// cancelled, so the XREAD in progress is interrupted with CLIENT UNBLOCK:
+// left alone, it would hold the shutdown for up to readBlock.
+//
+// While reads fail (Redis down or restarting) it retries after
+// retryMin, doubling up to retryMax, and logs the first failure and the
+// recovery rather than every attempt.
 func (h *Hub) Run(ctx context.Context) error {
 	defer h.reader.Close()
 	defer h.shutdown()
+	unblocked := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(unblocked)
+		h.unblock(shutdownUnblockTries, func() bool { return true })
+	})
+	defer func() {
+		if !stop() {
+			<-unblocked // nothing started here outlives Run
+		}
+	}()
+	var wait time.Duration // before the next read; 0 while reads succeed
 	for ctx.Err() == nil {
 		streams := h.snapshot()
 		if streams == nil {
@@ -231,10 +271,7 @@ func (h *Hub) Run(ctx context.Context) error {
 		h.mu.Lock()
 		h.blocked = false
 		h.mu.Unlock()
-		if errors.Is(err, redis.Nil) {
-			continue
-		}
-		if err != nil {
+		if err != nil && !errors.Is(err, redis.Nil) {
 			if ctx.Err() != nil {
 				break
 			}
@@ -244,14 +281,26 @@ func (h *Hub) Run(ctx context.Context) error {
 			if jobs.IsWrongType(err) && h.dropNotStreams(ctx) {
 				continue
 			}
-			h.log.Warn("event hub read failed", "err", err)
+			if wait == 0 {
+				h.log.Warn("event hub cannot read from Redis; retrying", "err", err)
+				wait = retryMin
+			} else {
+				wait = min(2*wait, retryMax)
+			}
 			select {
 			case <-ctx.Done():
-			case <-time.After(250 * time.Millisecond):
+			case <-h.wake: // a new watcher got through to Redis: it may be back
+			case <-time.After(wait):
 			}
 			continue
 		}
-		h.dispatch(res)
+		if wait != 0 {
+			h.log.Info("event hub reads from Redis again")
+			wait = 0
+		}
+		if err == nil {
+			h.dispatch(res)
+		}
 	}
 	return nil
 }
@@ -288,10 +337,10 @@ func (h *Hub) dispatch(res []redis.XStream) {
 				continue
 			}
 			f.cursor = id
-			ev := jobs.EventFromValues(m.ID, m.Values)
+			e := &Entry{Event: jobs.EventFromValues(m.ID, m.Values)}
 			for s := range f.subs {
 				select {
-				case s.c <- ev:
+				case s.c <- e:
 				default:
 					h.removeLocked(s, ErrLagged)
 				}

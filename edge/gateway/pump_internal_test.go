@@ -44,8 +44,8 @@ func testPumpCatchUpBetweenEntriesMakesProgress(t *testing.T) {
 	}
 	cursor := gap.Next()                                 // between the two entries
 	sub := &Sub{Job: c.ID, CatchUpTo: gap.Next().Next()} // also between them
-	ch := make(chan jobs.Event, 1)
-	ch <- evs[0]
+	ch := make(chan *Entry, 1)
+	ch <- &Entry{Event: evs[0]}
 	close(ch)
 	sub.C = ch
 

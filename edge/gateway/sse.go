@@ -203,9 +203,9 @@ func (g *Gateway) follow(ctx context.Context, id string, cursor jobs.StreamID, s
 
 // pump sends sub's events. Once *grace is set (a nil channel never fires)
 // the job's hash is known to be terminal: its terminal event ends the
-// stream as usual, and *grace firing first ends it without one.
+// stream as usual, and *grace firing first ends it after what Redis holds
+// by then, terminal event or not.
 func (g *Gateway) pump(ctx context.Context, sub *Sub, cursor *jobs.StreamID, s *sseWriter, beat <-chan time.Time, grace *<-chan time.Time) error {
-	send := func(ev jobs.Event) error { return s.event(cursor, ev) }
 	// Catch up from Redis to where the shared reader was when we joined.
 	// Entries after CatchUpTo come live; once a page reaches past it (or
 	// the stream ends) everything up to it has been sent, so the cursor
@@ -222,7 +222,7 @@ func (g *Gateway) pump(ctx context.Context, sub *Sub, cursor *jobs.StreamID, s *
 				past = true
 				break
 			}
-			if err := send(ev); err != nil {
+			if err := s.event(cursor, ev); err != nil {
 				return err
 			}
 		}
@@ -237,14 +237,20 @@ func (g *Gateway) pump(ctx context.Context, sub *Sub, cursor *jobs.StreamID, s *
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case ev, ok := <-sub.C:
+		case e, ok := <-sub.C:
 			if !ok {
 				return sub.Err()
 			}
-			if err := send(ev); err != nil {
+			if err := s.entry(cursor, e); err != nil {
 				return err
 			}
 		case <-*grace:
+			// The shared reader may not have read the job's stream yet
+			// (a new feed joins its next XREAD, which can come after a
+			// whole readBlock): what Redis holds decides, once.
+			if err := g.replay(ctx, sub.Job, cursor, s); err != nil {
+				return err
+			}
 			g.log.Info("job finished without a terminal event; ending its event stream", "job_id", sub.Job)
 			return errStreamEnd
 		case <-beat:
@@ -309,6 +315,28 @@ const keptBuffer = 1 << 20
 // event sends ev unless the cursor is already at or past it, moves the
 // cursor, and returns errStreamEnd after a terminal event.
 func (s *sseWriter) event(cursor *jobs.StreamID, ev jobs.Event) error {
+	return s.send(cursor, ev, func() error {
+		data, _ := json.Marshal(ev)
+		s.frame(ev.ID, ev.Type, data)
+		return s.flush()
+	})
+}
+
+// entry is event for an entry of the shared reader: the frame all its
+// subscribers send is built once, by the first to send it, and each
+// writes it from there rather than from a copy of its own.
+func (s *sseWriter) entry(cursor *jobs.StreamID, e *Entry) error {
+	return s.send(cursor, e.Event, func() error {
+		e.once.Do(func() {
+			data, _ := json.Marshal(e.Event)
+			e.frame = appendFrame(make([]byte, 0, len(data)+len(e.ID)+len(e.Type)+32), e.ID, e.Type, data)
+		})
+		return s.flushWith(e.frame)
+	})
+}
+
+// send is event and entry, with write sending the frame.
+func (s *sseWriter) send(cursor *jobs.StreamID, ev jobs.Event, write func() error) error {
 	eid := jobs.MustStreamID(ev.ID)
 	if !cursor.Less(eid) {
 		// Already sent — or the client's Last-Event-ID is past it. A
@@ -318,9 +346,7 @@ func (s *sseWriter) event(cursor *jobs.StreamID, ev jobs.Event) error {
 		}
 		return nil
 	}
-	data, _ := json.Marshal(ev)
-	s.frame(ev.ID, ev.Type, data)
-	if err := s.flush(); err != nil {
+	if err := write(); err != nil {
 		return err
 	}
 	*cursor = eid
@@ -330,38 +356,45 @@ func (s *sseWriter) event(cursor *jobs.StreamID, ev jobs.Event) error {
 	return nil
 }
 
-// frame appends one event. A CR or LF ends an SSE line wherever it
-// appears, so a value carrying one could forge fields or whole events (an
-// event type is whatever a worker wrote to the stream, and a forged "done"
-// would end the client's stream): id and event are kept to one line, each
-// CR and LF replaced by U+FFFD (a name no real type has, while the entry
-// in data still carries the type as stored), and data lines go out as
-// data fields of their own, which clients join back with LF.
+// frame appends one event to the buffer.
 func (s *sseWriter) frame(id, event string, data []byte) {
+	s.buf = appendFrame(s.buf, id, event, data)
+}
+
+// appendFrame appends one event to buf. A CR or LF ends an SSE line
+// wherever it appears, so a value carrying one could forge fields or whole
+// events (an event type is whatever a worker wrote to the stream, and a
+// forged "done" would end the client's stream): id and event are kept to
+// one line, each CR and LF replaced by U+FFFD (a name no real type has,
+// while the entry in data still carries the type as stored), and data
+// lines go out as data fields of their own, which clients join back with
+// LF.
+func appendFrame(buf []byte, id, event string, data []byte) []byte {
 	if id != "" {
-		s.buf = append(s.buf, "id: "...)
-		s.buf = appendOneLine(s.buf, id)
-		s.buf = append(s.buf, '\n')
+		buf = append(buf, "id: "...)
+		buf = appendOneLine(buf, id)
+		buf = append(buf, '\n')
 	}
-	s.buf = append(s.buf, "event: "...)
-	s.buf = appendOneLine(s.buf, event)
-	s.buf = append(s.buf, '\n')
+	buf = append(buf, "event: "...)
+	buf = appendOneLine(buf, event)
+	buf = append(buf, '\n')
 	// data is JSON, whose encoders escape line breaks: two vectorised
 	// scans find none, and the loop below is for what another writer of
 	// the stream may have stored.
 	for bytes.IndexByte(data, '\n') >= 0 || bytes.IndexByte(data, '\r') >= 0 {
 		i := bytes.IndexAny(data, "\r\n")
-		s.buf = append(s.buf, "data: "...)
-		s.buf = append(s.buf, data[:i]...)
-		s.buf = append(s.buf, '\n')
+		buf = append(buf, "data: "...)
+		buf = append(buf, data[:i]...)
+		buf = append(buf, '\n')
 		if data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n' {
 			i++
 		}
 		data = data[i+1:]
 	}
-	s.buf = append(s.buf, "data: "...)
-	s.buf = append(s.buf, data...)
-	s.buf = append(s.buf, "\n\n"...)
+	buf = append(buf, "data: "...)
+	buf = append(buf, data...)
+	buf = append(buf, "\n\n"...)
+	return buf
 }
 
 // appendOneLine appends v with every CR and LF replaced by U+FFFD.
@@ -385,12 +418,19 @@ func (s *sseWriter) comment(text string) {
 
 // flush writes the buffered frames in pieces of writePiece bytes, each
 // under a deadline of its own, and flushes them to the client.
-func (s *sseWriter) flush() error {
-	if len(s.buf) == 0 {
+func (s *sseWriter) flush() error { return s.flushWith(nil) }
+
+// flushWith is flush with frame written after the buffered frames, as it
+// is: other streams share it, and it may be large.
+func (s *sseWriter) flushWith(frame []byte) error {
+	if len(s.buf) == 0 && len(frame) == 0 {
 		return nil
 	}
 	rc := http.NewResponseController(s.w.Writer)
 	err := s.writePieces(rc, s.buf)
+	if err == nil {
+		err = s.writePieces(rc, frame)
+	}
 	if cap(s.buf) > keptBuffer {
 		s.buf = nil
 	} else {

@@ -179,7 +179,9 @@ func TestSSEEndsOnShutdown(t *testing.T) { testsvc.EachRedis(t, testSSEEndsOnShu
 func testSSEEndsOnShutdown(t *testing.T) {
 	// The HTTP server would give open requests a minute to end, so a stream
 	// that waited for its job instead of ending on shutdown holds Stop that
-	// long, far past the bound below.
+	// long, far past the bound below. Nor may the stream, or the gateway's
+	// Run, wait for the shared reader's blocking read (2 s, begun when the
+	// stream subscribed, just before queued) to time out.
 	s := startServerFull(t, testSettings(), time.Minute, nil)
 	id := newJob(t, s)
 	c := s.events(t, id, nil, "")
@@ -189,7 +191,13 @@ func testSSEEndsOnShutdown(t *testing.T) {
 	s.Stop()
 	_, err := c.next()
 	assert.Error(t, err)
-	assert.Less(t, time.Since(start), 20*time.Second, "shutdown must not wait for open streams")
+	assert.Less(t, time.Since(start), 1500*time.Millisecond, "shutdown must not wait for open streams")
+	select {
+	case <-s.ran:
+		assert.Less(t, time.Since(start), 1500*time.Millisecond, "the gateway's Run returned after")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the gateway's Run did not return")
+	}
 }
 
 // Many watching clients share one reader connection.

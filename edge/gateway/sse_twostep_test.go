@@ -104,3 +104,47 @@ func (h *doneReads) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h *doneReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
+
+// A terminal event stored within the grace ends the stream even when the
+// shared reader has not passed it on by then (a new job's stream joins
+// the reader's next blocking read, which may come a whole read later; here
+// the reply carrying the event is held back on its way): when the grace
+// fires, the stream reads what Redis holds once more before it ends.
+func TestSSETerminalGraceEndsWithStoredEvent(t *testing.T) {
+	testsvc.EachRedis(t, testSSETerminalGraceEndsWithStoredEvent)
+}
+
+func testSSETerminalGraceEndsWithStoredEvent(t *testing.T) {
+	var proxy *testsvc.LateProxy
+	// The reply is held past the grace; both are kept short because the
+	// proxy holds the test's end until the reply is through.
+	s := startServerWith(t, gateway.WithTerminalGrace(testSettings(), time.Second), serverOptions{shutdownGrace: 5 * time.Second, readerVia: func(addr string) string {
+		proxy = testsvc.NewLateProxy(t, addr)
+		return proxy.Addr()
+	}})
+	ctx := context.Background()
+	id := newJob(t, s)
+	_, err := s.Store.SetRunning(ctx, id, "foreign.start", nil)
+	require.NoError(t, err)
+	// Step one: the hash says done.
+	require.NoError(t, s.RDB.HSet(ctx, jobs.JobKey(id), "status", jobs.Done, "result", `{"ok":true}`).Err())
+	// Nothing is watched yet, so the reader's next read is the stream's.
+	proxy.Arm("XREAD", 3*time.Second)
+	cl := s.events(t, id, nil, "")
+	for _, want := range []string{"hello", "queued", "running"} {
+		f, err := cl.next()
+		require.NoError(t, err)
+		require.Equal(t, want, f.Event)
+	}
+	// Step two, well within the grace, once the stream waits on the
+	// reader and the reader's read is sent: stored any earlier, the event
+	// would come with the stream's own catch-up.
+	require.Eventually(t, func() bool { return s.GW.Hub().Feeds() == 1 && proxy.Matched() > 0 }, 5*time.Second, time.Millisecond)
+	done, err := s.RDB.XAdd(ctx, &redis.XAddArgs{Stream: jobs.EventsKey(id), Values: []any{
+		"type", "done", "ts", "1", "step", "foreign.finish", "data", `{"ok":true}`}}).Result()
+	require.NoError(t, err)
+	fs := cl.all(t)
+	require.NotEmpty(t, fs, "the stream ended without the terminal event")
+	assert.Equal(t, "done@"+done, fs[len(fs)-1].Event+"@"+fs[len(fs)-1].ID)
+	assert.Equal(t, 1, proxy.Held(), "the reader's reply was held back")
+}

@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -22,98 +20,12 @@ import (
 	"github.com/vesta-cx/euterpe/edge/jobs"
 )
 
-// cutProxy forwards TCP connections to a Redis server until cut: then every
-// forwarded connection is closed and new ones are closed as soon as they
-// are accepted, as a restarting server does, until restore.
-type cutProxy struct {
-	ln     net.Listener
-	target string
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	cut    bool
-	conns  map[net.Conn]struct{}
-}
-
-func newCutProxy(t *testing.T, target string) *cutProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	x := &cutProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	x.wg.Add(1)
-	go x.accept()
-	t.Cleanup(x.close)
-	return x
-}
-
-func (x *cutProxy) addr() string { return x.ln.Addr().String() }
-
-func (x *cutProxy) accept() {
-	defer x.wg.Done()
-	for {
-		c, err := x.ln.Accept()
-		if err != nil {
-			return
-		}
-		x.mu.Lock()
-		cut := x.cut
-		x.mu.Unlock()
-		if cut {
-			_ = c.Close()
-			continue
-		}
-		up, err := net.Dial("tcp", x.target)
-		if err != nil {
-			_ = c.Close()
-			continue
-		}
-		if !x.hold(c, up) {
-			continue
-		}
-		x.wg.Add(2)
-		go func() { defer x.wg.Done(); _, _ = io.Copy(up, c); _ = up.Close() }()
-		go func() { defer x.wg.Done(); _, _ = io.Copy(c, up); _ = c.Close() }()
-	}
-}
-
-// hold registers a forwarded pair, or closes it when the proxy was cut
-// meanwhile.
-func (x *cutProxy) hold(c, up net.Conn) bool {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.cut {
-		_ = c.Close()
-		_ = up.Close()
-		return false
-	}
-	x.conns[c], x.conns[up] = struct{}{}, struct{}{}
-	return true
-}
-
-// setCut cuts (true) or restores (false) the way to Redis.
-func (x *cutProxy) setCut(cut bool) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	x.cut = cut
-	if cut {
-		for c := range x.conns {
-			_ = c.Close()
-		}
-		clear(x.conns)
-	}
-}
-
-func (x *cutProxy) close() {
-	_ = x.ln.Close()
-	x.setCut(true)
-	x.wg.Wait()
-}
-
-// outageRig is a pool whose Redis client goes through a cutProxy, running
+// outageRig is a pool whose Redis client goes through a testsvc.CutProxy, running
 // one backend that blocks until released and counts its runs.
 type outageRig struct {
 	rdb     *redis.Client // direct, for the test's own reads
 	st      *jobs.Store
-	proxy   *cutProxy
+	proxy   *testsvc.CutProxy
 	logs    *testsvc.LogBuffer
 	runs    atomic.Int32
 	started chan string
@@ -129,9 +41,9 @@ func newOutageRig(t *testing.T, s Settings) *outageRig {
 	t.Helper()
 	rdb, st, opts := newRedis(t)
 	r := &outageRig{rdb: rdb, st: st, logs: &testsvc.LogBuffer{}, started: make(chan string, 4), release: make(chan struct{})}
-	r.proxy = newCutProxy(t, opts.Addr)
+	r.proxy = testsvc.NewCutProxy(t, opts.Addr)
 	po := *opts
-	po.Addr = r.proxy.addr()
+	po.Addr = r.proxy.Addr()
 	po.MaxRetries = -1
 	po.DialTimeout = time.Second
 	via := redis.NewClient(&po)
@@ -152,7 +64,7 @@ func newOutageRig(t *testing.T, s Settings) *outageRig {
 	r.stop, r.done = cancel, make(chan error, 1)
 	go func() { r.done <- p.Run(ctx) }()
 	t.Cleanup(func() {
-		r.proxy.setCut(false)
+		r.proxy.SetCut(false)
 		cancel()
 		select {
 		case <-r.done:
@@ -184,7 +96,7 @@ func (r *outageRig) finishDuringOutage(t *testing.T) string {
 		t.Fatal("job never started")
 	}
 	waitStatus(t, r.st, id, jobs.Running, 5*time.Second)
-	r.proxy.setCut(true)
+	r.proxy.SetCut(true)
 	close(r.release)
 	r.waitLog(t, "finish job; retrying", 10*time.Second)
 	return id
@@ -208,7 +120,7 @@ func TestOutcomeWaitsOutRedisOutage(t *testing.T) {
 		require.Equal(t, jobs.Running, j.Status)
 		assert.NotContains(t, r.logs.String(), "job outcome not written")
 
-		r.proxy.setCut(false)
+		r.proxy.SetCut(false)
 		j = waitTerminal(t, r.st, id, 15*time.Second)
 		assert.Equal(t, jobs.Done, j.Status)
 		assert.JSONEq(t, `{"run":1}`, string(j.Result))

@@ -8,9 +8,12 @@ TEST_TIMEOUT  ?= 25m
 # Packages: nfpm run as a pinned tool, so its dependencies stay out of go.mod.
 NFPM          := github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
 # Evaluated once, so the packages built and the checks agree even if the
-# tree changes while make runs.
+# tree changes while make runs; and only for them (it asks git, which a
+# source tree without .git cannot answer).
 ifndef DEB_VERSION
+ifneq ($(filter packages%,$(MAKECMDGOALS)),)
 DEB_VERSION   := $(shell packaging/debversion.sh)
+endif
 endif
 STAMPED       := $(VERSION)
 DEB_ARCHES    := amd64 arm64

@@ -17,6 +17,7 @@ import (
 	"github.com/vesta-cx/euterpe/central/idempotency"
 	"github.com/vesta-cx/euterpe/central/inbox"
 	"github.com/vesta-cx/euterpe/central/requesters"
+	"github.com/vesta-cx/euterpe/central/ssrf"
 	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 )
@@ -142,6 +143,11 @@ func (a *API) enqueue(c echo.Context) error {
 	}
 	var fe *FieldError
 	if errors.As(err, &fe) {
+		var re *ssrf.RefusedError
+		if errors.As(err, &re) {
+			a.cfg.Log.Info("callback URL refused by the outbound address policy", "requester_id", req.ID,
+				"field", fe.Field, "host", re.Host, "reason", re.Reason, "hint", ssrf.Hint)
+		}
 		return daemon.Errorf(http.StatusBadRequest, "invalid_request", "%s %s", fe.Field, fe.Reason)
 	}
 	if err != nil {
@@ -164,7 +170,9 @@ func (a *API) enqueue(c echo.Context) error {
 		}
 		// Only a request that creates the job needs live credentials; the
 		// error rolls the key's reservation back with the transaction.
-		if err := r.unexpired(time.Now()); err != nil {
+		// Expiry is judged at the transaction's time, like the key's: a pod
+		// whose clock runs ahead must not refuse credentials still valid.
+		if err := r.unexpired(now); err != nil {
 			return err
 		}
 		return a.cfg.Inbox.Insert(ctx, tx, inbox.NewJob{

@@ -515,19 +515,22 @@ func TestNoCredentialLeaks(t *testing.T) {
 // TestEnqueueRealAddressPolicy runs the API with the production address
 // policy (ssrf.Policy{}.CheckURL, private destinations refused): a
 // refresh_url on the cloud metadata address or a status_webhook_url on
-// loopback is answered 400 with a message starting with the field, and
-// nothing is written; the same body with public URLs is accepted.
+// loopback or a private network is answered 400 with a message starting
+// with the field and naming the host and why, and nothing is written; the
+// same body with public URLs is accepted. How to lift the policy is an
+// operator's matter: the server log says it, the answer does not.
 func TestEnqueueRealAddressPolicy(t *testing.T) {
 	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
 		e := startWith(t, db, ssrf.Policy{}.CheckURL)
 		key := e.requester()
 		for i, tc := range []struct {
-			field, url string
+			field, url, host, reason string
 		}{
-			{"refresh_url", "http://169.254.169.254/"},
-			{"refresh_url", "http://[::ffff:169.254.169.254]/latest/meta-data"},
-			{"status_webhook_url", "http://127.0.0.1:1/"},
-			{"status_webhook_url", "http://localhost:8080/hook"},
+			{"refresh_url", "http://169.254.169.254/", "169.254.169.254", "link-local"},
+			{"refresh_url", "http://[::ffff:169.254.169.254]/latest/meta-data", "::ffff:169.254.169.254", "link-local"},
+			{"status_webhook_url", "http://127.0.0.1:1/", "127.0.0.1", "loopback"},
+			{"status_webhook_url", "http://localhost:8080/hook", "localhost", "internal host name"},
+			{"status_webhook_url", "http://10.0.0.1/x", "10.0.0.1", "private"},
 		} {
 			m := validBody()
 			m[tc.field] = tc.url
@@ -543,6 +546,15 @@ func TestEnqueueRealAddressPolicy(t *testing.T) {
 			if strings.Contains(r.Raw, secret) {
 				t.Fatalf("%s: error leaks the secret", tc.field)
 			}
+			if !strings.Contains(msg, tc.host) || !strings.Contains(msg, tc.reason) {
+				t.Fatalf("%s %s: message %q does not say which host was refused and why", tc.field, tc.url, msg)
+			}
+			if strings.Contains(r.Raw, ssrf.EnvAllowPrivate) || strings.Contains(r.Raw, "development") {
+				t.Fatalf("%s %s: the answer tells the requester the server's settings: %s", tc.field, tc.url, r.Raw)
+			}
+		}
+		if logs := e.logs.String(); !strings.Contains(logs, ssrf.Hint) || !strings.Contains(logs, `"host":"10.0.0.1"`) {
+			t.Fatalf("no log line tells the operator how the refused callback URLs could be allowed:\n%s", logs)
 		}
 		if n := count(t, db, `SELECT COUNT(*) FROM inbox_jobs`) + count(t, db, `SELECT COUNT(*) FROM idempotency_keys`); n != 0 {
 			t.Fatalf("refused requests wrote %d rows", n)

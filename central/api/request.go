@@ -54,6 +54,17 @@ type FieldError struct {
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
 
+// refusedURL is the FieldError for a callback URL the address policy
+// refused, still holding the policy's error so the server can log what an
+// operator needs and the requester is not told.
+type refusedURL struct {
+	field *FieldError
+	cause error
+}
+
+func (e *refusedURL) Error() string   { return e.field.Error() }
+func (e *refusedURL) Unwrap() []error { return []error{e.field, e.cause} }
+
 const (
 	maxRenditions = 16
 	maxString     = 1024
@@ -278,7 +289,7 @@ func (r *TranscodeRequest) validate(checkURL func(string) error) error {
 		}
 		if checkURL != nil {
 			if err := checkURL(u.v); err != nil {
-				return &FieldError{u.field, err.Error()}
+				return &refusedURL{&FieldError{u.field, err.Error()}, err}
 			}
 		}
 	}

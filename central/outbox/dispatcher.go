@@ -266,11 +266,10 @@ func (d *Dispatcher) retry(ctx context.Context, e *Event, o Outcome) error {
 	if o.Action == RetryAfter {
 		// The larger bucket (contract §5): with a floor, so a receiver
 		// asking us to slow down never gets a retry sooner than a plain
-		// failure's longest wait.
-		wait = d.backoff.Larger(e.Attempt)
-		if o.Wait > 0 {
-			wait = min(o.Wait, d.cfg.BackoffMax)
-		}
+		// failure's longest wait. Retry-After is a least wait (RFC 9110):
+		// a longer one is honoured up to BackoffMax, a shorter one does not
+		// bring the retry forward.
+		wait = max(d.backoff.Larger(e.Attempt), min(o.Wait, d.cfg.BackoffMax))
 	}
 	d.log.Info("outbox delivery failed; will retry", "event_id", e.ID, "job_id", e.JobID, "attempt", e.Attempt,
 		"status_code", o.StatusCode, "reason", o.Reason, "retry_in", wait.String())

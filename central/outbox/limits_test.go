@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -85,15 +86,25 @@ func TestUnopenableSecretDeadLetters(t *testing.T) {
 	})
 }
 
-// TestLargerBucketHasAFloor: a 429 or 503 without Retry-After is retried
-// from the larger bucket, never sooner than the longest wait a plain
-// failure of the same attempt could draw (the backoff ceiling), even when
-// the jitter draws zero.
+// TestLargerBucketHasAFloor: a 429 or 503 is retried from the larger
+// bucket, never sooner than the longest wait a plain failure of the same
+// attempt could draw (the backoff ceiling), even when the jitter draws zero.
+// A Retry-After is a least wait: a short one does not bring the retry
+// forward (contract §5: 429 takes the larger bucket).
 func TestLargerBucketHasAFloor(t *testing.T) {
 	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
 		f := newFixture(t, db)
-		for _, code := range []int{429, 503} {
-			rc := newReceiver(t, func(int, *http.Request, []byte) int { return code })
+		for _, tc := range []struct {
+			code       int
+			retryAfter string
+		}{{429, ""}, {503, ""}, {429, "1"}, {503, "1"}} {
+			rc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tc.retryAfter != "" {
+					w.Header().Set("Retry-After", tc.retryAfter)
+				}
+				w.WriteHeader(tc.code)
+			}))
+			t.Cleanup(rc.Close)
 			cfg := testConfig()
 			cfg.BackoffBase, cfg.BackoffMax = 4*time.Second, time.Minute
 			d, err := New(cfg, Options{Store: NewStore(db, nil), Secrets: &RequesterSecrets{Requesters: requesters.New(db, f.keys)}, Worker: "w"})
@@ -105,7 +116,7 @@ func TestLargerBucketHasAFloor(t *testing.T) {
 			done := make(chan error, 1)
 			go func() { done <- d.Run(ctx) }()
 			t.Cleanup(cancel)
-			id := f.addEvent(t, "job_"+strconv.Itoa(code), 1, rc.URL)
+			id := f.addEvent(t, "job_"+strconv.Itoa(tc.code)+"_"+tc.retryAfter, 1, rc.URL)
 			var r row
 			waitFor(t, "the first attempt recorded", 10*time.Second, func() bool { r = f.row(t, id); return r.Attempts == 1 && r.Status == "pending" })
 			cancel()
@@ -113,7 +124,7 @@ func TestLargerBucketHasAFloor(t *testing.T) {
 			wait := time.Until(sqldb.FromMicros(r.Next))
 			floor := cfg.BackoffBase - time.Second // less the time the test took
 			if wait < floor {
-				t.Fatalf("%d: next attempt in %s, want at least %s", code, wait, floor)
+				t.Fatalf("%d (Retry-After %q): next attempt in %s, want at least %s", tc.code, tc.retryAfter, wait, floor)
 			}
 		}
 	})

@@ -16,7 +16,7 @@ type Action int
 const (
 	Deliver    Action = iota // 2xx: done
 	Retry                    // try again after a backoff
-	RetryAfter               // try again after Retry-After, or a larger backoff bucket
+	RetryAfter               // try again from the larger backoff bucket, or after Retry-After if later
 	DeadLetter               // stop now: the receiver will not take it
 )
 

@@ -1,7 +1,6 @@
 package ssrf
 
 import (
-	"net"
 	"net/http"
 	"time"
 )
@@ -13,20 +12,22 @@ type ClientOptions struct {
 	// MaxConnsPerHost bounds parallel connections to one receiver; it is
 	// also the idle pool size per host. 0 means 64.
 	MaxConnsPerHost int
+	// resolver replaces the system resolver (tests).
+	resolver resolver
 }
 
 // NewClient returns an HTTP client that enforces the policy after DNS
-// resolution, ignores proxy environment variables (a proxy would hide the
-// real destination from the check), and never follows redirects: a 3xx is
-// returned to the caller as it is, since a redirect could point anywhere.
+// resolution (connecting only to the allowed addresses of a name), ignores
+// proxy environment variables (a proxy would hide the real destination
+// from the check), and never follows redirects: a 3xx is returned to the
+// caller as it is, since a redirect could point anywhere.
 func (p Policy) NewClient(o ClientOptions) *http.Client {
 	if o.MaxConnsPerHost <= 0 {
 		o.MaxConnsPerHost = 64
 	}
-	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: p.Control}
 	tr := &http.Transport{
 		Proxy:                 nil,
-		DialContext:           d.DialContext,
+		DialContext:           newDialer(p, o.resolver).DialContext,
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          1024,
 		MaxIdleConnsPerHost:   o.MaxConnsPerHost,

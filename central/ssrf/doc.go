@@ -7,10 +7,11 @@
 //
 // A URL is checked twice. CheckURL runs when a job is enqueued and looks only
 // at the URL (scheme, IP literals, obviously internal names), so a bad URL is
-// a 400 at once. The client from NewClient checks again at send time, in the
-// dialer's Control hook, against the address actually being connected to
-// after DNS resolution; a name that resolves, or rebinds, to an internal
-// address is refused there. Policy.AllowPrivate (EUTERPE_WEBHOOK_ALLOW_PRIVATE)
+// a 400 at once. The client from NewClient checks again at send time: it
+// resolves the name itself, connects only to the allowed addresses (a name
+// counts as refused only when all of its addresses are internal), and the
+// dialer's Control hook checks each address once more as it connects; a name
+// that resolves, or rebinds, to an internal address is refused there. Policy.AllowPrivate (EUTERPE_WEBHOOK_ALLOW_PRIVATE)
 // lifts the address checks for development and tests on loopback. A process
 // has one Policy: serve builds it from its settings (serve.Deps.Policy) and
 // the API, the dispatcher and the runner (storage and refresh calls) all use

@@ -20,15 +20,20 @@ const EnvAllowPrivate = "EUTERPE_WEBHOOK_ALLOW_PRIVATE"
 // ErrRefused is matched with errors.Is for every refused URL or address.
 var ErrRefused = errors.New("outbound address refused")
 
+// Hint tells an operator how a refused address can be allowed. It belongs
+// in logs only: requesters see the refusal, never the server's settings.
+const Hint = "set " + EnvAllowPrivate + "=true only for development"
+
 // RefusedError says which URL host or address was refused and why. It never
-// carries the URL's path, query or userinfo, which may hold secrets.
+// carries the URL's path, query or userinfo, which may hold secrets, nor
+// Hint, since its text can reach requesters (a 400, a job's error).
 type RefusedError struct {
 	Host   string
 	Reason string
 }
 
 func (e *RefusedError) Error() string {
-	return fmt.Sprintf("refused outbound address %s: %s (set %s=true only for development)", e.Host, e.Reason, EnvAllowPrivate)
+	return fmt.Sprintf("refused outbound address %s: %s", e.Host, e.Reason)
 }
 
 // Is makes errors.Is(err, ErrRefused) true.

@@ -2,9 +2,11 @@ package webhook
 
 import (
 	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +73,60 @@ console.log(verify(["whsec_previous"], h, body, new Map()));
 		{"node", "node", []string{"-e", node, string(hj), string(body)}, "true\nfalse\nfalse\nfalse\ntrue\n"},
 	}
 	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			prog := testsvc.Program(t, tc.prog) // skipped locally without it, a failure in CI
+			out, err := exec.Command(prog, tc.args...).CombinedOutput()
+			require.NoError(t, err, "%s", out)
+			require.Equal(t, tc.want, string(out))
+		})
+	}
+}
+
+// The README's snippets refuse what Verify refuses without answering with
+// an exception: a nonce with a dot, though correctly signed (a dot lets
+// bytes move between the nonce and the body under one MAC input), and a
+// signature header that is not ASCII (Python's compare_digest raises on
+// non-ASCII str, which a web framework turns into a 500).
+func TestREADMESnippetsRefuseOddHeaders(t *testing.T) {
+	body := []byte(`{"event_id":"e1","job_id":"j1","sequence":1,"status":"claimed"}`)
+	secret := []byte("whsec_current")
+	ts := time.Now().Unix()
+	dotted := "0123456789abcdef.0123456789abcde"
+	cases := []map[string]string{
+		{HeaderTimestamp: strconv.FormatInt(ts, 10), HeaderNonce: dotted, HeaderEventID: "e1",
+			HeaderSignature: Sign(secret, ts, dotted, body)},
+		{HeaderTimestamp: strconv.FormatInt(ts, 10), HeaderNonce: "0123456789abcdef0123456789abcdef", HeaderEventID: "e1",
+			HeaderSignature: "v1=é" + strings.Repeat("0", 63)},
+	}
+	// Go refuses both; the snippets must agree.
+	for i, c := range cases {
+		h := http.Header{}
+		for k, v := range c {
+			h.Set(k, v)
+		}
+		_, err := Verify([][]byte{secret}, h, body, time.Now())
+		require.Error(t, err, "case %d", i)
+	}
+	hj, err := json.Marshal(cases)
+	require.NoError(t, err)
+	python := codeBlock(t, "python") + `
+import json, sys
+body = sys.argv[2].encode()
+for h in json.loads(sys.argv[1]):
+    print(verify(["whsec_current"], h, body, {}))
+`
+	node := codeBlock(t, "js") + `
+const body = Buffer.from(process.argv[2]);
+for (const h of JSON.parse(process.argv[1])) console.log(verify(["whsec_current"], h, body, new Map()));
+`
+	for _, tc := range []struct {
+		name, prog string
+		args       []string
+		want       string
+	}{
+		{"python", "python3", []string{"-c", python, string(hj), string(body)}, "False\nFalse\n"},
+		{"node", "node", []string{"-e", node, string(hj), string(body)}, "false\nfalse\n"},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			prog := testsvc.Program(t, tc.prog) // skipped locally without it, a failure in CI
 			out, err := exec.Command(prog, tc.args...).CombinedOutput()

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"path/filepath"
 	"sort"
@@ -295,6 +296,25 @@ func (c *Config) current(b *binding) string {
 		return v
 	}
 	return b.Default
+}
+
+// WarnSecretFlags logs a warning for each secret setting Parse took from
+// the command line, naming the flag, never the value. A command line is
+// readable by every local user in /proc/<pid>/cmdline (and shows in ps,
+// shell history and systemctl status) however the process guards its
+// memory: the variable, its _FILE or a credential keep the value private.
+func (c *Config) WarnSecretFlags(log *slog.Logger) {
+	for _, b := range c.settings {
+		if !b.Secret || !b.fromFlag {
+			continue
+		}
+		instead := "its environment variable, its _FILE or its credential"
+		if b.Env != "" {
+			instead = fmt.Sprintf("%s, %s_FILE or the credential %s", b.Env, b.Env, CredentialName(b.Env))
+		}
+		log.Warn(fmt.Sprintf("-%s holds a secret and was given on the command line, which every local user can read in /proc/<pid>/cmdline; use %s instead", b.Flag, instead),
+			"flag", "-"+b.Flag)
+	}
 }
 
 // Args returns the positional arguments left after Parse.

@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -308,5 +310,45 @@ func TestCheckURLWantsAHost(t *testing.T) {
 	} {
 		err := check(tt.v)
 		require.Equal(t, tt.ok, err == nil, "%q: %v", tt.v, err)
+	}
+}
+
+// A secret setting given as a flag is warned about at start, naming the
+// flag and where the value belongs instead, never the value: a command
+// line is readable by every local user. The same value from the
+// environment, and a flag that is no secret, are not.
+func TestWarnSecretFlags(t *testing.T) {
+	const planted = "PLANTED-key-7f3a"
+	for _, tc := range []struct {
+		name   string
+		env    map[string]string
+		args   []string
+		warned bool
+	}{
+		{"secret flag", nil, []string{"-api-key", planted}, true},
+		{"secret flag, = form", nil, []string{"-api-key=" + planted}, true},
+		{"secret from the environment", map[string]string{"EUTERPE_API_KEY": planted}, nil, false},
+		{"flag that is no secret", nil, []string{"-workers", "8"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := newTestConfig(tc.env)
+			require.NoError(t, c.Parse(tc.args))
+			var logs bytes.Buffer
+			log, err := NewLogger(&logs, "info")
+			require.NoError(t, err)
+			c.WarnSecretFlags(log)
+			if !tc.warned {
+				require.Empty(t, logs.String())
+				return
+			}
+			var rec map[string]any
+			require.NoError(t, json.Unmarshal(logs.Bytes(), &rec), logs.String())
+			require.Equal(t, "WARN", rec["level"])
+			require.Equal(t, "-api-key", rec["flag"])
+			for _, want := range []string{"/proc/<pid>/cmdline", "EUTERPE_API_KEY,", "EUTERPE_API_KEY_FILE", "euterpe_api_key"} {
+				require.Contains(t, rec["msg"], want)
+			}
+			require.NotContains(t, logs.String(), planted)
+		})
 	}
 }

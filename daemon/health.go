@@ -3,8 +3,12 @@ package daemon
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
+	"regexp"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -56,16 +60,41 @@ func Probe(ctx context.Context, timeout time.Duration, checks ...Check) ReadyRep
 // "auth_failed", "dns_error"), so a dependency can classify its failures.
 type ReadyReasoner interface{ ReadyReason() string }
 
+// reason is what /ready shows of a failed check. The page answers without
+// authentication, so it names no account: a network failure becomes the
+// short reason the contract's examples use (no address either), a refused
+// password "auth_failed", and other text loses the user info of its URLs
+// and the user and database a driver quotes (pgx: "failed to connect to
+// `user=euterpe database=euterpe`: …").
 func reason(ctx context.Context, err error) string {
 	if ctx.Err() != nil {
 		return "timeout"
 	}
 	var rr ReadyReasoner
-	if errors.As(err, &rr) {
+	var dns *net.DNSError
+	var ne net.Error
+	switch {
+	case errors.As(err, &rr):
 		return rr.ReadyReason()
+	case errors.As(err, &dns):
+		return "dns_error"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection_refused"
+	case errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	case strings.Contains(err.Error(), "password authentication failed"):
+		return "auth_failed"
 	}
-	return CapMessage(RedactURL(err.Error()))
+	msg := urlAccount.ReplaceAllString(RedactURL(err.Error()), "://"+redacted+"@")
+	return CapMessage(connAccount.ReplaceAllString(msg, "$1="+redacted))
 }
+
+// urlAccount is a URL's user info; connAccount a key=value connection
+// setting that names an account or its database.
+var (
+	urlAccount  = regexp.MustCompile(`://[^/?#\s@]*@`)
+	connAccount = regexp.MustCompile(`\b(user|dbname|database)=[^\s\x60'",;)]+`)
+)
 
 // MountHealth adds GET /healthz (the process answers) and GET /ready (200
 // when every check passes, else 503 naming each failing dependency).

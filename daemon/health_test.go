@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -156,3 +157,50 @@ func TestListenFailureNamesTheSetting(t *testing.T) {
 		t.Fatalf("err = %v, want it to start with the setting and the address", err)
 	}
 }
+
+// /ready answers without authentication, so a failure it shows names no
+// account or database: network failures become short reasons (no address
+// either), a refused password auth_failed, and other text loses the user
+// info of its URLs and the user= and database= a driver quotes.
+func TestReadyReasonHidesAccount(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closed := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	_, refused := net.Dial("tcp", closed)
+	require.Error(t, refused)
+	pgx := func(detail error) error {
+		return fmt.Errorf("failed to connect to `user=euterpe_acct database=euterpe_db`: %s (db.lan): %w", closed, detail)
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"refused", pgx(refused), "connection_refused"},
+		{"dns", fmt.Errorf("dial: %w", &net.DNSError{Err: "no such host", Name: "db.lan", IsNotFound: true}), "dns_error"},
+		{"net timeout", pgx(&net.OpError{Op: "dial", Net: "tcp", Err: timeoutErr{}}), "timeout"},
+		{"password refused", pgx(errors.New(`failed SASL auth: FATAL: password authentication failed for user "euterpe_acct" (SQLSTATE 28P01)`)), "auth_failed"},
+		{"other, pgx", pgx(errors.New("tls: handshake failure")), ""},
+		{"other, URL", errors.New("open postgres://euterpe_acct:pw@db.lan/x?sslmode=require: bad"), ""},
+		{"other, conninfo", errors.New("connect host=db.lan user=euterpe_acct dbname=euterpe_db: bad"), ""},
+		{"plain text", errors.New("connection refused"), "connection refused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := Probe(context.Background(), time.Second, Check{Name: "database", Probe: func(context.Context) error { return tc.err }})
+			got := rep.Checks["database"]
+			if tc.want != "" {
+				require.Equal(t, "error("+tc.want+")", got)
+			}
+			for _, hidden := range []string{"euterpe_acct", "euterpe_db", ":pw@"} {
+				require.NotContains(t, got, hidden)
+			}
+		})
+	}
+}
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 
 	"github.com/labstack/echo/v4"
 )
@@ -52,7 +53,8 @@ func WithOutage(classify func(error) string) EchoOption {
 
 // NewEcho returns an echo instance with the banner off and the error handler
 // that renders every error as an APIError. Unknown errors become a 500 whose
-// message says nothing about internals; the detail goes to the log.
+// message says nothing about internals; the detail goes to the log. A
+// handler that panics is answered the same way (see recoverPanics).
 func NewEcho(log *slog.Logger, opts ...EchoOption) *echo.Echo {
 	var o echoOptions
 	for _, opt := range opts {
@@ -65,6 +67,7 @@ func NewEcho(log *slog.Logger, opts ...EchoOption) *echo.Echo {
 	// echo takes the first X-Forwarded-For or X-Real-IP entry, which any
 	// client can write: an audit line would blame whoever it named.
 	e.IPExtractor = echo.ExtractIPDirect()
+	e.Use(recoverPanics(log))
 	e.HTTPErrorHandler = func(err error, c echo.Context) {
 		if c.Response().Committed {
 			return
@@ -94,6 +97,31 @@ func NewEcho(log *slog.Logger, opts ...EchoOption) *echo.Echo {
 		_ = c.JSON(ae.Status, map[string]*APIError{"error": ae})
 	}
 	return e
+}
+
+// recoverPanics turns a handler's panic into a logged 500. Left to
+// net/http, the client would get no answer at all (the connection is
+// dropped) and the panic and its stack would go to the standard log as
+// plain text, past the JSON log's redaction. http.ErrAbortHandler is
+// passed on: it is how a handler asks net/http to drop the connection.
+func recoverPanics(log *slog.Logger) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) (err error) {
+			defer func() {
+				r := recover()
+				if r == nil {
+					return
+				}
+				if r == http.ErrAbortHandler {
+					panic(r)
+				}
+				log.Error("request handler panicked", "method", c.Request().Method, "path", c.Path(),
+					"panic", CapMessage(fmt.Sprint(r)), "stack", string(debug.Stack()))
+				err = &APIError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error"}
+			}()
+			return next(c)
+		}
+	}
 }
 
 // internal answers an error no handler turned into an APIError: 503 when

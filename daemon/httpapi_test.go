@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	golog "log"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -82,15 +83,21 @@ func TestErrorHandlerClientGone(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		clientGone bool
+		streams    bool // EndStreamsAtShutdown installed, as in both daemons
 		status     int
 		logged     bool
 	}{
-		{"client gone", true, StatusClientClosedRequest, false},
-		{"client still there", false, 500, true},
+		{"client gone", true, false, StatusClientClosedRequest, false},
+		{"client still there", false, false, 500, true},
+		{"client gone, streams tracked", true, true, StatusClientClosedRequest, false},
+		{"client still there, streams tracked", false, true, 500, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var logs strings.Builder
 			e := NewEcho(slog.New(slog.NewTextHandler(&logs, nil)))
+			if tc.streams {
+				EndStreamsAtShutdown(e, NewHTTPServer(e))
+			}
 			e.GET("/x", func(echo.Context) error { return fmt.Errorf("begin: %w", context.Canceled) })
 			req := httptest.NewRequest(http.MethodGet, "/x", nil)
 			if tc.clientGone {
@@ -101,7 +108,73 @@ func TestErrorHandlerClientGone(t *testing.T) {
 			rec := httptest.NewRecorder()
 			e.ServeHTTP(rec, req)
 			assert.Equal(t, tc.status, rec.Code)
-			assert.Equal(t, tc.logged, strings.Contains(logs.String(), "request failed"), logs.String())
+			assert.Equal(t, tc.logged, strings.Contains(logs.String(), "level=ERROR msg=\"request failed\""), logs.String())
 		})
 	}
+}
+
+// A handler that panics is answered 500 in the error envelope, not with a
+// dropped connection, and the panic is logged once, with its stack,
+// through the logger (so redacted), not by net/http on the standard log.
+// http.ErrAbortHandler still drops the connection, as it asks to.
+func TestHandlerPanicIsA500(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		value any
+	}{
+		{"string", "dial redis://:hunter2@10.0.0.5:6379 went wrong"},
+		{"error", fmt.Errorf("dial redis://:hunter2@10.0.0.5:6379: %w", errDown)},
+		{"nil pointer", nil}, // a runtime error
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs strings.Builder
+			log, err := NewLogger(&logs, "info")
+			require.NoError(t, err)
+			e := NewEcho(log)
+			e.GET("/x", func(echo.Context) error {
+				if tc.value == nil {
+					var ae *APIError
+					return errors.New(ae.Message) // nil dereference
+				}
+				panic(tc.value)
+			})
+			srv := httptest.NewUnstartedServer(e)
+			var netlog strings.Builder
+			srv.Config.ErrorLog = golog.New(&netlog, "", 0)
+			srv.Start()
+			defer srv.Close()
+
+			resp, err := http.Get(srv.URL + "/x")
+			require.NoError(t, err, "answered, not dropped")
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			assert.Equal(t, http.StatusInternalServerError, resp.StatusCode)
+			assert.JSONEq(t, `{"error":{"code":"internal","message":"internal error"}}`, string(body))
+
+			lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+			require.Len(t, lines, 1, logs.String())
+			var rec map[string]any
+			require.NoError(t, json.Unmarshal([]byte(lines[0]), &rec))
+			assert.Equal(t, "ERROR", rec["level"])
+			assert.Equal(t, "request handler panicked", rec["msg"])
+			assert.Equal(t, "/x", rec["path"])
+			assert.NotEmpty(t, rec["panic"])
+			assert.Contains(t, rec["stack"], "httpapi_test.go", "the stack shows where")
+			assert.NotContains(t, logs.String(), "hunter2")
+			assert.Empty(t, netlog.String(), "net/http logged nothing")
+		})
+	}
+	t.Run("abort", func(t *testing.T) {
+		var logs strings.Builder
+		e := NewEcho(slog.New(slog.NewJSONHandler(&logs, nil)))
+		e.GET("/x", func(echo.Context) error { panic(http.ErrAbortHandler) })
+		srv := httptest.NewServer(e)
+		defer srv.Close()
+		resp, err := http.Get(srv.URL + "/x")
+		if err == nil {
+			resp.Body.Close()
+		}
+		assert.Error(t, err, "the connection is dropped")
+		assert.Empty(t, logs.String())
+	})
 }

@@ -60,22 +60,26 @@ func harmless(k slog.Kind) bool {
 
 // RedactURL hides the secrets of every URL found in s: the password of its
 // user info (redis://:hunter2@host:6379 becomes
-// redis://:[REDACTED]@host:6379) and the value of each query parameter whose
-// name looks secret (password, sslpassword, api_key, token, sig, …: see
-// secretParam), where libpq URLs carry a password and HTTP endpoints a key.
+// redis://:[REDACTED]@host:6379) and the value of each query or fragment
+// parameter whose name looks secret (password, sslpassword, api_key, token,
+// sig, code, …: see secretParam), where libpq URLs carry a password, HTTP
+// endpoints a key and OAuth redirects a token.
 // Strings without "://" are returned unchanged so the common case costs
 // nothing.
 func RedactURL(s string) string {
 	if !strings.Contains(s, "://") {
 		return s
 	}
+	// User info first: a password holding "?" or "#" and a secret-looking
+	// "name=" would otherwise lose its "@" to the query's redaction, and
+	// the part before the "?" or "#" would stay.
+	if strings.Contains(s, "@") {
+		s = redactUserinfo(s)
+	}
 	if strings.Contains(s, "=") {
 		s = urlToken.ReplaceAllStringFunc(s, redactQuery)
 	}
-	if !strings.Contains(s, "@") {
-		return s
-	}
-	return redactUserinfo(s)
+	return s
 }
 
 // redactUserinfo hides, after each "://" in s, everything from the first
@@ -120,11 +124,12 @@ func redactUserinfo(s string) string {
 }
 
 // urlToken matches a URL up to the next space or quote; queryParam a
-// parameter of its query and the value, up to the next parameter. A value
-// runs on past a comma: a secret may hold one.
+// parameter of its query or of its fragment and the value, up to the next
+// parameter: OAuth's implicit flow returns #access_token=… in the
+// fragment. A value runs on past a comma: a secret may hold one.
 var (
 	urlToken   = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>]*`)
-	queryParam = regexp.MustCompile(`([?&])([^=&#?\s"'<>]+)=([^&#\s"'<>]*)`)
+	queryParam = regexp.MustCompile(`([?&#])([^=&#?\s"'<>]+)=([^&#\s"'<>]*)`)
 )
 
 func redactQuery(u string) string {
@@ -154,12 +159,20 @@ func secretParam(name string) bool {
 		return false
 	}
 	last := words[len(words)-1]
+	if len(words) == 1 && last == "code" {
+		// An Azure Functions key or an OAuth authorization code; as the
+		// last word of a longer name (error_code, status_code) it is a
+		// code of another kind, worth reading.
+		return true
+	}
 	return secretKey.MatchString(last) || secretParamWords[last]
 }
 
 // secretParamWords are the short secret names secretKey does not match:
-// Google's key=, Azure's sig=, pass=, pwd=, auth=.
-var secretParamWords = map[string]bool{"key": true, "sig": true, "pass": true, "pwd": true, "auth": true}
+// Google's key=, Azure's sig=, pass=, pwd=, pw=, auth=, jwt=, otp=,
+// passcode=.
+var secretParamWords = map[string]bool{"key": true, "sig": true, "pass": true, "pwd": true, "pw": true, "auth": true,
+	"jwt": true, "otp": true, "passcode": true}
 
 // MaxMessage is the longest error message stored or returned anywhere.
 const MaxMessage = 512
@@ -170,6 +183,11 @@ const MaxMessage = 512
 // and Postgres refuses invalid UTF-8 and NUL in text — a refused write of a
 // failure's message would leave the failure unrecorded and the work redone
 // forever. Both become U+FFFD.
+//
+// A string it has to cut has its URLs' secrets hidden first (RedactURL):
+// cut first, a URL could lose the "@" that marks its password, and the
+// redaction a logger or caller applies afterwards would leave the password
+// in. Shorter strings are returned as they are.
 func CapMessage(s string) string {
 	if !utf8.ValidString(s) {
 		s = strings.ToValidUTF8(s, "\uFFFD")
@@ -177,6 +195,10 @@ func CapMessage(s string) string {
 	if strings.IndexByte(s, 0) >= 0 {
 		s = strings.ReplaceAll(s, "\x00", "\uFFFD")
 	}
+	if len(s) <= MaxMessage {
+		return s
+	}
+	s = RedactURL(s)
 	if len(s) <= MaxMessage {
 		return s
 	}

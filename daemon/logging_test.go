@@ -99,6 +99,26 @@ func TestCapMessage(t *testing.T) {
 	require.True(t, utf8.ValidString(got))
 }
 
+// A message cut by CapMessage loses no URL secret to the cut, wherever it
+// falls: cut between a password's ":" and its "@", or inside a secret
+// query value, the redaction a logger applies afterwards would find no
+// URL password or whole parameter left to hide.
+func TestCapMessageRedactsBeforeCutting(t *testing.T) {
+	for _, tail := range []string{
+		"postgres://euterpe:PLANTED-pw-0123456789@db.example:5432/euterpe",
+		"https://h.example/x?code=PLANTED-code-0123456789&page=2",
+	} {
+		for pad := MaxMessage - len(tail); pad <= MaxMessage; pad++ {
+			msg := strings.Repeat("x", pad) + " " + tail
+			got := RedactURL(CapMessage(msg))
+			require.LessOrEqual(t, len(got), MaxMessage+len(redacted))
+			require.NotContains(t, got, "PLANTED", "cut at %d", pad)
+		}
+	}
+	short := "dial postgres://u:pw@db/x"
+	require.Equal(t, short, CapMessage(short), "a message within the cap is left to its caller")
+}
+
 func TestWorkerID(t *testing.T) {
 	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 	require.Equal(t, "pod-a", WorkerID(env(map[string]string{"POD_NAME": "pod-a", "HOSTNAME": "h"})))
@@ -147,6 +167,19 @@ func TestRedactURL(t *testing.T) {
 		{"https://h/x?api%5Fkey=k", "https://h/x?api%5Fkey=[REDACTED]"},
 		{"https://h/x?token_type=bearer&key_id=7&max=3", "https://h/x?token_type=bearer&key_id=7&max=3"},
 		{"http://h/x?monkey=1", "http://h/x?monkey=1"},
+		// Short names for secrets: an Azure Functions key or OAuth code, a
+		// password, a token.
+		{"https://fn.example/api/x?code=abc%3D%3D&clientId=default", "https://fn.example/api/x?code=[REDACTED]&clientId=default"},
+		{"https://h/cb?state=s1&code=4/0Ab", "https://h/cb?state=s1&code=[REDACTED]"},
+		{"https://h/x?user=u&pw=p1&jwt=eyJ.x.y&otp=123456&passcode=9", "https://h/x?user=u&pw=[REDACTED]&jwt=[REDACTED]&otp=[REDACTED]&passcode=[REDACTED]"},
+		{"https://h/x?error_code=404&Code=1", "https://h/x?error_code=404&Code=[REDACTED]"},
+		// Tokens in the fragment (OAuth's implicit flow).
+		{"https://app.example/cb#access_token=tok1&token_type=bearer&expires_in=3600", "https://app.example/cb#access_token=[REDACTED]&token_type=bearer&expires_in=3600"},
+		{"https://app.example/cb#id_token=eyJ.a.b", "https://app.example/cb#id_token=[REDACTED]"},
+		{"https://h/x#section-2", "https://h/x#section-2"},
+		// A password holding "#" or "?" and then a secret-looking name=.
+		{"postgres://u:ab#code=cd@host/db", "postgres://u:[REDACTED]@host/db"},
+		{"postgres://u:ab?token=cd@host/db", "postgres://u:[REDACTED]@host/db"},
 	} {
 		if got := RedactURL(tt.in); got != tt.want {
 			t.Errorf("RedactURL(%q) = %q, want %q", tt.in, got, tt.want)

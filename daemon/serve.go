@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -43,12 +44,18 @@ func SignalContext(parent context.Context) (context.Context, context.CancelFunc)
 // WriteTimeout: a write deadline would cut Server-Sent Event streams that
 // legitimately stay open for minutes. Handlers that must bound their own
 // writes use http.ResponseController.
+//
+// What net/http logs itself (a failed accept, a panic it caught, a handler
+// writing its header twice) goes to slog's default logger at warn, which
+// both daemons make their JSON logger before they build the server: the
+// standard log would write it as plain text, past the redaction.
 func NewHTTPServer(h http.Handler) *http.Server {
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
 	}
 }
 

@@ -32,9 +32,15 @@ type streams struct {
 
 func (st *streams) track(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		ctx, cancel := context.WithCancel(c.Request().Context())
+		orig := c.Request()
+		ctx, cancel := context.WithCancel(orig.Context())
 		defer cancel()
-		c.SetRequest(c.Request().WithContext(ctx))
+		// The error handler runs once this returns, when ctx is cancelled
+		// whatever happened: it must see the client's own context, or any
+		// error wrapping context.Canceled would pass for a client that hung
+		// up (a 499 logged at debug) instead of the failure it is.
+		defer c.SetRequest(orig)
+		c.SetRequest(orig.WithContext(ctx))
 		// Whether it is a stream is known once the handler has chosen
 		// its response type, just before the header goes out.
 		c.Response().Before(func() {

@@ -141,6 +141,10 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 		fmt.Fprintln(stderr, "euterpe-central:", err)
 		return 2
 	}
+	// What logs through slog's default or the standard log (a library's
+	// fallback, net/http) is then a JSON line with secrets redacted too.
+	slog.SetDefault(log)
+	cfg.WarnSecretFlags(log)
 	if err := daemon.ApplyDumpable(log, dumpable); err != nil {
 		fmt.Fprintln(stderr, "euterpe-central:", err)
 		return 1

@@ -95,10 +95,12 @@ type noComponent struct{}
 func (noComponent) Mount(*echo.Echo)              {}
 func (noComponent) Run(ctx context.Context) error { <-ctx.Done(); return nil }
 
-// closer is a component holding resources (a database, a spool file) that
-// its Run releases when it ends. A component built but never run (a later
-// plugin failed to build, or the daemon failed before serving) is closed
-// instead: Close is then the only call it gets.
+// closer is a component holding resources (a database) that its HTTP
+// routes use: its Run leaves them open, since requests begun before the
+// stop are still answered after Run returns, and runDaemon closes it once
+// HTTP has drained and every component stopped. A component built but
+// never run (a later plugin failed to build, or the daemon failed before
+// serving) is closed the same way.
 type closer interface {
 	Close() error
 }
@@ -126,13 +128,13 @@ func buildComponents(ctx context.Context, log *slog.Logger, ps []Plugin, d Deps,
 }
 
 // closeComponents closes the components that hold resources, in reverse
-// order. A failure is logged: the daemon is stopping for another reason,
-// which is the one to report.
+// order. A failure is logged: the daemon is stopping, and what stopped it
+// is the one thing to report.
 func closeComponents(log *slog.Logger, comps []named) {
 	for i := len(comps) - 1; i >= 0; i-- {
 		if c, ok := comps[i].c.(closer); ok {
 			if err := c.Close(); err != nil {
-				log.Warn("closing a component that never ran", "component", comps[i].name, "err", err)
+				log.Warn("closing a component", "component", comps[i].name, "err", err)
 			}
 		}
 	}

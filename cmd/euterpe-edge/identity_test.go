@@ -74,19 +74,34 @@ func TestRestartKeepsConsumer(t *testing.T) {
 	assert.Equal(t, strings.TrimSpace(string(b)), names[0])
 }
 
-// An identity file that is there but cannot be read stops the start (it
-// is not silently replaced by a new consumer), with one line that names
-// the setting to look at.
+// An identity file that is there but cannot be read, or is damaged, stops
+// the start (it is not silently replaced by a new consumer) with one line
+// that names the setting to look at, and exit status 2: only the operator
+// can mend it, so systemd must not restart into the same refusal
+// (RestartPreventExitStatus=2).
 func TestUnreadableIdentityNamesTheStateDir(t *testing.T) {
 	_, opt := testsvc.Redis(t)
-	state := t.TempDir()
-	require.NoError(t, os.Mkdir(filepath.Join(state, daemon.IdentityFile), 0o700)) // read: EISDIR
-	var stderr strings.Builder
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	code := run(ctx, []string{"serve"}, io.Discard, &stderr, envMap(map[string]string{
-		"EUTERPE_REDIS_URL": redisURLFor(opt), "EUTERPE_EDGE_ADDR": "127.0.0.1:0", "EUTERPE_STATE_DIR": state}))
-	assert.Equal(t, 1, code)
-	assert.Contains(t, stderr.String(), "EUTERPE_STATE_DIR="+state)
-	assert.Contains(t, stderr.String(), daemon.IdentityFile)
+	for _, tc := range []struct {
+		name  string
+		plant func(path string) error
+	}{
+		{"unreadable", func(path string) error { return os.Mkdir(path, 0o700) }}, // read: EISDIR
+		{"corrupt", func(path string) error { return os.WriteFile(path, []byte("\x00\x01 two words\n"), 0o600) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			state := t.TempDir()
+			require.NoError(t, tc.plant(filepath.Join(state, daemon.IdentityFile)))
+			var stderr strings.Builder
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			code := run(ctx, []string{"serve"}, io.Discard, &stderr, envMap(map[string]string{
+				"EUTERPE_REDIS_URL": redisURLFor(opt), "EUTERPE_EDGE_ADDR": "127.0.0.1:0", "EUTERPE_STATE_DIR": state}))
+			assert.Equal(t, 2, code, stderr.String())
+			last := lastLine(stderr.String())
+			assert.True(t, strings.HasPrefix(last, "euterpe-edge: "), "one line of its own: %q", last)
+			assert.Contains(t, last, "EUTERPE_STATE_DIR")
+			assert.Contains(t, last, state)
+			assert.Contains(t, last, daemon.IdentityFile)
+		})
+	}
 }

@@ -86,6 +86,10 @@ func serve(parent context.Context, args []string, stderr io.Writer, getenv func(
 		fmt.Fprintln(stderr, "euterpe-edge:", err)
 		return 2
 	}
+	// What logs through slog's default or the standard log (a library's
+	// fallback, net/http) is then a JSON line with secrets redacted too.
+	slog.SetDefault(log)
+	cfg.WarnSecretFlags(log)
 	if err := daemon.ApplyDumpable(log, s.Dumpable); err != nil {
 		fmt.Fprintln(stderr, "euterpe-edge:", err)
 		return 1
@@ -136,7 +140,9 @@ func runDaemon(parent context.Context, log *slog.Logger, s *serveSettings, geten
 		log.Warn("the worker identity cannot be kept in the state directory; this run uses its own, the next start takes another consumer name (set HOSTNAME to fix it)",
 			"worker_id", workerID, "err", daemon.CapMessage(err.Error()))
 	} else if err != nil {
-		return fmt.Errorf("worker identity in EUTERPE_STATE_DIR=%s: %w", s.StateDir, err)
+		// A worker-id that is there but cannot be read or is damaged
+		// fails every restart alike: only the operator can mend it.
+		return &daemon.SettingError{Setting: "EUTERPE_STATE_DIR", Value: s.StateDir, Reason: err.Error()}
 	}
 	reg := prometheus.NewRegistry()
 	deps := Deps{Log: log, Redis: rdb, RedisOpt: opt, Jobs: store, StateDir: s.StateDir, WorkerID: workerID, Metrics: reg, Parts: &Parts{}}
@@ -144,8 +150,8 @@ func runDaemon(parent context.Context, log *slog.Logger, s *serveSettings, geten
 	if err != nil {
 		return err
 	}
-	// Until the components run (their Run releases what they hold), a
-	// failure below closes them.
+	// Until the components run, a failure below closes them; once they
+	// ran, they are closed after they stopped and HTTP has drained.
 	running := false
 	defer func() {
 		if !running {
@@ -261,6 +267,9 @@ func runDaemon(parent context.Context, log *slog.Logger, s *serveSettings, geten
 			return failed
 		}
 	}
+	// Only now: a request still being answered at the stop (a library
+	// listing) needs the database its component's Run has stopped using.
+	closeComponents(log, comps)
 	if failed != nil {
 		return failed
 	}

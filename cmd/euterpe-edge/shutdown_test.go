@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,7 +15,9 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/daemon/testsvc"
+	"github.com/vesta-cx/euterpe/edge/library"
 )
 
 // stuckComponent ignores cancellation until released, like a backend call
@@ -118,4 +122,120 @@ func TestRunDaemonComponentStuckPastGrace(t *testing.T) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	assert.Contains(t, h.msgs, "shutting down")
+}
+
+// gateComponent holds one request marked X-Test-Gate before its handler
+// runs, until released, so a test can stop the daemon with it in flight.
+// It keeps the library it was built after, to watch its database.
+type gateComponent struct {
+	entered chan struct{}
+	release chan struct{}
+	lib     *library.Library
+}
+
+func (g *gateComponent) Mount(e *echo.Echo) {
+	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if c.Request().Header.Get("X-Test-Gate") != "" {
+				close(g.entered)
+				<-g.release
+			}
+			return next(c)
+		}
+	})
+}
+
+func (*gateComponent) Run(ctx context.Context) error { <-ctx.Done(); return nil }
+
+// A library request in flight when the stop begins gets its normal answer:
+// the library's database stays open while HTTP drains, although the
+// library's own loops have stopped, and is closed once runDaemon is done.
+func TestLibraryRequestInFlightAtStopIsAnswered(t *testing.T) {
+	_, opt := testsvc.Redis(t)
+	gate := &gateComponent{entered: make(chan struct{}), release: make(chan struct{})}
+	saved := plugins
+	plugins = append(append([]Plugin(nil), plugins...), Plugin{
+		Name: "gate",
+		Build: func(_ context.Context, d Deps) (Component, error) {
+			gate.lib = d.Parts.library()
+			return gate, nil
+		},
+	})
+	t.Cleanup(func() { plugins = saved })
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			close(gate.release)
+		}
+	})
+
+	addr := freeAddr(t)
+	env := map[string]string{
+		"EUTERPE_REDIS_URL":     redisURLOf(opt),
+		"EUTERPE_EDGE_ADDR":     addr,
+		"EUTERPE_STATE_DIR":     t.TempDir(),
+		"EUTERPE_LIBRARY_ROOTS": t.TempDir(),
+	}
+	cfg, s := newServeConfig(envMap(env))
+	require.NoError(t, cfg.Parse(nil))
+	logs := &testsvc.LogBuffer{}
+	log, err := daemon.NewLogger(logs, "debug")
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- runDaemon(ctx, log, s, envMap(env)) }()
+	base := "http://" + addr
+	require.Eventually(t, func() bool {
+		code, _ := getPage(base + "/healthz")
+		return code == http.StatusOK
+	}, 10*time.Second, 20*time.Millisecond, "%s", logs)
+	require.NotNil(t, gate.lib, "the library is open")
+
+	type answer struct {
+		code int
+		body string
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodGet, base+"/api/v1/jobs", nil)
+		req.Header.Set("X-Test-Gate", "1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			answered <- answer{0, err.Error()}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		answered <- answer{resp.StatusCode, string(b)}
+	}()
+	select {
+	case <-gate.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request never reached the daemon")
+	}
+	cancel()
+	// The library's loops stop within milliseconds of the stop; a database
+	// closed with them would show here.
+	closed := func() bool { return gate.lib.Store.Ping(context.Background()) != nil }
+	assert.Never(t, closed, 2*time.Second, 20*time.Millisecond, "the database was closed with a request in flight")
+	released = true
+	close(gate.release)
+
+	select {
+	case a := <-answered:
+		assert.Equal(t, http.StatusOK, a.code, a.body)
+		assert.Contains(t, a.body, `"items"`)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer")
+	}
+	select {
+	case err := <-done:
+		assert.NoError(t, err)
+	case <-time.After(15 * time.Second):
+		t.Fatal("runDaemon did not return")
+	}
+	assert.True(t, closed(), "the database is closed once the daemon stopped")
+	assert.NotContains(t, logs.String(), "request failed")
 }

@@ -174,7 +174,9 @@ func (l *Library) Checks() []daemon.Check {
 }
 
 // Run runs the executor, the policy scheduler, the trash cleaner and the
-// watcher until ctx ends, then closes the database. The watcher requests
+// watcher until ctx ends. It leaves the database open: the HTTP routes
+// may still be answering requests that began before the stop, and the
+// caller closes it (Store.Close) once they are done. The watcher requests
 // a scan at start, once it watches the roots: what changed while the
 // daemon was down, a root added or removed, raise no event. Without it
 // scans are only requested (POST /api/v1/scans).
@@ -196,5 +198,5 @@ func (l *Library) Run(ctx context.Context) error {
 		run("watch", l.Watcher.Run)
 	}
 	wg.Wait()
-	return l.Store.Close()
+	return nil
 }

@@ -108,7 +108,9 @@ func (o *Opening) Run(ctx context.Context) error {
 	return o.Library().Run(ctx)
 }
 
-// Close releases the database of a library that never ran.
+// Close closes the library's database. Call it once Run has returned (or
+// never ran) and the HTTP server has finished its requests: Run leaves
+// the database open for the requests still being answered at the stop.
 func (o *Opening) Close() error {
 	if l := o.Library(); l != nil {
 		return l.Store.Close()

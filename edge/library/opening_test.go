@@ -176,6 +176,9 @@ func runOpening(t *testing.T, o *library.Opening) (stop func()) {
 			if err != nil {
 				t.Errorf("Run: %v", err)
 			}
+			if err := o.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
 		case <-time.After(10 * time.Second):
 			t.Fatal("Run did not stop")
 		}

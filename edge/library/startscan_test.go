@@ -67,6 +67,7 @@ VALUES (?, 'pending', '{}', 0, 0)`, c.queued); err != nil {
 				if err := <-done; err != nil {
 					t.Errorf("Run: %v", err)
 				}
+				lib.Store.Close()
 			}()
 			scanned := func() bool {
 				var n int

@@ -91,7 +91,7 @@ func (s *server) run() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { s.lib.Run(ctx); close(done) }()
-	s.t.Cleanup(func() { cancel(); <-done })
+	s.t.Cleanup(func() { cancel(); <-done; s.lib.Store.Close() })
 }
 
 func (s *server) waitJob(id float64) map[string]any {

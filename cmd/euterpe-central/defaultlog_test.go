@@ -6,11 +6,12 @@ import (
 	"encoding/json"
 	stdlog "log"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
 )
 
 // What logs through slog's default logger or the standard log package
@@ -19,12 +20,7 @@ import (
 // setting given as a flag is warned about, naming the flag and never the
 // value: every local user can read a command line.
 func TestCommandLogsStrayOutputAsJSONAndWarnsOfSecretFlags(t *testing.T) {
-	saved, flags := slog.Default(), stdlog.Flags()
-	t.Cleanup(func() {
-		slog.SetDefault(saved)
-		stdlog.SetOutput(os.Stderr)
-		stdlog.SetFlags(flags)
-	})
+	testsvc.KeepDefaultLog(t)
 	dbURL := "sqlite:" + filepath.Join(t.TempDir(), "flag-given.db")
 	env := map[string]string{"EUTERPE_STATE_DIR": t.TempDir()}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -7,7 +7,6 @@ import (
 	stdlog "log"
 	"log/slog"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,17 +16,6 @@ import (
 	"github.com/vesta-cx/euterpe/daemon/testsvc"
 )
 
-// restoreDefaultLog puts slog's default logger and the standard log back
-// as they were when the test ends: serve makes its own logger the default.
-func restoreDefaultLog(t *testing.T) {
-	saved, flags := slog.Default(), stdlog.Flags()
-	t.Cleanup(func() {
-		slog.SetDefault(saved)
-		stdlog.SetOutput(os.Stderr)
-		stdlog.SetFlags(flags)
-	})
-}
-
 // What logs through slog's default logger or the standard log package
 // once serve runs (a library's fallback, net/http) writes JSON lines to the
 // daemon's log with secrets redacted, like every other line. A secret
@@ -35,7 +23,7 @@ func restoreDefaultLog(t *testing.T) {
 // value: every local user can read a command line.
 func TestServeLogsStrayOutputAsJSONAndWarnsOfSecretFlags(t *testing.T) {
 	_, opt := testsvc.Redis(t)
-	restoreDefaultLog(t)
+	testsvc.KeepDefaultLog(t)
 	logs := &testsvc.LogBuffer{}
 	addr := freeAddr(t)
 	redisURL := redisURLOf(opt)

@@ -11,6 +11,21 @@ import (
 	"github.com/vesta-cx/euterpe/daemon/testsvc"
 )
 
+// drawIDs makes Create draw ids, in order, then random ones again, until
+// the test ends.
+func drawIDs(t *testing.T, ids ...string) {
+	saved := newJobID
+	t.Cleanup(func() { newJobID = saved })
+	newJobID = func() string {
+		if len(ids) > 0 {
+			id := ids[0]
+			ids = ids[1:]
+			return id
+		}
+		return uuid.NewString()
+	}
+}
+
 // A create that finds a job under the id it drew, other than its own
 // earlier run, has met another job: it leaves that job alone and queues
 // its own under another id.
@@ -25,16 +40,7 @@ func testCreateOnIDOfAnotherJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := rdb.HGetAll(ctx, JobKey(other.ID)).Val()
-	ids := []string{other.ID}
-	defer func(f func() string) { newJobID = f }(newJobID)
-	newJobID = func() string {
-		if len(ids) > 0 {
-			id := ids[0]
-			ids = ids[1:]
-			return id
-		}
-		return uuid.NewString()
-	}
+	drawIDs(t, other.ID)
 
 	c, err := st.Create(ctx, NewJob{Task: "chat", Payload: json.RawMessage(`{}`), TTL: 60})
 	if err != nil {
@@ -135,16 +141,7 @@ func testCollisionsAndStaleRecordsHaveTheirOwnBudgets(t *testing.T) {
 	if err := rdb.Del(ctx, JobKey(gone.ID)).Err(); err != nil {
 		t.Fatal(err)
 	}
-	defer func(f func() string) { newJobID = f }(newJobID)
-	ids := []string{other.ID, other.ID}
-	newJobID = func() string {
-		if len(ids) > 0 {
-			id := ids[0]
-			ids = ids[1:]
-			return id
-		}
-		return uuid.NewString()
-	}
+	drawIDs(t, other.ID, other.ID)
 	c, err := st.Create(ctx, NewJob{Task: "chat", Payload: json.RawMessage(`{}`), TTL: 60, IdempotencyKey: "k1", Fingerprint: "f"})
 	if err != nil {
 		t.Fatalf("create after two collisions and a stale record: %v", err)

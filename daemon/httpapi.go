@@ -103,7 +103,10 @@ func NewEcho(log *slog.Logger, opts ...EchoOption) *echo.Echo {
 // net/http, the client would get no answer at all (the connection is
 // dropped) and the panic and its stack would go to the standard log as
 // plain text, past the JSON log's redaction. http.ErrAbortHandler is
-// passed on: it is how a handler asks net/http to drop the connection.
+// passed on: it is how a handler asks net/http to drop the connection. So
+// is a panic after the response was committed (a stream, a body partly
+// sent), once logged: the error handler could no longer answer, and the
+// response would end cleanly, a cut-off body passing for a whole one.
 func recoverPanics(log *slog.Logger) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) (err error) {
@@ -117,6 +120,9 @@ func recoverPanics(log *slog.Logger) echo.MiddlewareFunc {
 				}
 				log.Error("request handler panicked", "method", c.Request().Method, "path", c.Path(),
 					"panic", CapMessage(fmt.Sprint(r)), "stack", string(debug.Stack()))
+				if c.Response().Committed {
+					panic(http.ErrAbortHandler)
+				}
 				err = &APIError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error"}
 			}()
 			return next(c)

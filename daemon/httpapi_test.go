@@ -177,4 +177,26 @@ func TestHandlerPanicIsA500(t *testing.T) {
 		assert.Error(t, err, "the connection is dropped")
 		assert.Empty(t, logs.String())
 	})
+	// Half a body already sent: the client must see the cut, not a
+	// response that ends cleanly and passes for whole.
+	t.Run("after the response was committed", func(t *testing.T) {
+		var logs strings.Builder
+		e := NewEcho(slog.New(slog.NewJSONHandler(&logs, nil)))
+		e.GET("/x", func(c echo.Context) error {
+			c.Response().Header().Set(echo.HeaderContentType, "text/plain")
+			c.Response().WriteHeader(http.StatusOK)
+			_, _ = c.Response().Write([]byte("first half"))
+			c.Response().Flush()
+			panic("midway")
+		})
+		srv := httptest.NewServer(e)
+		defer srv.Close()
+		resp, err := http.Get(srv.URL + "/x")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		assert.Error(t, err, "the body ends in an error, got %q", body)
+		srv.Close() // the handler has returned: its log line is written
+		assert.Contains(t, logs.String(), "request handler panicked")
+	})
 }

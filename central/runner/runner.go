@@ -109,7 +109,7 @@ func New(o Options) (*Runner, error) {
 		jobs: o.Jobs, secrets: o.Secrets, set: o.Settings, worker: o.WorkerID,
 		log:     o.Logger.With("role", "runner", "worker_id", o.WorkerID),
 		tools:   tools,
-		check:   &toolCheck{tools: tools, every: toolCheckEvery},
+		check:   newToolCheck(tools, toolCheckEvery),
 		store:   storage.NewClient(storage.Options{HeaderTimeout: o.Settings.StorageTimeout, Control: o.StorageControl}),
 		refresh: refresher{client: o.RefreshClient, now: time.Now},
 		scratch: sc,

@@ -118,10 +118,12 @@ func (x *Executor) hash(ctx context.Context, c *Claim, algo string) error {
 	if err != nil {
 		return err
 	}
-	pool := filehash.NewPool(0)
-	defer pool.Close()
+	// The watch outlives the pool: closing it waits for its workers, and
+	// one stuck in a read is what the watch is there to report.
 	stall, stopWatch := x.watchStall(ctx, "hash")
 	defer stopWatch()
+	pool := filehash.NewPool(0)
+	defer pool.Close()
 	var processed, bytesDone atomic.Int64
 	progress := func() {
 		if totalBytes > 0 {

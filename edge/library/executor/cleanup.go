@@ -138,26 +138,9 @@ func inGroupSQL(t, group string) string {
 }
 
 func (x *Executor) cleanGroup(ctx context.Context, group string) error {
-	rows, err := x.Store.DB.QueryContext(ctx, `SELECT id, output_path FROM thumbnails t
+	todo, err := x.thumbRows(ctx, `SELECT id, output_path FROM thumbnails t
 WHERE t.status IN ('ready','failed') AND `+inGroupSQL("t", "?1"), group)
 	if err != nil {
-		return err
-	}
-	type row struct {
-		id   int64
-		path string
-	}
-	var todo []row
-	for rows.Next() {
-		var r row
-		if err := rows.Scan(&r.id, &r.path); err != nil {
-			rows.Close()
-			return err
-		}
-		todo = append(todo, r)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return err
 	}
 	// A cleared cache (its directory removed) has nothing to remove, but
@@ -181,6 +164,30 @@ WHERE t.status IN ('ready','failed') AND `+inGroupSQL("t", "?1"), group)
 		}
 	}
 	return nil
+}
+
+// thumbRow is a thumbnail row about to be removed, with its cache path.
+type thumbRow struct {
+	id   int64
+	path string
+}
+
+// thumbRows reads the (id, output_path) rows query selects.
+func (x *Executor) thumbRows(ctx context.Context, query string, args ...any) ([]thumbRow, error) {
+	rows, err := x.Store.DB.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []thumbRow
+	for rows.Next() {
+		var r thumbRow
+		if err := rows.Scan(&r.id, &r.path); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
 }
 
 // removeThumb deletes thumbnail row id, if it is still ready or failed and

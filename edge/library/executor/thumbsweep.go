@@ -61,27 +61,10 @@ func (x *Executor) SweepThumbnailsOnce(ctx context.Context) (ThumbSweep, error) 
 		batch = defaultThumbSweepBatch
 	}
 	after := x.sweepCursor.Load()
-	rows, err := x.Store.DB.QueryContext(ctx, `SELECT t.id, t.output_path FROM thumbnails t
+	todo, err := x.thumbRows(ctx, `SELECT t.id, t.output_path FROM thumbnails t
 WHERE t.id > ?1 AND t.status IN ('ready','failed') AND `+unreachableSQL("t", "?2", "?3")+`
 ORDER BY t.id LIMIT ?4`, after, format, size, batch)
 	if err != nil {
-		return res, fmt.Errorf("thumbnail sweep: %w", err)
-	}
-	type row struct {
-		id   int64
-		path string
-	}
-	var todo []row
-	for rows.Next() {
-		var r row
-		if err := rows.Scan(&r.id, &r.path); err != nil {
-			rows.Close()
-			return res, fmt.Errorf("thumbnail sweep: %w", err)
-		}
-		todo = append(todo, r)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return res, fmt.Errorf("thumbnail sweep: %w", err)
 	}
 	res.More = len(todo) == batch

@@ -152,7 +152,7 @@ func TestInstallRemovePurge(t *testing.T) {
 	// What systemd's StateDirectory= and an operator would have left: the
 	// edge's state, a library root inside it, central's state and keyring.
 	for _, p := range []string{"/var/lib/euterpe/library.db", "/var/lib/euterpe/library.db-wal", "/var/lib/euterpe/worker-id",
-		"/var/lib/euterpe/thumbs/a.jpg", "/var/lib/euterpe/trash/1/b.flac", "/var/lib/euterpe/media/song.flac",
+		"/var/lib/euterpe/trash/1/b.flac", "/var/lib/euterpe/media/song.flac",
 		"/var/lib/euterpe-central/central.db", "/etc/euterpe/central.credentials/keyring"} {
 		if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
 			t.Fatal(err)
@@ -160,6 +160,19 @@ func TestInstallRemovePurge(t *testing.T) {
 		if err := os.WriteFile(p, []byte("state\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// A thumbnail cache moved to a bigger disk by a symlink: purge removes
+	// the link, never what it points at.
+	elsewhere := t.TempDir()
+	movedThumb := filepath.Join(elsewhere, "c.jpg")
+	if err := os.WriteFile(movedThumb, []byte("thumb\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll("/var/lib/euterpe/thumbs"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, "/var/lib/euterpe/thumbs"); err != nil {
+		t.Fatal(err)
 	}
 
 	t.Run("remove keeps state and config", func(t *testing.T) {
@@ -190,6 +203,9 @@ func TestInstallRemovePurge(t *testing.T) {
 			if exists(p) {
 				t.Errorf("%s left after purge", p)
 			}
+		}
+		if _, err := os.Stat(movedThumb); err != nil {
+			t.Errorf("purge followed the thumbs symlink: %v", err)
 		}
 		// The user's files in a library root inside the state directory
 		// are not the package's.

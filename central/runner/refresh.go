@@ -128,6 +128,13 @@ func (r *Runner) withRefresh(ctx context.Context, j *inbox.Job, wd *watchdog, op
 // version. rejected is the storage error that started the flow; it is
 // wrapped in ErrRefreshExhausted when the budget runs out first.
 func (r *Runner) refreshUntilAdvanced(ctx context.Context, j *inbox.Job, wd *watchdog, opName string, status, version int, rejected error) error {
+	// The requester may have sent new credentials on its own between the
+	// read and storage's refusal (its own rotation, or its answer to an
+	// earlier call arriving late): op runs again with them, and no refresh
+	// unit of the job's budget is spent on a call nobody needs.
+	if v, err := r.jobs.CredentialVersion(ctx, j.ID); err == nil && v > version {
+		return nil
+	}
 	for {
 		allowed, err := r.jobs.CountRefreshAttempt(ctx, j)
 		if err != nil {

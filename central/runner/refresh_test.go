@@ -208,3 +208,52 @@ func TestRefreshURLErrorsHideTheQuery(t *testing.T) {
 		}
 	}
 }
+
+// rotating is the inbox as seen when the requester rotates the job's
+// credentials on its own just after the runner read them: the first read
+// is followed at once by new credentials, so storage refuses credentials
+// that are already replaced.
+type rotating struct {
+	*inbox.Store
+	rotate func(jobID string) error
+	done   atomic.Bool
+}
+
+func (r *rotating) Credentials(ctx context.Context, j *inbox.Job) (credentials.Storage, int, error) {
+	c, v, err := r.Store.Credentials(ctx, j)
+	if err == nil && r.done.CompareAndSwap(false, true) {
+		err = r.rotate(j.ID)
+	}
+	return c, v, err
+}
+
+// TestRefreshAlreadyMadeSpendsNothing: credentials replaced between the
+// runner's read and storage's 403 are used as they are: no refresh call,
+// no refresh unit counted, and the job succeeds in its first attempt.
+func TestRefreshAlreadyMadeSpendsNothing(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *env) {
+		e.putWAV("in/src.wav", 1)
+		bad := &credentials.S3{AccessKeyID: e.s3.AccessKey, SecretAccessKey: "expired-secret"}
+		good := credentials.Storage{Source: e.rootCreds(), Output: *e.rootCreds()}
+		rq := e.newRequester(nil)
+		id := e.enqueue("in/src.wav", oneOpus, func(j *inbox.NewJob) {
+			j.Credentials = credentials.Storage{Source: bad, Output: *e.rootCreds()}
+			j.RefreshURL = rq.srv.URL
+		})
+		jobs := &rotating{Store: e.inbox, rotate: func(jobID string) error { return e.sendCredentials(jobID, good) }}
+		v := e.drive(e.runnerOptions(nil, func(o *runner.Options) { o.Jobs = jobs }), id, 30*time.Second)
+		if v.Status != schema.StatusSucceeded || v.AttemptCount != 1 || v.CredentialVersion != 2 {
+			t.Fatalf("status %s attempts %d credential_version %d err %+v", v.Status, v.AttemptCount, v.CredentialVersion, v.LastError)
+		}
+		if n := rq.hits.Load(); n != 0 {
+			t.Fatalf("%d refresh calls for credentials already refreshed", n)
+		}
+		var refreshCount int
+		if err := e.db.QueryRowContext(context.Background(), e.db.Rebind(`SELECT refresh_attempt_count FROM inbox_jobs WHERE id = ?`), id).Scan(&refreshCount); err != nil {
+			t.Fatal(err)
+		}
+		if refreshCount != 0 {
+			t.Fatalf("refresh_attempt_count %d, want 0", refreshCount)
+		}
+	})
+}

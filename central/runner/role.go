@@ -32,9 +32,9 @@ func Definition() serve.Definition {
 			policy := d.Policy
 			r, err := New(Options{
 				Jobs: d.Inbox, Secrets: d.Requesters, Settings: s, WorkerID: d.WorkerID, Logger: d.Log,
-				RefreshClient:  policy.NewClient(ssrf.ClientOptions{Timeout: 15 * time.Second}),
-				StorageControl: policy.Control,
-				Metrics:        NewMetrics(registerer(d)),
+				RefreshClient: policy.NewClient(ssrf.ClientOptions{Timeout: 15 * time.Second}),
+				StorageDial:   policy.DialContext,
+				Metrics:       NewMetrics(registerer(d)),
 			})
 			if err != nil {
 				return nil, err

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/vesta-cx/euterpe/central/credentials"
@@ -55,9 +55,9 @@ type Options struct {
 	// RefreshClient sends refresh calls; production passes the SSRF-guarded
 	// client of central/ssrf. nil uses a plain client with a 15 s timeout.
 	RefreshClient *http.Client
-	// StorageControl vets the addresses storage requests dial (see
-	// storage.Options.Control); nil allows any.
-	StorageControl func(network, address string, c syscall.RawConn) error
+	// StorageDial makes storage requests' connections (see
+	// storage.Options.DialContext); nil dials anything.
+	StorageDial func(ctx context.Context, network, address string) (net.Conn, error)
 	// Metrics receives the runner's counters; nil: unregistered series.
 	Metrics *Metrics
 }
@@ -110,7 +110,7 @@ func New(o Options) (*Runner, error) {
 		log:     o.Logger.With("role", "runner", "worker_id", o.WorkerID),
 		tools:   tools,
 		check:   newToolCheck(tools, toolCheckEvery),
-		store:   storage.NewClient(storage.Options{HeaderTimeout: o.Settings.StorageTimeout, Control: o.StorageControl}),
+		store:   storage.NewClient(storage.Options{HeaderTimeout: o.Settings.StorageTimeout, DialContext: o.StorageDial}),
 		refresh: refresher{client: o.RefreshClient, now: time.Now},
 		scratch: sc,
 		metrics: o.Metrics,

@@ -64,7 +64,7 @@ func TestStorageRefusedByPolicy(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *env) {
 		e.putWAV("in/src.wav", 1)
 		id := e.enqueue("in/src.wav", oneOpus, nil)
-		r := e.runnerOptions(nil, func(o *runner.Options) { o.StorageControl = ssrf.Policy{}.Control })
+		r := e.runnerOptions(nil, func(o *runner.Options) { o.StorageDial = ssrf.Policy{}.DialContext })
 		v := e.drive(r, id, 20*time.Second)
 		if v.Status != schema.StatusFailed || v.AttemptCount != 1 || v.LastError == nil || v.LastError.Code != "destination_refused" {
 			t.Fatalf("status %s attempts %d err %+v", v.Status, v.AttemptCount, v.LastError)

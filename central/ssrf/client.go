@@ -1,6 +1,8 @@
 package ssrf
 
 import (
+	"context"
+	"net"
 	"net/http"
 	"time"
 )
@@ -44,4 +46,11 @@ func (p Policy) NewClient(o ClientOptions) *http.Client {
 			return http.ErrUseLastResponse
 		},
 	}
+}
+
+// DialContext connects to address (host:port) as the policy allows, with
+// the dialer NewClient's clients use, for transports built elsewhere (the
+// storage client's). The signature is http.Transport.DialContext's.
+func (p Policy) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	return newDialer(p, nil).DialContext(ctx, network, address)
 }

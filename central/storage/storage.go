@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -62,10 +61,13 @@ type Options struct {
 	// HeaderTimeout bounds how long a server may take to start answering
 	// (0 means 30 s); a body may take as long as it keeps streaming.
 	HeaderTimeout time.Duration
-	// Control, when set, vets every address dialled after DNS resolution
-	// (central/ssrf's Policy.Control keeps requester-supplied endpoints and
-	// signed URLs away from the cluster's inside).
-	Control func(network, address string, c syscall.RawConn) error
+	// DialContext, when set, makes every connection: central/ssrf's
+	// Policy.DialContext keeps requester-supplied endpoints and signed URLs
+	// away from the cluster's inside, and reports a refusal only when no
+	// allowed address of a name is left (a net.Dialer with a Control would
+	// report the first refused address of a mixed DNS answer, a final
+	// failure, while an allowed one was merely down). nil dials anything.
+	DialContext func(ctx context.Context, network, address string) (net.Conn, error)
 }
 
 // NewClient returns a Client.
@@ -73,11 +75,14 @@ func NewClient(o Options) *Client {
 	if o.HeaderTimeout <= 0 {
 		o.HeaderTimeout = 30 * time.Second
 	}
+	if o.DialContext == nil {
+		o.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
 	tr := &http.Transport{
 		// No proxy from the environment: it would hide the real
-		// destination from Control.
+		// destination from the dialer's policy.
 		Proxy:                 nil,
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: o.Control}).DialContext,
+		DialContext:           o.DialContext,
 		MaxIdleConns:          64,
 		MaxIdleConnsPerHost:   16,
 		IdleConnTimeout:       90 * time.Second,
@@ -301,6 +306,13 @@ type progressHook func(n int)
 func (h progressHook) Read(p []byte) (int, error) {
 	h(len(p))
 	return len(p), nil
+}
+
+// UploadMetadata gives the object the user metadata m (sent as
+// x-amz-meta-<name> headers; names and values must be valid in a header).
+// Copy carries it over to the copy.
+func UploadMetadata(m map[string]string) UploadOption {
+	return func(o *uploadOptions) { o.put.UserMetadata = m }
 }
 
 // Upload stores the local file at path as bucket/key with contentType. The

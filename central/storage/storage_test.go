@@ -216,7 +216,7 @@ func TestRefusedDestination(t *testing.T) {
 	b := testsvc.S3(t)
 	putRandom(t, b, "k", 1024)
 	p := storagetest.New(t, b.Endpoint)
-	c := storage.NewClient(storage.Options{HeaderTimeout: 2 * time.Second, Control: ssrf.Policy{}.Control})
+	c := storage.NewClient(storage.Options{HeaderTimeout: 2 * time.Second, DialContext: ssrf.Policy{}.DialContext})
 	ctx := context.Background()
 	bucket := storage.Bucket{Endpoint: p.URL, Region: b.Region, Name: b.Name}
 	path := filepath.Join(t.TempDir(), "o")

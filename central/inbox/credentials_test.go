@@ -59,8 +59,13 @@ func TestUpdateCredentialsRechecksInTheWrite(t *testing.T) {
 // the signature parameters of the job's URL. One naming another version,
 // file id or response override of the same path is ErrSourceMismatch and
 // leaves credential_version as it was. Each refresh is compared with the
-// URL sealed last, so a chain of accepted refreshes still pins the object
-// the job was enqueued with.
+// fingerprint written last, so a chain of accepted refreshes still pins the
+// object the job was enqueued with.
+//
+// The judge never opens the credentials: it is a store whose keyring
+// cannot open them. A row from before source_fingerprint (NULL) is judged
+// the old way, by opening the sealed URL, and the first accepted refresh
+// writes its fingerprint, after which the keyring is no longer needed.
 func TestRefreshKeepsTheSourceObject(t *testing.T) {
 	const (
 		s3      = "https://s3.example.com/in/a.wav?versionId=111&X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Date=20260101T000000Z&X-Amz-Signature=aaa"
@@ -75,6 +80,7 @@ func TestRefreshKeepsTheSourceObject(t *testing.T) {
 	}{
 		{"sigv4 renewed", s3, []string{"https://s3.example.com/in/a.wav?X-Amz-Signature=bbb&X-Amz-Date=20260102T000000Z&X-Amz-Algorithm=AWS4-HMAC-SHA256&versionId=111"}, true},
 		{"sig renewed", dl, []string{"https://dl.example.com/download?sig=2&file=AAA"}, true},
+		{"renewed twice", dl, []string{"https://dl.example.com/download?file=AAA&sig=2", "https://dl.example.com/download?file=AAA&sig=3"}, true},
 		{"another versionId", s3, []string{"https://s3.example.com/in/a.wav?versionId=222&X-Amz-Signature=bbb"}, false},
 		{"versionId dropped", s3, []string{"https://s3.example.com/in/a.wav?X-Amz-Signature=bbb"}, false},
 		{"another file", dl, []string{"https://dl.example.com/download?file=BBB&sig=2"}, false},
@@ -85,32 +91,80 @@ func TestRefreshKeepsTheSourceObject(t *testing.T) {
 	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
 		ctx := context.Background()
 		s := inbox.New(db, testKeys(t), inbox.DefaultPolicy())
+		// Same database, a keyring that opens nothing s sealed.
+		blind := inbox.New(db, testKeys(t), inbox.DefaultPolicy())
 		req := addRequester(t, db)
 		out := credentials.S3{AccessKeyID: "a", SecretAccessKey: "s"}
-		for _, tc := range cases {
-			j := newJob(req, false)
-			j.Source = inbox.Source{URL: credentials.PlainURL(tc.enqueued)}
-			j.Credentials = credentials.Storage{SourceURL: tc.enqueued, Output: out}
-			if err := s.Enqueue(ctx, j); err != nil {
-				t.Fatal(err)
-			}
-			want := 1
-			for i, u := range tc.refresh {
-				_, err := s.UpdateCredentials(ctx, j.ID, req, credentials.Storage{SourceURL: u, Output: out})
-				last := i == len(tc.refresh)-1
-				switch {
-				case !last || tc.ok:
-					if err != nil {
-						t.Fatalf("%s: refresh %d refused: %v", tc.name, i, err)
-					}
-					want++
-				case !errors.Is(err, inbox.ErrSourceMismatch):
-					t.Fatalf("%s: refresh %d: %v, want ErrSourceMismatch", tc.name, i, err)
+		for _, legacy := range []bool{false, true} {
+			for _, tc := range cases {
+				j := newJob(req, false)
+				j.Source = inbox.Source{URL: credentials.PlainURL(tc.enqueued)}
+				j.Credentials = credentials.Storage{SourceURL: tc.enqueued, Output: out}
+				if err := s.Enqueue(ctx, j); err != nil {
+					t.Fatal(err)
 				}
-			}
-			if v, err := s.CredentialVersion(ctx, j.ID); err != nil || v != want {
-				t.Fatalf("%s: credential_version %d (%v), want %d", tc.name, v, err, want)
+				judge := blind
+				if legacy {
+					forgetFingerprint(t, db, j.ID)
+					// Only a keyring that opens the row can judge it now.
+					if _, err := blind.UpdateCredentials(ctx, j.ID, req, credentials.Storage{SourceURL: tc.enqueued, Output: out}); !errors.Is(err, credentials.ErrDecrypt) {
+						t.Fatalf("%s: pre-migration row judged without opening it: %v", tc.name, err)
+					}
+					judge = s
+				}
+				want := 1
+				for i, u := range tc.refresh {
+					_, err := judge.UpdateCredentials(ctx, j.ID, req, credentials.Storage{SourceURL: u, Output: out})
+					last := i == len(tc.refresh)-1
+					switch {
+					case !last || tc.ok:
+						if err != nil {
+							t.Fatalf("%s (legacy %v): refresh %d refused: %v", tc.name, legacy, i, err)
+						}
+						want++
+						// The fingerprint is written: what follows needs no keyring.
+						judge = blind
+					case !errors.Is(err, inbox.ErrSourceMismatch):
+						t.Fatalf("%s (legacy %v): refresh %d: %v, want ErrSourceMismatch", tc.name, legacy, i, err)
+					}
+				}
+				if v, err := s.CredentialVersion(ctx, j.ID); err != nil || v != want {
+					t.Fatalf("%s (legacy %v): credential_version %d (%v), want %d", tc.name, legacy, v, err, want)
+				}
 			}
 		}
 	})
+}
+
+// TestBucketRefreshWithoutFingerprint: a bucket-source job from before
+// source_fingerprint takes new credentials without anything being opened
+// (its credentials name no object) and gets its fingerprint with them; a
+// signed URL for it is still refused.
+func TestBucketRefreshWithoutFingerprint(t *testing.T) {
+	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
+		ctx := context.Background()
+		s := inbox.New(db, testKeys(t), inbox.DefaultPolicy())
+		blind := inbox.New(db, testKeys(t), inbox.DefaultPolicy())
+		req := addRequester(t, db)
+		id := enqueue(t, s, req, 1)[0]
+		forgetFingerprint(t, db, id)
+		out := credentials.S3{AccessKeyID: "a", SecretAccessKey: "s"}
+		if _, err := blind.UpdateCredentials(ctx, id, req, credentials.Storage{SourceURL: "https://s3.example.com/in/a.wav?sig=1", Output: out}); !errors.Is(err, inbox.ErrSourceMismatch) {
+			t.Fatalf("url for a bucket source: %v, want ErrSourceMismatch", err)
+		}
+		if v, err := blind.UpdateCredentials(ctx, id, req, credentials.Storage{Source: &out, Output: out}); err != nil || v != 2 {
+			t.Fatalf("bucket refresh: %d %v", v, err)
+		}
+		if n := count(t, db, `SELECT COUNT(*) FROM inbox_jobs WHERE id = ? AND source_fingerprint IS NOT NULL`, id); n != 1 {
+			t.Fatal("no fingerprint written with the refresh")
+		}
+	})
+}
+
+// forgetFingerprint makes id a row as enqueued before source_fingerprint.
+func forgetFingerprint(t testing.TB, db *sqldb.DB, id string) {
+	t.Helper()
+	if _, err := db.Exec(db.Rebind(`UPDATE inbox_jobs SET source_fingerprint = NULL WHERE id = ?`), id); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -140,15 +140,15 @@ func (s *Store) Insert(ctx context.Context, tx *sql.Tx, j NewJob) error {
 		output_bucket, output_prefix, output_endpoint, output_region,
 		renditions, status_webhook_url, refresh_url, metadata,
 		storage_creds_encrypted, storage_creds_dek_wrapped, storage_creds_kek_id, storage_creds_encryption_version,
-		created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		source_fingerprint, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		j.ID, j.RequesterID, nullStr(j.IdempotencyKey), schema.StatusQueued, j.Priority, sqldb.Micros(sched), sqldb.Micros(sched),
 		maxAttempts,
 		nullStr(j.Source.URL), nullStr(j.Source.Bucket), nullStr(j.Source.Key), nullStr(j.Source.Endpoint), nullStr(j.Source.Region),
 		j.Output.Bucket, j.Output.Prefix, nullStr(j.Output.Endpoint), nullStr(j.Output.Region),
 		string(rend), nullStr(j.StatusWebhookURL), nullStr(j.RefreshURL), nullJSON(j.Metadata),
 		sealed.Ciphertext, sealed.WrappedDEK, sealed.KEKID, sealed.Version,
-		nowUS, nowUS)
+		sourceFingerprint(j.ID, j.Credentials), nowUS, nowUS)
 	if err != nil {
 		return fmt.Errorf("inbox: insert job: %w", err)
 	}
@@ -224,7 +224,8 @@ func (s *Store) Prune(ctx context.Context, cutoff time.Time) (int64, error) {
 		res, err := tx.ExecContext(ctx, s.db.Rebind(`UPDATE inbox_jobs SET pruned_at = ?,
 			storage_creds_encrypted = NULL, storage_creds_dek_wrapped = NULL, storage_creds_kek_id = NULL,
 			storage_creds_encryption_version = NULL, metadata = NULL, outputs = NULL, source_url = NULL,
-			source_key = NULL, source_bucket = NULL, status_webhook_url = NULL, refresh_url = NULL
+			source_key = NULL, source_bucket = NULL, status_webhook_url = NULL, refresh_url = NULL,
+			source_fingerprint = NULL
 			WHERE status IN ('succeeded', 'failed', 'dead_letter') AND finished_at < ? AND pruned_at IS NULL`),
 			sqldb.Micros(now), sqldb.Micros(cutoff))
 		if err != nil {

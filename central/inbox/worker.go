@@ -361,21 +361,22 @@ func (s *Store) Progress(ctx context.Context, j *Job, percent int) error {
 // refresh flow, not fenced by a claim: the job may be queued between
 // attempts), sealed under credential_version+1. ErrNotFound, ErrForbidden
 // (another requester's job) and ErrFinished (terminal job) are returned
-// as such.
+// as such; credentials for another source object are ErrSourceMismatch,
+// judged by the row's source fingerprint without opening what is sealed.
 func (s *Store) UpdateCredentials(ctx context.Context, jobID, requesterID string, creds credentials.Storage) (int, error) {
 	var next int
 	now := s.now() // before the transaction holds a connection (see Store.write)
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
 		var owner, status string
-		var srcURL, srcBucket sql.NullString
+		var srcURL, srcBucket, fingerprint sql.NullString
 		var cur int
 		var old credentials.Sealed
 		var kek *string
 		var ver *int
 		err := tx.QueryRowContext(ctx, s.db.Rebind(`SELECT requester_id, status, credential_version, source_url, source_bucket,
-			storage_creds_encrypted, storage_creds_dek_wrapped, storage_creds_kek_id, storage_creds_encryption_version
+			source_fingerprint, storage_creds_encrypted, storage_creds_dek_wrapped, storage_creds_kek_id, storage_creds_encryption_version
 			FROM inbox_jobs WHERE id = ?`), jobID).
-			Scan(&owner, &status, &cur, &srcURL, &srcBucket, &old.Ciphertext, &old.WrappedDEK, &kek, &ver)
+			Scan(&owner, &status, &cur, &srcURL, &srcBucket, &fingerprint, &old.Ciphertext, &old.WrappedDEK, &kek, &ver)
 		if errors.Is(err, sql.ErrNoRows) {
 			return ErrNotFound
 		}
@@ -391,11 +392,22 @@ func (s *Store) UpdateCredentials(ctx context.Context, jobID, requesterID string
 		if err := fitsSource(srcURL.String, creds); err != nil {
 			return err
 		}
-		if creds.SourceURL != "" {
-			// The object-naming part of the query is only in the sealed URL.
-			// Compared with the blob of version cur, which the write below is
-			// fenced on: each blob passed this check against the one before
-			// it, so all name the object the job was enqueued with.
+		switch {
+		case fingerprint.Valid:
+			// Every fingerprint written passed this check against the one
+			// before it, so all name the object the job was enqueued with.
+			if err := sameFingerprint(fingerprint.String, jobID, creds); err != nil {
+				return err
+			}
+		case creds.SourceURL != "":
+			// A row enqueued before source_fingerprint existed: the
+			// object-naming part of its query is only in the sealed URL, and
+			// SQL cannot backfill what needs the key. Refusing its refreshes
+			// would strand the jobs in flight across the upgrade, so it is
+			// judged the old way, once: the write below stores the
+			// fingerprint, and later refreshes of the job no longer open
+			// anything. Compared with the blob of version cur, which the
+			// write is fenced on.
 			if kek == nil || ver == nil {
 				return fmt.Errorf("inbox: job %s has no stored credentials", jobID)
 			}
@@ -423,9 +435,11 @@ func (s *Store) UpdateCredentials(ctx context.Context, jobID, requesterID string
 		// version it sealed against and that the job is still live, and
 		// when it matches nothing, the row as it is now says why.
 		res, err := tx.ExecContext(ctx, s.db.Rebind(`UPDATE inbox_jobs SET credential_version = ?, storage_creds_encrypted = ?,
-			storage_creds_dek_wrapped = ?, storage_creds_kek_id = ?, storage_creds_encryption_version = ?, updated_at = ?
+			storage_creds_dek_wrapped = ?, storage_creds_kek_id = ?, storage_creds_encryption_version = ?, source_fingerprint = ?,
+			updated_at = ?
 			WHERE id = ? AND credential_version = ? AND status NOT IN (`+terminalList+`)`),
-			next, sealed.Ciphertext, sealed.WrappedDEK, sealed.KEKID, sealed.Version, sqldb.Micros(now), jobID, cur)
+			next, sealed.Ciphertext, sealed.WrappedDEK, sealed.KEKID, sealed.Version, sourceFingerprint(jobID, creds),
+			sqldb.Micros(now), jobID, cur)
 		if err != nil {
 			return err
 		}
@@ -463,7 +477,9 @@ func fitsSource(recordedURL string, creds credentials.Storage) error {
 // errOtherObject refuses a refreshed URL for another object than the job's.
 var errOtherObject = fmt.Errorf("%w: the URL names another object than the job's source (only its signature parameters may change)", ErrSourceMismatch)
 
-// sameObject checks a refreshed source URL against the job's current one:
+// sameObject checks a refreshed source URL against the job's current one,
+// for a row that has no source fingerprint yet (sameFingerprint applies
+// the same rule to rows that have one):
 // only signature parameters may differ (credentials.ObjectURL). A versionId,
 // a file id or a response-* override names the object as much as the path
 // does, and a refresh never changes what the job transcodes.

@@ -311,6 +311,11 @@ func TestUpgradeWithData(t *testing.T) {
 			require.NoError(t, one(`SELECT status, priority, max_attempts, attempt_count, claim_version, event_seq FROM inbox_jobs WHERE id = 'job-1'`).
 				Scan(&status, &prio, &maxAtt, &attempts, &claimVer, &seq))
 			assert.Equal(t, []any{schema.StatusQueued, 0, 5, 0, int64(0), int64(0)}, []any{status, prio, maxAtt, attempts, claimVer, seq})
+			// It has no source fingerprint (only the sealed credentials could
+			// give one): the inbox judges its first refresh by opening them.
+			var fingerprint sql.NullString
+			require.NoError(t, one(`SELECT source_fingerprint FROM inbox_jobs WHERE id = 'job-1'`).Scan(&fingerprint))
+			assert.False(t, fingerprint.Valid)
 
 			// Outbox: the per-row attempt ceiling is gone, redriven_at is
 			// added empty, both events kept.

@@ -98,20 +98,38 @@ type Option func(*binding)
 func Secret() Option { return func(b *binding) { b.Secret = true } }
 
 func (c *Config) add(s Setting, set func(string) error, validate func() error, opts ...Option) {
+	c.addFlag(s, set, validate, false, opts...)
+}
+
+// addFlag declares the setting; a boolean one's flag may stand alone
+// (-console for -console=true), as Go's own boolean flags do.
+func (c *Config) addFlag(s Setting, set func(string) error, validate func() error, isBool bool, opts ...Option) {
 	b := &binding{Setting: s, set: set, validate: validate}
 	for _, o := range opts {
 		o(b)
 	}
 	c.settings = append(c.settings, b)
-	c.fs.Func(s.Flag, s.Usage+envNote(s.Env), func(v string) error {
-		b.fromFlag = true
-		b.flagValue = v
-		if err := set(v); err != nil {
-			c.flagErr = c.settingErr(b, "-"+b.Flag, v, err)
-			return c.flagErr
-		}
-		return nil
-	})
+	c.fs.Var(&flagValue{c: c, b: b, isBool: isBool}, s.Flag, s.Usage+envNote(s.Env))
+}
+
+// flagValue is a setting's flag.Value.
+type flagValue struct {
+	c      *Config
+	b      *binding
+	isBool bool
+}
+
+func (f *flagValue) String() string   { return "" } // the defaults are in Settings
+func (f *flagValue) IsBoolFlag() bool { return f.isBool }
+
+func (f *flagValue) Set(v string) error {
+	f.b.fromFlag = true
+	f.b.flagValue = v
+	if err := f.b.set(v); err != nil {
+		f.c.flagErr = f.c.settingErr(f.b, "-"+f.b.Flag, v, err)
+		return f.c.flagErr
+	}
+	return nil
 }
 
 func envNote(env string) string {
@@ -183,10 +201,11 @@ func (c *Config) Duration(p *time.Duration, flagName, env string, def, min, max 
 		})
 }
 
-// Bool declares a boolean setting.
+// Bool declares a boolean setting. Its flag alone means true; a value
+// goes after "=" (-name=false), as for Go's own boolean flags.
 func (c *Config) Bool(p *bool, flagName, env string, def bool, usage string) {
 	*p = def
-	c.add(Setting{Flag: flagName, Env: env, Default: strconv.FormatBool(def), Usage: usage},
+	c.addFlag(Setting{Flag: flagName, Env: env, Default: strconv.FormatBool(def), Usage: usage},
 		func(v string) error {
 			b, err := strconv.ParseBool(strings.TrimSpace(v))
 			if err != nil {
@@ -194,7 +213,7 @@ func (c *Config) Bool(p *bool, flagName, env string, def bool, usage string) {
 			}
 			*p = b
 			return nil
-		}, nil)
+		}, nil, true)
 }
 
 // Parse applies environment values, then flags, then validates every
@@ -328,8 +347,12 @@ func (c *Config) NoArgs() error {
 	if len(args) == 0 {
 		return nil
 	}
-	return &SettingError{Setting: "arguments", Value: RedactURL(args[0]),
-		Reason: "unexpected argument; settings are flags (-name value) or EUTERPE_* variables, and flags go before any other word"}
+	reason := "unexpected argument; settings are flags (-name value) or EUTERPE_* variables, and flags go before any other word"
+	if _, err := strconv.ParseBool(args[0]); err == nil {
+		// Most likely "-console false": a boolean flag stands alone.
+		reason += "; a boolean flag takes its value after \"=\" (-name=false)"
+	}
+	return &SettingError{Setting: "arguments", Value: RedactURL(args[0]), Reason: reason}
 }
 
 // Settings lists the declared settings sorted by environment name.
@@ -403,4 +426,72 @@ func CheckOneOf(values ...string) func(string) error {
 		}
 		return fmt.Errorf("must be one of %s", strings.Join(values, ", "))
 	}
+}
+
+// WarnMisspelledEnv logs a warning for each EUTERPE_* variable of environ
+// ("NAME=value" entries, as os.Environ gives them) that is no setting of
+// this command but is one or two letters away from one, naming the setting
+// it most likely means: a misspelled variable is otherwise ignored without
+// a word, and the daemon runs on a default the operator meant to change.
+// Variables further from every setting are left alone: they belong to
+// another program (the other daemon, euterpectl, tests) sharing the
+// environment. The value is never logged.
+func (c *Config) WarnMisspelledEnv(log *slog.Logger, environ []string) {
+	known := map[string]bool{}
+	for _, b := range c.settings {
+		if b.Env == "" {
+			continue
+		}
+		known[b.Env] = true
+		if b.Secret {
+			known[b.Env+"_FILE"] = true
+		}
+	}
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "EUTERPE_") || known[name] {
+			continue
+		}
+		best, bestDist := "", 3
+		for k := range known {
+			if d := editDistance(name, k, 3); d < bestDist || d == bestDist && d < 3 && k < best {
+				best, bestDist = k, d
+			}
+		}
+		if best == "" {
+			continue
+		}
+		log.Warn(fmt.Sprintf("%s is not a setting of %s and is ignored; did you mean %s?", name, c.fs.Name(), best),
+			"variable", name, "setting", best)
+	}
+}
+
+// editDistance is the optimal-string-alignment distance between a and b
+// (insertions, deletions, substitutions and swaps of neighbours, each one
+// step), or limit when it is limit or more.
+func editDistance(a, b string, limit int) int {
+	if d := len(a) - len(b); d >= limit || -d >= limit {
+		return limit
+	}
+	prev2 := make([]int, len(b)+1)
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return min(prev[len(b)], limit)
 }

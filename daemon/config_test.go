@@ -150,7 +150,7 @@ func TestConfigFlagErrorsKeepSecrets(t *testing.T) {
 		{"unknown flag after --k v", []string{"--api-key", secret, "--bogus"}, "flags", "-bogus"},
 		{"bad int after a secret", []string{"-api-key", secret, "-workers", "many"}, "-workers", "not an integer"},
 		{"bad duration after a secret", []string{"--api-key=" + secret, "-grace", "soon"}, "-grace", "not a duration"},
-		{"bad bool", []string{"-on", "perhaps", "-api-key", secret}, "-on", "not a boolean"},
+		{"bad bool", []string{"-on=perhaps", "-api-key", secret}, "-on", "not a boolean"},
 		{"missing value after a secret", []string{"-api-key", secret, "-workers"}, "flags", "-workers"},
 		{"password in a URL flag", []string{"-redis-url", "redis://:" + urlPassword + "@h:6379/0", "-bogus"}, "flags", "-bogus"},
 		{"long command line", []string{"-api-key", secret, "-addr", long, "-bogus"}, "flags", "-bogus"},
@@ -350,5 +350,89 @@ func TestWarnSecretFlags(t *testing.T) {
 			}
 			require.NotContains(t, logs.String(), planted)
 		})
+	}
+}
+
+// TestWarnMisspelledEnv: a variable a letter or two away from a setting is
+// named with the setting it most likely means, never with its value;
+// settings, their _FILE forms and variables of other programs are quiet.
+func TestWarnMisspelledEnv(t *testing.T) {
+	const planted = "PLANTED-value-93c1"
+	for _, tc := range []struct {
+		name, variable, meant string // meant "": no warning
+	}{
+		{"swapped letters", "EUTERPE_REDIS_ULR", "EUTERPE_REDIS_URL"},
+		{"missing letter", "EUTERPE_WORKER", "EUTERPE_WORKERS"},
+		{"one wrong letter", "EUTERPE_GRAVE", "EUTERPE_GRACE"},
+		{"secret's file form misspelled", "EUTERPE_API_KEY_FLIE", "EUTERPE_API_KEY_FILE"},
+		{"a setting", "EUTERPE_WORKERS", ""},
+		{"a secret's file form", "EUTERPE_API_KEY_FILE", ""},
+		{"another program's", "EUTERPE_CENTRAL_URL", ""},
+		{"not ours at all", "PATH", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := newTestConfig(nil)
+			require.NoError(t, c.Parse(nil))
+			var logs bytes.Buffer
+			log, err := NewLogger(&logs, "info")
+			require.NoError(t, err)
+			c.WarnMisspelledEnv(log, []string{tc.variable + "=" + planted})
+			if tc.meant == "" {
+				require.Empty(t, logs.String())
+				return
+			}
+			var rec map[string]any
+			require.NoError(t, json.Unmarshal(logs.Bytes(), &rec), logs.String())
+			require.Equal(t, "WARN", rec["level"])
+			require.Equal(t, tc.variable, rec["variable"])
+			require.Equal(t, tc.meant, rec["setting"])
+			require.Contains(t, rec["msg"], "did you mean "+tc.meant)
+			require.NotContains(t, logs.String(), planted)
+		})
+	}
+}
+
+// TestBoolFlagAlone: a boolean flag alone means true and takes a value
+// after "="; "-on false" leaves "false" as an argument, refused with a
+// hint at the "=" form.
+func TestBoolFlagAlone(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool
+		hint bool // NoArgs refuses, naming the "=" form
+	}{
+		{[]string{"-on"}, true, false},
+		{[]string{"-on=true"}, true, false},
+		{[]string{"-on=false"}, false, false},
+		{[]string{"-on", "false"}, true, true},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			c, s := newTestConfig(map[string]string{"EUTERPE_ON": "false"})
+			require.NoError(t, c.Parse(tc.args))
+			require.Equal(t, tc.want, s.on)
+			err := c.NoArgs()
+			if !tc.hint {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, `a boolean flag takes its value after "="`)
+		})
+	}
+	c, _ := newTestConfig(nil)
+	var se *SettingError
+	require.ErrorAs(t, c.Parse([]string{"-on=perhaps"}), &se)
+	require.Equal(t, "-on", se.Setting)
+}
+
+func TestEditDistance(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 0}, {"abc", "abc", 0}, {"abc", "acb", 1}, {"abc", "ab", 1},
+		{"abc", "xbc", 1}, {"abcd", "badc", 2}, {"kitten", "sitting", 3}, {"a", "abcdef", 3},
+	} {
+		require.Equal(t, tc.want, editDistance(tc.a, tc.b, 3), "%q %q", tc.a, tc.b)
+		require.Equal(t, tc.want, editDistance(tc.b, tc.a, 3), "%q %q", tc.b, tc.a)
 	}
 }

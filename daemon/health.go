@@ -85,15 +85,20 @@ func reason(ctx context.Context, err error) string {
 	case strings.Contains(err.Error(), "password authentication failed"):
 		return "auth_failed"
 	}
-	msg := urlAccount.ReplaceAllString(RedactURL(err.Error()), "://"+redacted+"@")
+	msg := urlAuthority.ReplaceAllString(RedactURL(err.Error()), "://"+redacted)
+	msg = dialAddr.ReplaceAllString(msg, redacted)
 	return CapMessage(connAccount.ReplaceAllString(msg, "$1="+redacted))
 }
 
-// urlAccount is a URL's user info; connAccount a key=value connection
-// setting that names an account or its database.
+// urlAuthority is a URL's user info, host and port; connAccount a
+// key=value connection setting that names an account, its database or
+// its server; dialAddr an address a driver quotes ("10.0.0.5:5432
+// (db.lan): …", "dial tcp 10.0.0.5:5432: …"). A server's name and address
+// map the network behind the service for anyone who can reach /ready.
 var (
-	urlAccount  = regexp.MustCompile(`://[^/?#\s@]*@`)
-	connAccount = regexp.MustCompile(`\b(user|dbname|database)=[^\s\x60'",;)]+`)
+	urlAuthority = regexp.MustCompile(`://(?:[^/?#\s@]*@)?(?:\[[^\]\s]*\]|[^/?#\s:@\[]*)(?::\d+)?`)
+	connAccount  = regexp.MustCompile(`\b(user|dbname|database|host|hostaddr|port)=[^\s\x60'",;)]+`)
+	dialAddr     = regexp.MustCompile(`(?:\[[0-9A-Fa-f:.%\w]+\]|[\w.-]+):\d{1,5}( \([^()\s]*\))?`)
 )
 
 // MountHealth adds GET /healthz (the process answers) and GET /ready (200

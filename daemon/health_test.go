@@ -129,6 +129,35 @@ func TestServeUntilGraceful(t *testing.T) {
 	require.NoError(t, <-errc)
 }
 
+// A request still in flight when the grace runs out is cut, and the stop
+// says so rather than reporting a clean one.
+func TestServeUntilReportsCutRequests(t *testing.T) {
+	ln, err := Listen("EUTERPE_TEST_ADDR", "127.0.0.1:0")
+	require.NoError(t, err)
+	started := make(chan struct{})
+	release := make(chan struct{})
+	defer close(release)
+	srv := NewHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(started)
+		<-release
+	}))
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- ServeUntil(ctx, srv, ln, 100*time.Millisecond) }()
+	respc := make(chan error, 1)
+	go func() {
+		resp, err := http.Get("http://" + ln.Addr().String())
+		if err == nil {
+			resp.Body.Close()
+		}
+		respc <- err
+	}()
+	<-started
+	cancel()
+	require.ErrorIs(t, <-errc, ErrRequestsCut)
+	require.Error(t, <-respc, "the client sees its connection closed")
+}
+
 type reasoned struct{ r string }
 
 func (e reasoned) Error() string {
@@ -185,6 +214,10 @@ func TestReadyReasonHidesAccount(t *testing.T) {
 		{"other, URL", errors.New("open postgres://euterpe_acct:pw@db.lan/x?sslmode=require: bad"), ""},
 		{"other, conninfo", errors.New("connect host=db.lan user=euterpe_acct dbname=euterpe_db: bad"), ""},
 		{"plain text", errors.New("connection refused"), "connection refused"},
+		{"unreachable", fmt.Errorf("dial tcp 10.0.0.5:5432: %w", errors.New("connect: no route to host")), "dial tcp [REDACTED]: connect: no route to host"},
+		{"unreachable, IPv6", errors.New("dial tcp [fd00::5]:5432: connect: no route to host"), "dial tcp [REDACTED]: connect: no route to host"},
+		{"server error", pgx(errors.New("server error: FATAL: the database system is starting up (SQLSTATE 57P03)")),
+			"failed to connect to `user=[REDACTED] database=[REDACTED]`: [REDACTED]: server error: FATAL: the database system is starting up (SQLSTATE 57P03)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rep := Probe(context.Background(), time.Second, Check{Name: "database", Probe: func(context.Context) error { return tc.err }})
@@ -192,7 +225,7 @@ func TestReadyReasonHidesAccount(t *testing.T) {
 			if tc.want != "" {
 				require.Equal(t, "error("+tc.want+")", got)
 			}
-			for _, hidden := range []string{"euterpe_acct", "euterpe_db", ":pw@"} {
+			for _, hidden := range []string{"euterpe_acct", "euterpe_db", ":pw@", "db.lan", closed, "10.0.0.5"} {
 				require.NotContains(t, got, hidden)
 			}
 		})

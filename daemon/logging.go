@@ -104,6 +104,16 @@ func redactUserinfo(s string) string {
 			end = len(s)
 		}
 		at := strings.LastIndexByte(s[:end], '@')
+		if at < 0 && strings.Contains(s[:end], ":") {
+			// A password holding a literal space (postgres://u:pa ss@db/x)
+			// ends the span early: an "@" later on the line may be its end.
+			// Read to the line's end, as above, this hides more, never less.
+			line := strings.IndexByte(s, '\n')
+			if line < 0 {
+				line = len(s)
+			}
+			at = strings.LastIndexByte(s[:line], '@')
+		}
 		if at < 0 {
 			continue
 		}

@@ -156,6 +156,10 @@ func TestRedactURL(t *testing.T) {
 		// An "@" after the password hides more, never less.
 		{"x=redis://u:pw@h:1,y=http://a:b@c", "x=redis://u:[REDACTED]@c"},
 		{"https://h/x?to=a@b.example", "https://h/x?to=a@b.example"}, // no colon: no password
+		// A password with a literal space: the "@" after it still ends it.
+		{"at postgres://u:pa ss@db/x: refused", "at postgres://u:[REDACTED]@db/x: refused"},
+		{"postgres://u:a b c@db/x\npostgres://v@h/y", "postgres://u:[REDACTED]@db/x\npostgres://v@h/y"},
+		{"see http://h:8080/x for details", "see http://h:8080/x for details"},
 		{"postgres://u:[REDACTED]@h/db", "postgres://u:[REDACTED]@h/db"},
 		// Query parameters whose name looks secret.
 		{"rag=http:http://h/rag?api_key=XYZ", "rag=http:http://h/rag?api_key=[REDACTED]"},

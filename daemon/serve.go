@@ -71,8 +71,16 @@ func Listen(setting, addr string) (net.Listener, error) {
 	return ln, nil
 }
 
+// ErrRequestsCut is returned by ServeUntil when requests were still being
+// answered when the shutdown grace ran out, and their connections were
+// closed under them. The stop itself went as planned (the caller logs a
+// warning and exits as usual); what it cut is no longer reported as a
+// clean stop.
+var ErrRequestsCut = errors.New("requests still in flight when the shutdown grace ran out were cut")
+
 // ServeUntil serves on ln until ctx is cancelled, then shuts down, giving
-// in-flight requests up to grace to finish before connections are closed.
+// in-flight requests up to grace to finish before connections are closed
+// (ErrRequestsCut).
 func ServeUntil(ctx context.Context, srv *http.Server, ln net.Listener, grace time.Duration) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -88,7 +96,7 @@ func ServeUntil(ctx context.Context, srv *http.Server, ln net.Listener, grace ti
 	defer cancel()
 	err := srv.Shutdown(sctx)
 	if errors.Is(err, context.DeadlineExceeded) {
-		err = srv.Close()
+		err = errors.Join(ErrRequestsCut, srv.Close())
 	}
 	<-errc
 	return err

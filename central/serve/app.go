@@ -417,7 +417,12 @@ func (a *App) Serve(ctx context.Context, s Settings, d *Deps) error {
 		// ended at the stop, they no longer hold it for the whole grace.
 		daemon.EndStreamsAtShutdown(e, srv)
 		roles = append(roles, RoleFunc{RoleName: RoleAPI, Fn: func(ctx context.Context) error {
-			return daemon.ServeUntil(ctx, srv, ln, s.ShutdownGrace)
+			err := daemon.ServeUntil(ctx, srv, ln, s.ShutdownGrace)
+			if errors.Is(err, daemon.ErrRequestsCut) {
+				log.Warn("HTTP requests were cut at the end of the shutdown grace", "grace", s.ShutdownGrace.String(), "err", err)
+				return nil
+			}
+			return err
 		}})
 		log.Info("listening", "addr", ln.Addr().String())
 	}

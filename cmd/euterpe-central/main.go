@@ -145,6 +145,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	// fallback, net/http) is then a JSON line with secrets redacted too.
 	slog.SetDefault(log)
 	cfg.WarnSecretFlags(log)
+	cfg.WarnMisspelledEnv(log, os.Environ())
 	if err := daemon.ApplyDumpable(log, dumpable); err != nil {
 		fmt.Fprintln(stderr, "euterpe-central:", err)
 		return 1

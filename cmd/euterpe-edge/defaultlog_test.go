@@ -24,6 +24,8 @@ import (
 func TestServeLogsStrayOutputAsJSONAndWarnsOfSecretFlags(t *testing.T) {
 	_, opt := testsvc.Redis(t)
 	testsvc.KeepDefaultLog(t)
+	// A misspelled variable is named with the setting it most likely means.
+	t.Setenv("EUTERPE_SHUTDOWN_GRCAE", "hunter2-misspelled")
 	logs := &testsvc.LogBuffer{}
 	addr := freeAddr(t)
 	redisURL := redisURLOf(opt)
@@ -48,7 +50,7 @@ func TestServeLogsStrayOutputAsJSONAndWarnsOfSecretFlags(t *testing.T) {
 	slog.Default().Warn("through slog's default", "password", "hunter2-default")
 	stdlog.Print("through the standard log: redis://:hunter2-stdlib@10.0.0.5:6379")
 
-	var warned, viaDefault, viaStdlib bool
+	var warned, misspelled, viaDefault, viaStdlib bool
 	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
 		var rec map[string]any
 		require.NoError(t, json.Unmarshal([]byte(line), &rec), "not a JSON line: %q", line)
@@ -60,6 +62,10 @@ func TestServeLogsStrayOutputAsJSONAndWarnsOfSecretFlags(t *testing.T) {
 			assert.Contains(t, msg, "/proc/<pid>/cmdline")
 			assert.Contains(t, msg, "EUTERPE_REDIS_URL_FILE")
 			assert.NotContains(t, line, redisURL, "the value is not repeated")
+		case rec["variable"] == "EUTERPE_SHUTDOWN_GRCAE":
+			misspelled = true
+			assert.Equal(t, "WARN", rec["level"])
+			assert.Equal(t, "EUTERPE_SHUTDOWN_GRACE", rec["setting"])
 		case msg == "through slog's default":
 			viaDefault = true
 			assert.Equal(t, "[REDACTED]", rec["password"])
@@ -68,6 +74,7 @@ func TestServeLogsStrayOutputAsJSONAndWarnsOfSecretFlags(t *testing.T) {
 		}
 	}
 	assert.True(t, warned, "no warning naming -redis-url:\n%s", logs)
+	assert.True(t, misspelled, "no warning naming EUTERPE_SHUTDOWN_GRCAE:\n%s", logs)
 	assert.True(t, viaDefault, "slog's default does not write to the daemon's log:\n%s", logs)
 	assert.True(t, viaStdlib, "the standard log does not write to the daemon's log:\n%s", logs)
 	assert.NotContains(t, logs.String(), "hunter2")

@@ -90,6 +90,7 @@ func serve(parent context.Context, args []string, stderr io.Writer, getenv func(
 	// fallback, net/http) is then a JSON line with secrets redacted too.
 	slog.SetDefault(log)
 	cfg.WarnSecretFlags(log)
+	cfg.WarnMisspelledEnv(log, os.Environ())
 	if err := daemon.ApplyDumpable(log, s.Dumpable); err != nil {
 		fmt.Fprintln(stderr, "euterpe-edge:", err)
 		return 1
@@ -236,6 +237,10 @@ func runDaemon(parent context.Context, log *slog.Logger, s *serveSettings, geten
 	// stop, they do not hold the HTTP shutdown for the whole grace.
 	daemon.EndStreamsAtShutdown(e, srv)
 	serveErr := daemon.ServeUntil(runCtx, srv, ln, s.Grace)
+	if errors.Is(serveErr, daemon.ErrRequestsCut) {
+		log.Warn("HTTP requests were cut at the end of the shutdown grace", "grace", s.Grace.String(), "err", serveErr)
+		serveErr = nil
+	}
 	cancelRun()
 	// Neither can block once runCtx is done.
 	<-watchdog

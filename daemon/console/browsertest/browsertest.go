@@ -89,6 +89,13 @@ func New(t testing.TB) *Browser {
 		chromedp.Flag("mute-audio", true),
 		chromedp.WindowSize(1280, 900),
 	}
+	if tmp, ok := profileTmp(profile); ok {
+		if err := os.Mkdir(tmp, 0o700); err != nil {
+			_ = os.RemoveAll(profile)
+			t.Fatal(err)
+		}
+		opts = append(opts, chromedp.Env("TMPDIR="+tmp))
+	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(actx)
 	b := &Browser{t: t, ctx: ctx}
@@ -118,6 +125,25 @@ func New(t testing.TB) *Browser {
 		}
 	})
 	return b
+}
+
+// singletonSocket is the longest path Chromium puts in its TMPDIR
+// directory: a Unix socket, whose path must fit in sun_path (104 bytes
+// with the NUL on macOS, 108 on Linux).
+const (
+	singletonSocket = "/org.chromium.Chromium.XXXXXX/SingletonSocket"
+	socketPathMax   = 103
+)
+
+// profileTmp is the TMPDIR to give the browser inside its profile.
+// Chromium makes an org.chromium.Chromium.* directory there that it
+// removes only on a clean exit, and the browser is killed at the end: in
+// the profile, it goes with the profile. Under a TMPDIR so long that the
+// browser's socket would not fit there, ok is false and the browser keeps
+// the TMPDIR it inherits: a directory left behind, rather than no browser.
+func profileTmp(profile string) (dir string, ok bool) {
+	dir = filepath.Join(profile, "t")
+	return dir, len(dir)+len(singletonSocket) <= socketPathMax
 }
 
 func (b *Browser) record(s string) {

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -57,4 +58,31 @@ func TestScreenshotWritesAPNG(t *testing.T) {
 	png, err := os.ReadFile(p)
 	require.NoError(t, err)
 	assert.True(t, bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")), "not a PNG")
+}
+
+// TestNoChromiumTempDirLeft: Chromium's own org.chromium.Chromium.*
+// directory, which a killed browser leaves in TMPDIR, is made inside the
+// profile and goes with it when the browser is closed.
+func TestNoChromiumTempDirLeft(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write([]byte(`<!doctype html><html><body><p>a page</p></body></html>`))
+	}))
+	defer srv.Close()
+	// A TMPDIR of the test's own, so no other process's directories are
+	// in it, and short, as t.TempDir's is not, for the browser's socket.
+	dir, err := os.MkdirTemp("", "bt")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	t.Setenv("TMPDIR", dir)
+	t.Run("browser", func(t *testing.T) {
+		b := browsertest.New(t)
+		b.Open(srv.URL)
+		used, err := filepath.Glob(filepath.Join(dir, "euterpe-chromium-*", "t", "org.chromium.Chromium.*"))
+		require.NoError(t, err)
+		assert.NotEmpty(t, used, "the browser did not use its profile's TMPDIR")
+	})
+	left, err := filepath.Glob(filepath.Join(dir, "*"))
+	require.NoError(t, err)
+	assert.Empty(t, left, "left in TMPDIR after the browser closed")
 }

@@ -82,8 +82,9 @@ func (x *Executor) RunCleanupOnce(ctx context.Context) (bool, error) {
 	err := x.queryRow(ctx, sqlCleanupClaim, func(r *sql.Row) error { return r.Scan(&id, &group) }, tok, now, x.leaseUntil(now))
 	if errors.Is(err, sql.ErrNoRows) {
 		// Nothing scheduled: time for the thumbnails no group cleanup
-		// will ever reach.
-		return false, x.sweepIfDue(ctx)
+		// will ever reach, and to say which cleanups a failing delete
+		// holds back.
+		return false, errors.Join(x.warnHeldCleanups(ctx), x.sweepIfDue(ctx))
 	}
 	if err != nil {
 		return false, fmt.Errorf("claim cleanup: %w", err)

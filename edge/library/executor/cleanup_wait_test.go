@@ -2,11 +2,13 @@ package executor_test
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
 	"github.com/vesta-cx/euterpe/edge/library/store"
 )
 
@@ -16,18 +18,28 @@ import (
 // the thumbnails of the copies the delete then removes for ever, so it is
 // not claimed while a delete in its group is pending, running or
 // retryable, and is once every such delete has ended. A delete in another
-// group, or one whose payload is not JSON, holds nothing up.
+// group, or one whose payload is not JSON, holds nothing up. A cleanup
+// held by a delete that has failed before is logged, once however often
+// it is passed over; one held by a delete yet to fail is not.
 func TestCleanupWaitsForItsDelete(t *testing.T) {
 	cases := []struct {
 		name    string
 		status  string // the delete's, set by hand
+		lastErr string // the delete's error_message, set by hand
 		other   bool   // the delete is in another group
 		garbled bool   // its payload is not JSON
 		claimed bool
+		warned  bool
 	}{
 		{name: "delete pending", status: store.StatusPending},
 		{name: "delete running", status: store.StatusRunning},
 		{name: "delete retryable", status: store.StatusRetryable},
+		{name: "delete retryable after an error", status: store.StatusRetryable, lastErr: "disk I/O error", warned: true},
+		{name: "delete pending again after an error", status: store.StatusPending, lastErr: "disk I/O error", warned: true},
+		{name: "delete running again after an error", status: store.StatusRunning, lastErr: "disk I/O error", warned: true},
+		{name: "delete failed with an error", status: store.StatusFailed, lastErr: "refused", claimed: true},
+		{name: "pending delete of another group after an error", status: store.StatusPending, lastErr: "disk I/O error",
+			other: true, claimed: true},
 		{name: "delete completed", status: store.StatusCompleted, claimed: true},
 		{name: "delete failed", status: store.StatusFailed, claimed: true},
 		{name: "delete cancelled", status: store.StatusCancelled, claimed: true},
@@ -37,6 +49,8 @@ func TestCleanupWaitsForItsDelete(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t, false)
+			logs := &testsvc.LogBuffer{}
+			e.x.Log = slog.New(slog.NewJSONHandler(logs, nil))
 			ctx := context.Background()
 			_, _, fk, fd := dupPair(t, e)
 			j := requestPair(t, e, fk, fd, false) // the cleanup is due at once (no delay)
@@ -47,16 +61,33 @@ func TestCleanupWaitsForItsDelete(t *testing.T) {
 			case c.garbled:
 				payload = `{"group_key":`
 			}
-			if _, err := e.st.DB.Exec(`UPDATE jobs SET status = ?, payload = ?, worker_id = 'w', lease_expires_at = ? WHERE id = ?`,
-				c.status, payload, e.st.NowMS()+60_000, j.ID); err != nil {
+			var lastErr any
+			if c.lastErr != "" {
+				lastErr = c.lastErr
+			}
+			if _, err := e.st.DB.Exec(`UPDATE jobs SET status = ?, payload = ?, worker_id = 'w', lease_expires_at = ?, error_message = ?
+WHERE id = ?`, c.status, payload, e.st.NowMS()+60_000, lastErr, j.ID); err != nil {
 				t.Fatal(err)
 			}
-			did, err := e.x.RunCleanupOnce(ctx)
-			if err != nil {
-				t.Fatal(err)
+			rounds := 1
+			if !c.claimed {
+				rounds = 3 // passed over again and again
 			}
-			if did != c.claimed {
-				t.Fatalf("cleanup claimed = %v with the delete %s, want %v", did, c.status, c.claimed)
+			for range rounds {
+				did, err := e.x.RunCleanupOnce(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if did != c.claimed {
+					t.Fatalf("cleanup claimed = %v with the delete %s, want %v", did, c.status, c.claimed)
+				}
+			}
+			want := 0
+			if c.warned {
+				want = 1
+			}
+			if n := strings.Count(logs.String(), heldWarning); n != want {
+				t.Fatalf("%d held-cleanup warnings, want %d:\n%s", n, want, logs.String())
 			}
 		})
 	}

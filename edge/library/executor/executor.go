@@ -136,6 +136,12 @@ type Executor struct {
 	// sweepBatch bounds the rows of a sweep round (0 =
 	// defaultThumbSweepBatch). Tests lower it.
 	sweepBatch int
+	// heldWarned is when each group's cleanup held back by a failing
+	// delete was last logged, kept for heldWarnEvery
+	// (DefaultHeldCleanupWarn; tests lower it).
+	heldMu        sync.Mutex
+	heldWarned    map[string]time.Time
+	heldWarnEvery time.Duration
 	// polled, when set, is called at the start of every round of every
 	// claim loop. Tests count the rounds of an idle executor with it.
 	polled func()

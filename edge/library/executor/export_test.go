@@ -27,6 +27,10 @@ func SetStagedStep(x *Executor, fn func(step, path string)) { x.stagedStep = fn 
 // is verified, before it takes the delete lock.
 func SetAfterVerify(x *Executor, fn func(path string)) { x.afterVerify = fn }
 
+// SetHeldCleanupWarn sets how often a cleanup held back by a failing
+// delete is logged again for its group.
+func SetHeldCleanupWarn(x *Executor, every time.Duration) { x.heldWarnEvery = every }
+
 // SetScanDir installs a function a scan calls for each directory before it
 // lists it; its error stands for the directory's read error.
 func SetScanDir(x *Executor, fn func(path string) error) { x.scanDir = fn }

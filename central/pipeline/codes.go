@@ -31,6 +31,10 @@ const (
 	// is not a contract answer (garbage, an unknown error_code, both or
 	// neither of result_ref and error_code). The answer is refused.
 	CodeInvalidAnswer = "INVALID_ANSWER"
+	// CodeUpstreamIncomplete: the source has not yet delivered all of the
+	// day (an edge whose spooled events are still on their way). Unlike
+	// UPSTREAM_EMPTY it is retried: what is missing arrives later.
+	CodeUpstreamIncomplete = "UPSTREAM_INCOMPLETE"
 )
 
 // StageCodes are the codes a stage (and an external job type's answer) may
@@ -52,6 +56,7 @@ var Retry = map[string]bool{
 	CodeVisibilityTimeout:  true,
 	CodeStageUnavailable:   true,
 	CodeInvalidAnswer:      false,
+	CodeUpstreamIncomplete: true,
 }
 
 // ErrBadFailure refuses to record a failure without a code of the enum

@@ -85,13 +85,27 @@ type Events struct {
 
 // Fetch reads the edge's events whose edge timestamp falls in the UTC day
 // asof (index edge_events_day), and the running events, from other days,
-// of jobs whose terminal event is in it. No event: UPSTREAM_EMPTY.
+// of jobs whose terminal event is in it. An edge that has not yet
+// delivered past the end of a day that has ended: UPSTREAM_INCOMPLETE
+// (retried, see checkDelivered). No event: UPSTREAM_EMPTY.
 func Fetch(ctx context.Context, db *sqldb.DB, edge, asof string) (*Events, error) {
 	day, err := pipeline.ParseAsof(asof)
 	if err != nil {
 		return nil, pipeline.Fail(pipeline.CodeInvalidMessage, "asof is not a date")
 	}
 	from, to := day.UnixMilli(), day.Add(24*time.Hour).UnixMilli()
+	// Checked before the day is read: delivery only moves forward, so
+	// the events read next are the whole day. A day that has not ended
+	// (an operator's report of today) is the day so far, by request.
+	now, err := db.Clock(ctx)
+	if err != nil {
+		return nil, pipeline.Fail(pipeline.CodeRepoUnavailable, "reading the database clock: "+err.Error())
+	}
+	if now.UnixMilli() >= to {
+		if err := checkDelivered(ctx, db, edge, to); err != nil {
+			return nil, err
+		}
+	}
 	rows, err := db.QueryContext(ctx, db.Rebind(`SELECT job_id, type, step, COALESCE(task, ''), ts,
 		CASE WHEN type = 'error' THEN data ELSE '' END
 		FROM edge_events WHERE edge_id = ? AND ts >= ? AND ts < ? ORDER BY job_id, entry_ms, entry_seq`), edge, from, to)

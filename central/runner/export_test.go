@@ -56,3 +56,7 @@ func ScratchDir(r *Runner) string { return r.scratch.Dir() }
 // SetReapOpened makes s's sweeps call fn for each owner whose lock file
 // they opened, before they try to lock it.
 func SetReapOpened(s *Scratch, fn func(owner string)) { s.reapOpened = fn }
+
+// SetCopyPartSize makes r promote an output larger than n bytes with a
+// multipart copy in parts of n bytes.
+func SetCopyPartSize(r *Runner, n int64) { r.store.CopyPartSize = n }

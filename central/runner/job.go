@@ -186,10 +186,11 @@ func (r *Runner) execute(ctx context.Context, j *inbox.Job, dir string, log *slo
 	for i, o := range outs {
 		key := storage.ObjectKey(j.Output.Prefix, o.rend.FileName())
 		tmp := attemptKey(j.Output.Prefix, j.ID, j.Version, o.rend.FileName())
+		attempt := attemptID(j.ID, j.Version)
 		err := r.withRefresh(ctx, j, wd, "upload", func(c credentials.Storage) error {
-			return r.upload(ctx, bucket, tmp, o.path, o.rend.ContentType(), s3Creds(&c.Output), sent)
+			return r.upload(ctx, bucket, tmp, o.path, o.rend.ContentType(), s3Creds(&c.Output), sent, attemptMetadata(attempt))
 		})
-		st.outs = append(st.outs, staged{tmp: tmp, final: key, path: o.path, contentType: o.rend.ContentType()})
+		st.outs = append(st.outs, staged{tmp: tmp, final: key, path: o.path, contentType: o.rend.ContentType(), attempt: attempt})
 		if err != nil {
 			return err
 		}

@@ -45,7 +45,26 @@ import (
 
 // attemptKey is where attempt version of job jobID stages the output name.
 func attemptKey(prefix, jobID string, version int64, name string) string {
-	return storage.ObjectKey(prefix, fmt.Sprintf(".euterpe-attempt-%s-%d/%s", stagingID(jobID), version, name))
+	return storage.ObjectKey(prefix, ".euterpe-attempt-"+attemptID(jobID, version)+"/"+name)
+}
+
+// attemptID names attempt version of job jobID, as its staging directory
+// does: unique per attempt (see attemptKey).
+func attemptID(jobID string, version int64) string {
+	return fmt.Sprintf("%s-%d", stagingID(jobID), version)
+}
+
+// attemptMeta is the user metadata (x-amz-meta-euterpe-attempt) that names
+// the attempt which wrote an output object, staged and final alike: a copy
+// carries it over, so it tells the attempt's own object at a final key
+// from another's with the same bytes (see ours). The ETag cannot: S3 gives
+// a multipart copy an ETag of its own, and under SSE-KMS every object has
+// one, while another job's (or attempt's) output can have the same bytes.
+const attemptMeta = "euterpe-attempt"
+
+// attemptMetadata is the user metadata of an object attempt writes.
+func attemptMetadata(attempt string) storage.UploadOption {
+	return storage.UploadMetadata(map[string]string{attemptMeta: attempt})
 }
 
 // legacyAttemptKey is where runners that named no job in the staging
@@ -70,8 +89,8 @@ func stagingID(jobID string) string {
 const tokenChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_"
 
 // staged is one uploaded output waiting for promotion, with the local
-// file it came from.
-type staged struct{ tmp, final, path, contentType string }
+// file it came from and the attempt that staged it (its attemptID).
+type staged struct{ tmp, final, path, contentType, attempt string }
 
 // staging is what an attempt staged, in which bucket: discard removes it
 // once the attempt's outcome is recorded.
@@ -108,7 +127,7 @@ func (r *Runner) promote(ctx context.Context, j *inbox.Job, wd *watchdog, b stor
 				// them to writing the prefix), and a copy reads its source:
 				// send the local file again instead, bounded like any
 				// upload (the heartbeat keeps renewing while it moves).
-				err = r.upload(ctx, b, o.final, o.path, o.contentType, cr, progress)
+				err = r.upload(ctx, b, o.final, o.path, o.contentType, cr, progress, attemptMetadata(o.attempt))
 			}
 			return err
 		})
@@ -220,17 +239,20 @@ func (r *Runner) unpromote(ctx context.Context, j *inbox.Job, b storage.Bucket, 
 	}
 }
 
-// errNotOurs: the object at a final key predates the attempt's staged copy
-// of it, or holds other bytes: an earlier job's output the unanswered
-// write did not replace, which is not the attempt's to remove.
+// errNotOurs: the object at a final key was not written by this attempt:
+// an earlier job's (or attempt's) output the unanswered write did not
+// replace, or one written by a runner that names no attempt, which is not
+// the attempt's to remove, whatever its bytes.
 var errNotOurs = errors.New("the object there is not this attempt's")
 
-// ours returns nil when the object at o.final is the one this attempt
-// staged at o.tmp, so that removing the final key removes nothing another
-// job wrote: none is there (a removal is then harmless, and takes a write
-// landing meanwhile with it), or it has the staged object's ETag and was
-// written no earlier than it (both times by the server's clock). Staged
-// copies are removed only after this (see discard).
+// ours returns nil when the object at o.final is one this attempt wrote,
+// so that removing the final key removes nothing another job wrote: none
+// is there (a removal is then harmless, and takes a write landing
+// meanwhile with it), or its attempt metadata names this attempt (a copy
+// carries it over from the staged object, a re-upload sends it). Only
+// this attempt writes that name, so no time needs comparing: any object
+// with it is this attempt's, written by the unanswered write or an
+// earlier try of it, and the job is failing. An object without it is not.
 func (r *Runner) ours(ctx context.Context, b storage.Bucket, o staged, creds storage.Credentials) error {
 	fin, err := r.store.Stat(ctx, b, o.final, creds)
 	if storage.NotFound(err) {
@@ -239,12 +261,8 @@ func (r *Runner) ours(ctx context.Context, b storage.Bucket, o staged, creds sto
 	if err != nil {
 		return err
 	}
-	tmp, err := r.store.Stat(ctx, b, o.tmp, creds)
-	if err != nil {
-		return err
-	}
-	if fin.ETag != tmp.ETag || fin.LastModified.Before(tmp.LastModified) {
-		return errNotOurs
+	if got := fin.Metadata[attemptMeta]; got != o.attempt {
+		return fmt.Errorf("%w (written by attempt %q)", errNotOurs, got)
 	}
 	return nil
 }

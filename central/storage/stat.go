@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -16,11 +17,16 @@ type ObjectInfo struct {
 	// LastModified is the server's time of the write that made the object
 	// (a copy's included), to the second as HTTP carries it.
 	LastModified time.Time
+	// Metadata is the object's user metadata (x-amz-meta-*), names in lower
+	// case without the prefix, as HTTP header names are case-insensitive.
+	// Unlike the ETag, which S3 computes anew for a multipart copy (and
+	// which is per object under SSE-KMS), it is carried over by a copy.
+	Metadata map[string]string
 }
 
-// Stat reads bucket/key's size, ETag and Last-Modified with one HEAD
-// request. A key that does not exist is an *Error with Status 404 (see
-// NotFound).
+// Stat reads bucket/key's size, ETag, Last-Modified and user metadata with
+// one HEAD request. A key that does not exist is an *Error with Status 404
+// (see NotFound).
 func (c *Client) Stat(ctx context.Context, b Bucket, key string, creds Credentials) (ObjectInfo, error) {
 	target := b.Name + "/" + key
 	if err := CheckKey(key); err != nil {
@@ -34,7 +40,11 @@ func (c *Client) Stat(ctx context.Context, b Bucket, key string, creds Credentia
 	if err != nil {
 		return ObjectInfo{}, s3Error(ctx, "stat", target, err, creds)
 	}
-	return ObjectInfo{Size: st.Size, ETag: st.ETag, LastModified: st.LastModified}, nil
+	meta := make(map[string]string, len(st.UserMetadata))
+	for k, v := range st.UserMetadata {
+		meta[strings.ToLower(k)] = v
+	}
+	return ObjectInfo{Size: st.Size, ETag: st.ETag, LastModified: st.LastModified, Metadata: meta}, nil
 }
 
 // NotFound reports whether err is a storage answer that the object does

@@ -191,7 +191,7 @@ func (r *Receiver) batch(c echo.Context) error {
 	}
 	b, err := wire.Decode(raw)
 	if err != nil {
-		return r.refuse(c, edgeID, http.StatusBadRequest, wire.CodeInvalidBatch, daemon.CapMessage(err.Error()), err)
+		return r.undecodable(c, edgeID, err)
 	}
 	if b.EdgeID != edgeID {
 		return r.refuse(c, edgeID, http.StatusBadRequest, wire.CodeInvalidBatch, "the batch's edge_id differs from "+wire.HeaderEdgeID, nil)
@@ -218,6 +218,18 @@ func (r *Receiver) batch(c echo.Context) error {
 	return c.JSON(http.StatusOK, res)
 }
 
+// undecodable refuses a body wire.Decode or wire.DecodeStatus refused. A
+// body that is one but for fields this central does not know comes from a
+// newer edge, not a bad one: unsupported_format makes the edge keep its
+// events and retry, where invalid_batch would have it set them aside.
+func (r *Receiver) undecodable(c echo.Context, edgeID string, err error) error {
+	if errors.Is(err, wire.ErrUnsupported) {
+		return r.refuse(c, edgeID, http.StatusBadRequest, wire.CodeUnsupportedFormat,
+			daemon.CapMessage("the body has fields this central does not know (the edge is newer than central): "+err.Error()), err)
+	}
+	return r.refuse(c, edgeID, http.StatusBadRequest, wire.CodeInvalidBatch, daemon.CapMessage(err.Error()), err)
+}
+
 func (r *Receiver) heartbeat(c echo.Context) error {
 	edgeID, raw, err := r.receive(c)
 	if err != nil {
@@ -225,7 +237,7 @@ func (r *Receiver) heartbeat(c echo.Context) error {
 	}
 	st, err := wire.DecodeStatus(raw)
 	if err != nil {
-		return r.refuse(c, edgeID, http.StatusBadRequest, wire.CodeInvalidBatch, daemon.CapMessage(err.Error()), err)
+		return r.undecodable(c, edgeID, err)
 	}
 	if st.EdgeID != edgeID {
 		return r.refuse(c, edgeID, http.StatusBadRequest, wire.CodeInvalidBatch, "the status's edge_id differs from "+wire.HeaderEdgeID, nil)

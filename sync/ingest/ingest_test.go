@@ -165,6 +165,21 @@ func TestRefusalsWriteNothing(t *testing.T) {
 		if res := s.send(replayed); res.status != 200 {
 			t.Fatalf("first send: %d %s", res.status, res.body)
 		}
+		// newer is v as an edge newer than this central sends it: with a
+		// field added in front of at.
+		newer := func(path string, v any, at, field string) signed {
+			raw, err := json.Marshal(v)
+			if err != nil || !bytes.Contains(raw, []byte(at)) {
+				t.Fatalf("%s: no %s in %s", err, at, raw)
+			}
+			raw = bytes.Replace(raw, []byte(at), []byte(field+at), 1)
+			return signRaw(t, path, edge, wire.Compress(raw), secret, now)
+		}
+		next := wire.Batch{EdgeID: edge, SentAt: now, Events: events(edge, "job-2", 1700000000000, "queued")}
+		badEntry := next
+		badEntry.Events = events(edge, "job-2", 1700000000000, "queued")
+		badEntry.Events[0].EntryID = "01-0"
+		badEntry.Events[0].EventID = wire.EventID(edge, "job-2", "01-0")
 		before := written(t, db)
 		for _, tc := range []struct {
 			name   string
@@ -203,6 +218,11 @@ func TestRefusalsWriteNothing(t *testing.T) {
 				return signRaw(t, wire.HeartbeatPath, edge, wire.Compress(hb), secret, now)
 			}(), 400, wire.CodeInvalidBatch},
 			{"heartbeat bad JSON", signRaw(t, wire.HeartbeatPath, edge, wire.Compress([]byte(`{"edge_id":1}`)), secret, now), 400, wire.CodeInvalidBatch},
+			{"batch from a newer edge", newer(wire.BatchPath, next, `"sent_at":`, `"schema":2,`), 400, wire.CodeUnsupportedFormat},
+			{"event from a newer edge", newer(wire.BatchPath, next, `"type":`, `"priority":3,`), 400, wire.CodeUnsupportedFormat},
+			{"heartbeat from a newer edge", newer(wire.HeartbeatPath, wire.Status{EdgeID: edge, SentAt: now}, `"version":`, `"gpu":{"temp_c":61},`), 400, wire.CodeUnsupportedFormat},
+			{"newer and not JSON after", newer(wire.BatchPath, next, `"sent_at":`, `"schema":2,"x":`), 400, wire.CodeInvalidBatch},
+			{"bad event", newer(wire.BatchPath, badEntry, `"sent_at":`, ""), 400, wire.CodeInvalidBatch},
 			{"unknown encoding", func() signed {
 				u := sign(t, good, secret, now)
 				u.header.Set("Content-Encoding", "br")

@@ -15,7 +15,9 @@
 // batch whole or not at all) down to the refused item, which alone is
 // quarantined; a 413 that is not central's (a proxy's body limit) splits
 // it too, cuts later batches below the size refused, and backs off, never
-// quarantining, when one item alone is refused; 429/503 wait for
+// quarantining, when one item alone is refused; 400 unsupported_format (a
+// central older than the edge's format) keeps the batch and backs off,
+// never splitting or quarantining; 429/503 wait for
 // Retry-After; a 401 clock_skew corrects the signing clock from central's
 // Date header; other 401/403 are logged once and retried slowly;
 // everything else (network errors, 5xx, a 2xx or 400 that is not

@@ -89,7 +89,7 @@ func (s *Shipper) SendHeartbeat(ctx context.Context) (int, error) {
 		st.RedisDropped = 0
 	}
 	code, resp, err := s.postStatus(ctx, st)
-	if err == nil && st.RedisDropped != 0 && code == http.StatusBadRequest && errorCode(resp) == wire.CodeInvalidBatch {
+	if err == nil && st.RedisDropped != 0 && refusedAsNewer(code, errorCode(resp)) {
 		plain := st
 		plain.RedisDropped = 0
 		if code, _, err = s.postStatus(ctx, plain); err == nil && code/100 == 2 {
@@ -109,6 +109,13 @@ func (s *Shipper) SendHeartbeat(ctx context.Context) (int, error) {
 		return code, &statusError{code: code}
 	}
 	return code, nil
+}
+
+// refusedAsNewer reports whether central's answer to a heartbeat may be
+// its refusal of a field it does not know: unsupported_format, or
+// invalid_batch from a central older than that code.
+func refusedAsNewer(status int, code string) bool {
+	return status == http.StatusBadRequest && (code == wire.CodeUnsupportedFormat || code == wire.CodeInvalidBatch)
 }
 
 // postStatus signs and posts st once and returns central's status code

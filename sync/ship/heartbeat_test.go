@@ -89,8 +89,9 @@ type olderStatus struct {
 }
 
 // asOlderCentral makes rc answer heartbeats as a central older than
-// redis_dropped does: 400 invalid_batch for a field it does not know.
-func asOlderCentral(rc *shiptest.Receiver, refused *int) {
+// redis_dropped does: 400 code for a field it does not know
+// (unsupported_format, or invalid_batch from a central older than that).
+func asOlderCentral(rc *shiptest.Receiver, refused *int, code string) {
 	rc.SetHook(func(w http.ResponseWriter, r *http.Request, _ int) bool {
 		if r.URL.Path != wire.HeartbeatPath {
 			return false
@@ -105,7 +106,7 @@ func asOlderCentral(rc *shiptest.Receiver, refused *int) {
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&olderStatus{}); err != nil {
 			*refused++
-			shiptest.Refuse(w, http.StatusBadRequest, wire.CodeInvalidBatch)
+			shiptest.Refuse(w, http.StatusBadRequest, code)
 			return true
 		}
 		return false
@@ -117,9 +118,15 @@ func asOlderCentral(rc *shiptest.Receiver, refused *int) {
 // refused heartbeat is sent again at once without it, and later ones go
 // without it for a while rather than being refused each time.
 func TestHeartbeatToACentralOlderThanRedisDropped(t *testing.T) {
+	for _, code := range []string{wire.CodeUnsupportedFormat, wire.CodeInvalidBatch} {
+		t.Run(code, func(t *testing.T) { heartbeatToOlderCentral(t, code) })
+	}
+}
+
+func heartbeatToOlderCentral(t *testing.T, refuseWith string) {
 	h := newHarness(t, 64<<20, nil)
 	var refused int
-	asOlderCentral(h.rc, &refused)
+	asOlderCentral(h.rc, &refused, refuseWith)
 	code, err := h.sh.SendHeartbeat(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, http.StatusNoContent, code, "no drops: nothing the older central does not know")

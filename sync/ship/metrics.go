@@ -14,7 +14,7 @@ import (
 // the spool is not open every spool series is 0 and
 // euterpe_sync_spool_open says why.
 func (s *Shipper) Collectors() []prometheus.Collector {
-	stat := func(f func(events, bytes, oldest int64) float64) func() float64 {
+	stat := func(f func(spool.Stats) float64) func() float64 {
 		return func() float64 {
 			sp := s.Spool()
 			if sp == nil {
@@ -26,7 +26,7 @@ func (s *Shipper) Collectors() []prometheus.Collector {
 			if err != nil {
 				return 0
 			}
-			return f(st.Events, st.Bytes, st.OldestTS)
+			return f(st)
 		}
 	}
 	var redisDropped atomic.Int64 // last euterpe_sync_redis_dropped_total read
@@ -47,15 +47,17 @@ func (s *Shipper) Collectors() []prometheus.Collector {
 				return 1
 			}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "euterpe_sync_spool_events", Help: "Events in the sync spool, not yet accepted by central."},
-			stat(func(e, _, _ int64) float64 { return float64(e) })),
+			stat(func(st spool.Stats) float64 { return float64(st.Events) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "euterpe_sync_spool_bytes", Help: "Size of the spooled events as the spool budget counts it."},
-			stat(func(_, b, _ int64) float64 { return float64(b) })),
+			stat(func(st spool.Stats) float64 { return float64(st.Bytes) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "euterpe_sync_spool_over_budget_bytes", Help: "Bytes the sync spool holds beyond its budget (EUTERPE_SYNC_SPOOL_MAX_MB): lifecycle and terminal events, which are never dropped, kept while central is out of reach; 0 within the budget."},
+			stat(func(st spool.Stats) float64 { return float64(st.OverBudget) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "euterpe_sync_spool_oldest_age_seconds", Help: "Age of the oldest spooled event (0 when the spool is empty)."},
-			stat(func(_, _, o int64) float64 {
-				if o == 0 {
+			stat(func(st spool.Stats) float64 {
+				if st.OldestTS == 0 {
 					return 0
 				}
-				return time.Since(time.UnixMilli(o)).Seconds()
+				return time.Since(time.UnixMilli(st.OldestTS)).Seconds()
 			})),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "euterpe_sync_shipped_events_total", Help: "Events central answered for as stored, each once when its batch is settled: new ones and duplicates of an earlier send whose answer was lost."},
 			func() float64 { return float64(s.Shipped()) }),

@@ -15,18 +15,19 @@ import (
 type action int
 
 const (
-	actAccepted   action = iota // delete the batch's rows
-	actQuarantine               // keep the batch aside, never resend it
-	actRetryAfter               // wait as central says, then resend
-	actClockSkew                // correct the signing clock, resend at once
-	actAuth                     // log once, keep spooling, retry slowly
-	actBackoff                  // exponential backoff with full jitter
-	actSplit                    // a refused batch of several items: resend it in halves
-	actShrink                   // a body limit in front of central: send smaller bodies
+	actAccepted    action = iota // delete the batch's rows
+	actQuarantine                // keep the batch aside, never resend it
+	actRetryAfter                // wait as central says, then resend
+	actClockSkew                 // correct the signing clock, resend at once
+	actAuth                      // log once, keep spooling, retry slowly
+	actBackoff                   // exponential backoff with full jitter
+	actSplit                     // a refused batch of several items: resend it in halves
+	actShrink                    // a body limit in front of central: send smaller bodies
+	actUnsupported               // central is older than this edge's format: keep the batch, back off
 )
 
 func (a action) String() string {
-	return [...]string{"accepted", "quarantined", "retry_after", "clock_skew", "refused", "backoff", "split", "shrink"}[a]
+	return [...]string{"accepted", "quarantined", "retry_after", "clock_skew", "refused", "backoff", "split", "shrink", "unsupported"}[a]
 }
 
 // outcomes maps central's answers to actions; the first row matching the
@@ -43,6 +44,7 @@ var outcomes = []struct {
 	act    action
 }{
 	{http.StatusBadRequest, wire.CodeInvalidBatch, actQuarantine},
+	{http.StatusBadRequest, wire.CodeUnsupportedFormat, actUnsupported},
 	{http.StatusRequestEntityTooLarge, wire.CodeTooLarge, actQuarantine},
 	{http.StatusRequestEntityTooLarge, "", actShrink},
 	{http.StatusTooManyRequests, "", actRetryAfter},

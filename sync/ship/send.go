@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"time"
-	"unicode/utf8"
 
 	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/sync/spool"
@@ -74,6 +73,11 @@ const bodyLimitTTL = time.Hour
 // ErrBodyLimit is matched when something in front of central refuses a
 // body of one event alone with a 413 of its own: no split gets it through.
 var ErrBodyLimit = errors.New("sync: something in front of central (a reverse proxy's body limit) refuses a batch of one event with 413")
+
+// ErrUnsupportedFormat is matched when central answers a batch with
+// wire.CodeUnsupportedFormat: it is older than this edge and does not know
+// a field the edge sends.
+var ErrUnsupportedFormat = errors.New("sync: central does not know a field of this edge's batches; it is older than the edge")
 
 // overLimit reports whether a compressed body of n bytes is at or over
 // the body limit learnt from a proxy's 413.
@@ -200,7 +204,7 @@ func (s *Shipper) act(ctx context.Context, st *sendState, r *Result, sub spool.P
 			st.bodyLimit = 0
 			s.clear("shrink")
 		}
-		s.clear("network", "auth", "retry", "quarantine", "record", "limit")
+		s.clear("network", "auth", "retry", "quarantine", "record", "limit", "unsupported")
 	case actQuarantine:
 		if items := r.Events + r.Gaps; items > 1 {
 			// One bad item refuses the whole batch: resend it in halves
@@ -253,6 +257,18 @@ func (s *Shipper) act(ctx context.Context, st *sendState, r *Result, sub spool.P
 		s.once("limit", func() {
 			s.log.Error("sync: something in front of central refuses a batch of one event with 413; shipping waits, with backoff, until its body limit is raised (nginx: client_max_body_size) to at least max_batch_bytes",
 				"err", err, "max_batch_bytes", wire.MaxCompressedBytes, "status", r.Status)
+		})
+	case actUnsupported:
+		// Central does not know a field this edge sends: no batch gets
+		// through until it is upgraded, and none is at fault, so nothing
+		// is split or set aside; the spool keeps them and its budget
+		// bounds them as it does through an outage.
+		st.failures++
+		r.Wait = s.backoff.Delay(st.failures)
+		r.Err = fmt.Errorf("%w (answer %d %s)", ErrUnsupportedFormat, r.Status, r.Code)
+		s.once("unsupported", func() {
+			s.log.Error("sync: central does not understand this edge's batches (central is older than this edge); events stay spooled and are sent, with backoff, once central is upgraded",
+				"status", r.Status, "code", r.Code, "central_says", daemon.CapMessage(string(resp)))
 		})
 	case actRetryAfter:
 		d, ok := retryAfter(hdr, s.cfg.Now())
@@ -387,7 +403,7 @@ func (s *Shipper) quarantineInvalid(ctx context.Context, p spool.Pending) (Resul
 }
 
 func (s *Shipper) event(r spool.Row) wire.Event {
-	e := wire.NewEvent(s.cfg.EdgeID, r.JobID, r.Entry, r.Type, r.Step, r.TS, sendable([]byte(r.Data)))
+	e := wire.NewEvent(s.cfg.EdgeID, r.JobID, r.Entry, r.Type, r.Step, r.TS, wire.Sendable([]byte(r.Data)))
 	e.Task = r.Task
 	return e
 }
@@ -395,24 +411,6 @@ func (s *Shipper) event(r spool.Row) wire.Event {
 func (s *Shipper) gap(g spool.Gap) wire.Gap {
 	return wire.Gap{GapID: wire.GapID(s.cfg.EdgeID, g.JobID, g.FirstEntry), JobID: g.JobID, Type: g.Type, Count: g.Count,
 		FirstEntryID: g.FirstEntry, LastEntryID: g.LastEntry, FirstTS: g.FirstTS, LastTS: g.LastTS}
-}
-
-// sendable makes an event's data something central stores, so that no
-// event — above all a job's terminal one, whose data is the job's result
-// and whose arrival is the job's status — is held back for its data.
-// Invalid UTF-8 (a backend's Latin-1 text, passed through as it came)
-// becomes U+FFFD, one for each run of bad bytes; it can only sit inside
-// JSON strings, so the data stays JSON. Data over wire.MaxDataBytes
-// is replaced by a note of its size: the whole of it stays on the edge.
-func sendable(data []byte) []byte {
-	n := len(data)
-	if !utf8.Valid(data) {
-		data = bytes.ToValidUTF8(data, []byte("\uFFFD"))
-	}
-	if len(data) > wire.MaxDataBytes {
-		return fmt.Appendf(nil, `{"truncated":true,"bytes":%d}`, n)
-	}
-	return data
 }
 
 // encode builds the largest prefix batch of p (all its gaps, as many of

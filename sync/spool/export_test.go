@@ -11,7 +11,7 @@ import (
 
 // SizeOf is what the budget counts for c once spooled.
 func SizeOf(c jobs.Captured) int64 {
-	return Row{JobID: c.JobID, Entry: c.Entry, Type: c.Type, Step: c.Step, Task: c.Task, Data: c.Data}.size()
+	return newRow(c).size()
 }
 
 // InFlight is the in-flight marker as the spool holds it in memory and in

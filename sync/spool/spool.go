@@ -15,6 +15,7 @@ import (
 	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 	"github.com/vesta-cx/euterpe/edge/jobs"
+	"github.com/vesta-cx/euterpe/sync/wire"
 )
 
 // File is the spool's name in the state directory.
@@ -58,6 +59,17 @@ type Row struct {
 	Data  string
 }
 
+// newRow is c as the spool keeps it: its data as it will be sent. Data
+// over wire.MaxDataBytes, which only a note of its size would ever leave
+// the edge as, is neither stored nor counted against the budget: a
+// terminal event's data is the job's whole result, and terminal events
+// are never dropped, so while central is unreachable their full data
+// would grow the spool past any budget.
+func newRow(c jobs.Captured) Row {
+	return Row{JobID: c.JobID, Entry: c.Entry, Type: c.Type, Step: c.Step, Task: c.Task, TS: c.TS,
+		Data: string(wire.Sendable([]byte(c.Data)))}
+}
+
 func (r Row) size() int64 {
 	return int64(len(r.JobID)+len(r.Entry)+len(r.Type)+len(r.Step)+len(r.Task)+len(r.Data)) + rowOverhead
 }
@@ -94,6 +106,11 @@ type Stats struct {
 	// QuarantinePruned counts quarantined batches removed since Open to
 	// keep the table within the spool's budget (oldest first).
 	QuarantinePruned int64
+	// OverBudget is how many bytes the events exceed the budget by, 0
+	// within it: events the budget may not drop (lifecycle and terminal
+	// ones, those in flight) kept while central is out of reach, or a
+	// lowered budget not yet worked off.
+	OverBudget int64
 }
 
 // Spool is an open sync.db. Its methods are safe for concurrent use; they
@@ -219,7 +236,7 @@ func oldestTS(ctx context.Context, q interface {
 // publish makes the cached totals, with oldest, what Stats answers. The
 // caller holds mu (or has not shared s yet).
 func (s *Spool) publish(oldest int64) {
-	s.stats.Store(&Stats{Events: s.events, Bytes: s.bytes, OldestTS: oldest, Quarantined: s.quarantined})
+	s.stats.Store(&Stats{Events: s.events, Bytes: s.bytes, OldestTS: oldest, OverBudget: max(0, s.bytes-s.maxBytes), Quarantined: s.quarantined})
 }
 
 // private makes the spool's files the daemon's user's only: they hold job
@@ -323,7 +340,7 @@ func (s *Spool) Add(ctx context.Context, caps []jobs.Captured) (AddResult, error
 			args := make([]any, 0, len(chunk)*8)
 			var size int64
 			for _, c := range chunk {
-				r := Row{JobID: c.JobID, Entry: c.Entry, Type: c.Type, Step: c.Step, Task: c.Task, TS: c.TS, Data: c.Data}
+				r := newRow(c)
 				args = append(args, r.JobID, r.Entry, r.Type, r.Step, r.Task, r.TS, r.Data, r.size())
 				size += r.size()
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vesta-cx/euterpe/edge/jobs"
 	"github.com/vesta-cx/euterpe/sync/spool"
+	"github.com/vesta-cx/euterpe/sync/wire"
 )
 
 func open(t *testing.T, path string, budget int64) *spool.Spool {
@@ -172,6 +173,49 @@ func TestSpoolOverBudgetWithoutDeltasKeepsEverything(t *testing.T) {
 	assert.Equal(t, 20, res.Added)
 	assert.Zero(t, res.Dropped)
 	assert.Greater(t, res.Over, int64(0))
+	st, err := sp.Stats(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, res.Over, st.OverBudget, "the excess is reported with the totals, not only by the Add")
+}
+
+// A terminal event's data is the job's whole result, and terminal events
+// are never dropped: data over wire.MaxDataBytes, which only a note of its
+// size would ever leave the edge as, is stored and counted as that note.
+// A spool of such results stays within its budget, and holds exactly what
+// will be sent.
+func TestLargeDataIsSpooledAsSent(t *testing.T) {
+	ctx := context.Background()
+	result := `{"text":"` + strings.Repeat("r", 4*wire.MaxDataBytes) + `"}`
+	latin := "{\"text\":\"caf\xe9\"}"
+	const budget = 1 << 20
+	sp := open(t, filepath.Join(t.TempDir(), spool.File), budget)
+	var in []jobs.Captured
+	for i := range 40 { // 10 MiB of results
+		in = append(in, ev(fmt.Sprint("j", i), i+1, "done", result))
+	}
+	in = append(in, ev("j-latin", 41, "done", latin))
+	res, err := sp.Add(ctx, in)
+	require.NoError(t, err)
+	assert.Equal(t, len(in), res.Added)
+	assert.Zero(t, res.Over)
+
+	p, err := sp.Next(ctx, 100, 100, 1<<30)
+	require.NoError(t, err)
+	require.Len(t, p.Rows, len(in))
+	var size int64
+	for i, r := range p.Rows {
+		want := string(wire.Sendable([]byte(in[i].Data)))
+		// Compared as a condition: a failure prints the sizes, not megabytes.
+		assert.True(t, want == r.Data, "row %d is stored as it will be sent: %d bytes, want %d", i, len(r.Data), len(want))
+		size += spool.SizeOf(in[i])
+	}
+	assert.JSONEq(t, fmt.Sprintf(`{"truncated":true,"bytes":%d}`, len(result)), p.Rows[0].Data)
+	assert.Equal(t, "{\"text\":\"caf\uFFFD\"}", p.Rows[len(in)-1].Data)
+	st, err := sp.Stats(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, size, st.Bytes, "counted as stored")
+	assert.Less(t, st.Bytes, int64(budget))
+	assert.Zero(t, st.OverBudget)
 }
 
 // The quarantine keeps within the spool's budget: the oldest batches go

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -31,7 +32,8 @@ const (
 // CodeInvalidBatch and 413 with CodeTooLarge split the batch and
 // quarantine a single item (a 400 without central's code backs off; a 413
 // without it, a proxy's body limit, splits the batch and is never
-// quarantined); 429/503 wait for Retry-After.
+// quarantined); 400 with CodeUnsupportedFormat backs off and is never
+// quarantined; 429/503 wait for Retry-After.
 const (
 	CodeClockSkew    = "clock_skew"
 	CodeUnauthorized = "unauthorized"  // unknown edge, bad signature, replayed nonce
@@ -42,11 +44,20 @@ const (
 	// CodeIncompleteBody (408): the body ended before its length or broke
 	// off. It says nothing about the batch, so the shipper backs off.
 	CodeIncompleteBody = "incomplete_body"
+	// CodeUnsupportedFormat (400): the body is a batch or status but for
+	// fields central does not know, sent by an edge newer than central.
+	// It says nothing against the events, which an upgraded central takes.
+	CodeUnsupportedFormat = "unsupported_format"
 )
 
 // MaxCompressedBytes caps a gzip-encoded upload as sent; MaxBodyBytes caps
 // it after decompression.
 const MaxCompressedBytes = MaxBodyBytes
+
+// ErrUnsupported is matched (with ErrInvalid) when a body would decode but
+// for fields this version does not know: central answers
+// CodeUnsupportedFormat for it.
+var ErrUnsupported = errors.New("sync body has fields this version does not know")
 
 // ErrTooLarge is matched (with ErrInvalid) when a body, compressed or not,
 // exceeds its cap: central answers 413 for it and 400 for other ErrInvalid.
@@ -199,6 +210,9 @@ func decodeStrict(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		if knownButFields(body, v) {
+			return fmt.Errorf("%w: %w: %v", ErrInvalid, ErrUnsupported, err)
+		}
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	// Only whitespace may follow the value. dec.More is no test of that:
@@ -209,6 +223,19 @@ func decodeStrict(body []byte, v any) error {
 		return fmt.Errorf("%w: trailing data after the body", ErrInvalid)
 	}
 	return nil
+}
+
+// knownButFields reports whether body, which a strict decode into v
+// refused, decodes when unknown fields are ignored: then only fields this
+// version does not know stood in the way. Told by decoding again rather
+// than by encoding/json's message, which no API promises.
+func knownButFields(body []byte, v any) bool {
+	fresh := reflect.New(reflect.TypeOf(v).Elem()).Interface()
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(fresh); err != nil {
+		return false
+	}
+	return len(bytes.TrimLeft(body[dec.InputOffset():], " \t\r\n")) == 0
 }
 
 // Compress gzips body; uploads are sent with Content-Encoding: gzip and

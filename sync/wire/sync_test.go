@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -74,6 +75,7 @@ func TestStatusRoundTripAndRejects(t *testing.T) {
 	} {
 		_, err := DecodeStatus([]byte(raw))
 		require.ErrorIs(t, err, ErrInvalid, name)
+		require.Equal(t, name == "unknown field", errors.Is(err, ErrUnsupported), "%s: %v", name, err)
 	}
 }
 

@@ -139,7 +139,9 @@ func Encode(b Batch) ([]byte, error) {
 }
 
 // Decode parses and validates a received body. Unknown fields are refused so
-// a version skew between edge and central is loud, not silent.
+// a version skew between edge and central is loud, not silent: a body that
+// is a batch but for fields this version does not know is ErrUnsupported
+// (with ErrInvalid), so a receiver can tell a newer sender from a bad one.
 func Decode(body []byte) (Batch, error) {
 	var b Batch
 	if err := decodeStrict(body, &b); err != nil {
@@ -150,6 +152,27 @@ func Decode(body []byte) (Batch, error) {
 		return Batch{}, err
 	}
 	return b, nil
+}
+
+// Sendable makes an event's data something central stores, so that no
+// event — above all a job's terminal one, whose data is the job's result
+// and whose arrival is the job's status — is held back for its data.
+// Invalid UTF-8 (a backend's Latin-1 text, passed through as it came)
+// becomes U+FFFD, one for each run of bad bytes; it can only sit inside
+// JSON strings, so the data stays JSON. Data over MaxDataBytes is
+// replaced by a note of its size. The edge applies it when an event is
+// spooled, so the spool neither keeps nor counts against its budget bytes
+// that would never be sent, and again when it sends, for rows spooled
+// before; a second pass leaves its own output as it is.
+func Sendable(data []byte) []byte {
+	n := len(data)
+	if !utf8.Valid(data) {
+		data = bytes.ToValidUTF8(data, []byte("\uFFFD"))
+	}
+	if len(data) > MaxDataBytes {
+		return fmt.Appendf(nil, `{"truncated":true,"bytes":%d}`, n)
+	}
+	return data
 }
 
 // Validate checks every field a receiver relies on.

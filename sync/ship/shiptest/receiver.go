@@ -68,6 +68,14 @@ func (rc *Receiver) SetHook(h func(w http.ResponseWriter, r *http.Request, n int
 	rc.mu.Unlock()
 }
 
+// refusal is the code central refuses an undecodable body with.
+func refusal(err error) string {
+	if errors.Is(err, wire.ErrUnsupported) {
+		return wire.CodeUnsupportedFormat
+	}
+	return wire.CodeInvalidBatch
+}
+
 // Refuse answers with central's error body.
 func Refuse(w http.ResponseWriter, status int, code string) {
 	w.Header().Set("Content-Type", "application/json")
@@ -117,7 +125,7 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case wire.HeartbeatPath:
 		st, err := wire.DecodeStatus(raw)
 		if err != nil || st.EdgeID != r.Header.Get(wire.HeaderEdgeID) {
-			Refuse(w, http.StatusBadRequest, wire.CodeInvalidBatch)
+			Refuse(w, http.StatusBadRequest, refusal(err))
 			return
 		}
 		rc.mu.Lock()
@@ -127,7 +135,7 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case wire.BatchPath:
 		b, err := wire.Decode(raw)
 		if err != nil || b.EdgeID != r.Header.Get(wire.HeaderEdgeID) {
-			Refuse(w, http.StatusBadRequest, wire.CodeInvalidBatch)
+			Refuse(w, http.StatusBadRequest, refusal(err))
 			return
 		}
 		var res wire.BatchResult

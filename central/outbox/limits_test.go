@@ -88,7 +88,8 @@ func TestUnopenableSecretDeadLetters(t *testing.T) {
 
 // TestLargerBucketHasAFloor: a 429 or 503 is retried from the larger
 // bucket, never sooner than the longest wait a plain failure of the same
-// attempt could draw (the backoff ceiling), even when the jitter draws zero.
+// attempt could draw (the backoff ceiling), even when the jitter draws zero
+// (below the cap, as here: at the cap the larger bucket is [Cap/2, Cap)).
 // A Retry-After is a least wait: a short one does not bring the retry
 // forward (contract §5: 429 takes the larger bucket).
 func TestLargerBucketHasAFloor(t *testing.T) {

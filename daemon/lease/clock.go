@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -30,6 +31,7 @@ type dbClock struct {
 	base      time.Time     // the database clock at the last measurement...
 	mark      time.Duration // ...and the Elapsed clock at the same moment
 	at        time.Time     // ...and this process's wall clock
+	rtt       time.Duration // ...and its round trip, twice its error
 	synced    bool
 	syncedAt  time.Time // wall time with its monotonic reading, of the last measurement
 	retryAt   time.Time // no measurement before this, after one failed
@@ -51,11 +53,13 @@ type dbClock struct {
 // still agree on when a lease ends: a pod whose clock runs ahead cannot
 // reclaim a live job early, and one whose clock runs behind does not keep
 // an expired one. The error of the estimate is half a round trip to the
-// database. If the database cannot be read, the last offset is kept and
-// the measurement is retried clockRetry later. Before any measurement
-// succeeded there is no offset, and Time is this process's clock alone:
-// the lease statements (claim, reclaim, heartbeat) then measure on their
-// own transaction instead (timeOn).
+// database, so a measurement times only its query, on a connection taken
+// beforehand, and a resync whose round trip makes it worse than the last
+// (better) keeps the last offset. If the database cannot be read, the
+// last offset is kept and the measurement is retried clockRetry later.
+// Before any measurement succeeded there is no offset, and Time is this
+// process's clock alone: the lease statements (claim, reclaim, heartbeat)
+// then measure on their own transaction instead (timeOn).
 //
 // A measurement takes a connection of its own, and Time is mostly called
 // inside transactions, each holding one: when they hold the whole pool, a
@@ -133,6 +137,36 @@ type reading struct {
 	after  time.Time     // this process's clock when the answer came
 	base   time.Time     // the database clock then
 	mark   time.Duration // the Elapsed clock then
+	rtt    time.Duration // the round trip on the Elapsed clock
+}
+
+// clockRoundTrip is the round trip under which a reading of the database
+// clock is taken without comparing it with the last: off by at most 25 ms,
+// a fortieth of the clockDisagreement the clock lets pass unmeasured.
+const clockRoundTrip = 50 * time.Millisecond
+
+// clockTries is how many readings a measurement takes at most looking for
+// one within clockRoundTrip before it settles for the best of them: a
+// single slow answer (a busy server, a lost packet) should not cost the
+// first measurement, which has nothing better to fall back on.
+const clockTries = 3
+
+// clockDriftRate is how fast the error of a kept reading grows: NTP slews
+// either clock by up to 500 ppm, the two perhaps in opposite directions,
+// so a millisecond a second.
+const clockDriftRate = 1000
+
+// better reports whether r is to replace the last measurement: there is
+// none in force, or r is within clockRoundTrip, or its error (half its
+// round trip) is no worse than the last one's has grown to since. A
+// reading that waited on a busy server or network is off by half the wait,
+// ahead of the database clock, and kept for a minute: a pod then judged
+// live leases expired. The caller holds c.mu.
+func (c *dbClock) better(r reading) bool {
+	if !c.synced || r.rtt <= clockRoundTrip {
+		return true
+	}
+	return r.rtt/2 <= c.rtt/2+(r.mark-c.mark)/clockDriftRate
 }
 
 // checkClocks drops the last measurement when the wall clock and the
@@ -171,7 +205,7 @@ func (c *dbClock) disagree(local time.Time, elapsed time.Duration) bool {
 
 // set makes r the last measurement; the caller holds c.mu.
 func (c *dbClock) set(r reading) {
-	c.offset, c.base, c.mark, c.at = r.offset, r.base, r.mark, r.after
+	c.offset, c.base, c.mark, c.at, c.rtt = r.offset, r.base, r.mark, r.after, r.rtt
 	c.synced, c.syncedAt, c.retryAt = true, time.Now(), time.Time{}
 }
 
@@ -226,7 +260,7 @@ func (q *Queue) resync() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.measuring = false
-	if err != nil {
+	if err != nil || !c.better(r) {
 		c.retryAt = time.Now().Add(clockRetry)
 		return
 	}
@@ -234,26 +268,58 @@ func (q *Queue) resync() {
 }
 
 // measure reads the database clock. Its estimate of the database clock at
-// the answer is off by at most half the round trip.
+// the answer is off by at most half the round trip. The connection is
+// taken before the round trip is timed: read through the pool, a busy
+// pool's wait for a connection counted in it, and the database read its
+// clock at the end of that wait, not halfway, so the estimate ran ahead by
+// half the wait. SQLite's clock is read without a connection.
 func (q *Queue) measure() (reading, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return q.measureOn(ctx, q.DB.DB)
+	if q.DB.Engine != sqldb.Postgres {
+		return q.measureOn(ctx, q.DB.DB)
+	}
+	conn, err := q.DB.DB.Conn(ctx)
+	if err != nil {
+		return reading{}, fmt.Errorf("database clock: %w", err)
+	}
+	defer func() { _ = conn.Close() }()
+	return q.measureOn(ctx, conn)
 }
 
-// measureOn is measure through ex.
+// measureOn is measure through ex: the reading with the shortest round
+// trip of up to clockTries.
 func (q *Queue) measureOn(ctx context.Context, ex sqldb.Execer) (reading, error) {
+	var best reading
+	for i := range clockTries {
+		r, err := q.readOn(ctx, ex)
+		if err != nil {
+			return reading{}, err
+		}
+		if i == 0 || r.rtt < best.rtt {
+			best = r
+		}
+		if best.rtt <= clockRoundTrip {
+			break
+		}
+	}
+	return best, nil
+}
+
+// readOn reads the database clock through ex once.
+func (q *Queue) readOn(ctx context.Context, ex sqldb.Execer) (reading, error) {
 	before, sent := q.local(), q.elapsed()
 	db, err := q.DB.ClockOn(ctx, ex)
 	after, came := q.local(), q.elapsed()
 	if err != nil {
-		return reading{after: after}, err
+		return reading{}, err
 	}
 	return reading{
 		offset: db.Sub(before.Add(after.Sub(before) / 2)),
 		after:  after,
 		base:   db.Add((came - sent) / 2),
 		mark:   came,
+		rtt:    came - sent,
 	}, nil
 }
 

@@ -245,3 +245,75 @@ func TestClockMeasurementDoesNotWaitForTheTransactionsConnection(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestClockMeasuredOnABusyPoolIsNotAhead: a measurement of the database
+// clock that waits for a connection of a busy pool must not count the wait
+// in its round trip. The database reads its clock when the query runs, at
+// the end of the wait, not halfway through it: the estimate ran ahead of
+// the database clock by half the wait, for a minute, and the pod reclaimed
+// live leases that early. The pool is held once, or kept busy by other
+// work for every reading the measurement takes. Postgres only: SQLite's
+// clock is read without a connection.
+func TestClockMeasuredOnABusyPoolIsNotAhead(t *testing.T) {
+	const wait = 400 * time.Millisecond
+	for _, tc := range []struct {
+		name string
+		busy func(t *testing.T, db *sqldb.DB) (stop func())
+	}{
+		{"held, then released", func(t *testing.T, db *sqldb.DB) func() {
+			hold, err := db.Conn(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.AfterFunc(wait, func() { _ = hold.Close() })
+			return func() {}
+		}},
+		{"kept busy", func(t *testing.T, db *sqldb.DB) func() {
+			done := make(chan struct{})
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						select {
+						case <-done:
+							return
+						default:
+						}
+						c, err := db.Conn(context.Background())
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						time.Sleep(wait / 4)
+						_ = c.Close()
+					}
+				}()
+			}
+			time.Sleep(wait / 8) // every worker holds or waits for the connection
+			return func() { close(done); wg.Wait() }
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			one := poolOfOne(t)
+			idle := &lease.Queue{DB: one, Spec: spec, Machine: machine}
+			idle.Time() // measured on an idle pool
+			stop := tc.busy(t, one)
+			busy := &lease.Queue{DB: one, Spec: spec, Machine: machine}
+			start := time.Now()
+			busy.Time() // measured once the pool has a connection free
+			took := time.Since(start)
+			stop()
+			if took < wait/8 {
+				t.Fatalf("measured in %s: the pool was not busy", took)
+			}
+			// Both count on the monotonic clock from their measurement, so
+			// they differ by as much as their estimates of the database
+			// clock do.
+			if d := busy.Time().Sub(idle.Time()); d > 10*time.Millisecond || d < -10*time.Millisecond {
+				t.Fatalf("measured after waiting %s for a connection, lease time is %s off the one measured on an idle pool", took, d)
+			}
+		})
+	}
+}

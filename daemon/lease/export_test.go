@@ -15,3 +15,10 @@ func ClockDue(q *Queue) bool {
 	defer q.clock.mu.Unlock()
 	return !q.clock.synced || time.Since(q.clock.syncedAt) >= ClockResync
 }
+
+// KeepWallClock makes Keep read the wall clock from now, so a test can
+// move it as a suspended machine's moves while the monotonic clock stands
+// still.
+func KeepWallClock(now func() time.Time) KeepOption {
+	return func(o *keepOptions) { o.wall = now }
+}

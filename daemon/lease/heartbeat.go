@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -13,6 +15,7 @@ type KeepOption func(*keepOptions)
 type keepOptions struct {
 	onRenewError func(error)
 	until        time.Time
+	wall         func() time.Time // the wall clock; tests simulate a suspend with it
 }
 
 // OnRenewError makes Keep report every renew error other than a stale claim
@@ -58,9 +61,13 @@ var ErrSkipped = errors.New("lease renewal skipped")
 // no renewal sent in the last TTL has succeeded (the database unreachable,
 // renewals hanging), work's context is cancelled with ErrLeaseDeadline on
 // this process's monotonic clock, before another worker can have reclaimed
-// the row; a renewal in flight is bounded by the same deadline. Until the
-// first renewal the deadline is the claim's (the Until option), or a TTL
-// after Keep is called without it. The first renewal comes when as little
+// the row; a renewal in flight is bounded by the same deadline. The
+// monotonic clock stands still while the machine sleeps (a suspended
+// laptop or VM) and the database's does not, so the wall clock is checked
+// against the same deadline every wallCheck as well, and the work fenced
+// as soon as it says the lease is over. Until the first renewal the
+// deadline is the claim's (the Until option), or a TTL after Keep is
+// called without it. The first renewal comes when as little
 // of the lease is left as at every later beat, at once if less is left
 // already; a lease already over when Keep is called runs no work at all.
 //
@@ -92,9 +99,17 @@ func Keep(ctx context.Context, ttl time.Duration, renew func(context.Context) er
 	// keeping its leases.
 	fence := time.AfterFunc(time.Until(deadline), func() { cancel(ErrLeaseDeadline) })
 	defer fence.Stop()
+	wall := o.wall
+	if wall == nil {
+		wall = func() time.Time { return time.Now().Round(0) }
+	}
+	var wallEnd atomic.Int64
+	wallEnd.Store(deadline.Round(0).UnixNano())
+	slept := startWallFence(wctx, wall, &wallEnd, cancel)
+	defer slept.stop()
 	done := make(chan struct{})
 	hbDone := make(chan struct{})
-	h := heartbeat{ttl: ttl, iv: iv, deadline: deadline, renew: renew, onRenewError: o.onRenewError,
+	h := heartbeat{ttl: ttl, iv: iv, deadline: deadline, wall: wall, wallEnd: &wallEnd, renew: renew, onRenewError: o.onRenewError,
 		wctx: wctx, cancel: cancel, fence: fence, done: done}
 	beats := time.AfterFunc(max(time.Until(deadline)-(ttl-iv), 0), func() {
 		defer close(hbDone)
@@ -121,6 +136,8 @@ func Keep(ctx context.Context, ttl time.Duration, renew func(context.Context) er
 type heartbeat struct {
 	ttl, iv      time.Duration
 	deadline     time.Time // the lease's end by this process's clock
+	wall         func() time.Time
+	wallEnd      *atomic.Int64 // the lease's end by the wall clock, in Unix nanoseconds
 	renew        func(context.Context) error
 	onRenewError func(error)
 	wctx         context.Context
@@ -139,7 +156,7 @@ func (h *heartbeat) run() {
 			return
 		default:
 		}
-		sent := time.Now()
+		sent, sentWall := time.Now(), h.wall()
 		rctx, rcancel := context.WithDeadline(h.wctx, h.deadline)
 		// The renewal runs beside the fence: not every step of it watches
 		// rctx (a database clock measurement, the SQLite writer's mutex),
@@ -159,6 +176,7 @@ func (h *heartbeat) run() {
 		switch {
 		case err == nil:
 			h.deadline = sent.Add(h.ttl)
+			h.wallEnd.Store(sentWall.Add(h.ttl).UnixNano())
 			h.fence.Reset(time.Until(h.deadline))
 		case errors.Is(err, ErrStale):
 			h.cancel(err)
@@ -185,4 +203,52 @@ func (h *heartbeat) run() {
 		case <-wait.C:
 		}
 	}
+}
+
+// wallCheck is how often Keep asks the wall clock whether the lease is
+// over: the work outlives a sleep of the machine by at most this long.
+const wallCheck = time.Second
+
+// wallFence cancels work with ErrLeaseDeadline once wall says the lease is
+// over (wallEnd, by the wall clock), checking every wallCheck until it is
+// stopped or work's context ends. Timers run on the monotonic clock, which
+// stands still while the machine sleeps: after a resume, the fence timer
+// would still give the work the lease's remaining time, when the database,
+// counting the sleep, ended the lease and another worker can have
+// reclaimed the row. A step of the wall clock looks like a sleep. Stepped
+// forward, it fences early: work stops that could have gone on, which is
+// safe. Stepped back, this check passes later, but the fence timer still
+// runs on the monotonic clock: the lease is never extended.
+type wallFence struct {
+	mu      sync.Mutex
+	t       *time.Timer
+	stopped bool
+}
+
+func startWallFence(wctx context.Context, wall func() time.Time, wallEnd *atomic.Int64, cancel context.CancelCauseFunc) *wallFence {
+	f := &wallFence{}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.t = time.AfterFunc(wallCheck, func() {
+		if wctx.Err() != nil {
+			return
+		}
+		if !wall().Before(time.Unix(0, wallEnd.Load())) {
+			cancel(ErrLeaseDeadline)
+			return
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if !f.stopped {
+			f.t.Reset(wallCheck)
+		}
+	})
+	return f
+}
+
+func (f *wallFence) stop() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stopped = true
+	f.t.Stop()
 }

@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -87,4 +88,66 @@ func TestKeepFencesAtTheClaimsLeaseEnd(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestKeepFencesAfterTheMachineSlept: while the machine sleeps (a
+// suspended laptop or VM) the monotonic clock stands still and the wall
+// clock, like the database's, does not. Woken after the lease ended, the
+// work must stop within about a second, not run on for the remaining time
+// the fence timer counts on the monotonic clock, while another worker can
+// have reclaimed the row. A wall clock stepped back must not extend the
+// lease, one a little ahead (within the lease) must not end it, and
+// neither may the wall clock a lease that renewals keep.
+func TestKeepFencesAfterTheMachineSlept(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		renews   bool
+		ttl      time.Duration
+		jump     time.Duration // of the wall clock, 200 ms into the work
+		work     time.Duration // how long the work runs if not fenced
+		fenced   bool
+		min, max time.Duration // from the jump to the fence
+	}{
+		{"slept past the lease", false, 30 * time.Second, time.Hour, 5 * time.Second, true, 0, 1500 * time.Millisecond},
+		{"wall clock stepped back", false, 1200 * time.Millisecond, -time.Hour, 10 * time.Second, true, 900 * time.Millisecond, 1100 * time.Millisecond},
+		{"wall clock a little ahead", false, 30 * time.Second, 5 * time.Second, 2500 * time.Millisecond, false, 0, 0},
+		{"renewed past its first end", true, 1500 * time.Millisecond, 0, 3500 * time.Millisecond, false, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var jump atomic.Int64
+			wall := func() time.Time { return time.Now().Round(0).Add(time.Duration(jump.Load())) }
+			jumped := make(chan time.Time, 1)
+			time.AfterFunc(200*time.Millisecond, func() {
+				jumped <- time.Now()
+				jump.Store(int64(tc.jump))
+			})
+			renew := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+			if tc.renews {
+				renew = func(context.Context) error { return nil }
+			}
+			var stopped time.Time
+			err := lease.Keep(context.Background(), tc.ttl, renew, func(ctx context.Context) error {
+				select {
+				case <-ctx.Done():
+					stopped = time.Now()
+					return ctx.Err()
+				case <-time.After(tc.work):
+					return nil
+				}
+			}, lease.KeepWallClock(wall))
+			if !tc.fenced {
+				if err != nil {
+					t.Fatalf("Keep = %v, want the work to finish", err)
+				}
+				return
+			}
+			if !errors.Is(err, lease.ErrLeaseDeadline) {
+				t.Fatalf("Keep = %v, want ErrLeaseDeadline", err)
+			}
+			if d := stopped.Sub(<-jumped); d < tc.min || d > tc.max {
+				t.Fatalf("work stopped %s after the wall clock jumped by %s, want within [%s, %s]", d, tc.jump, tc.min, tc.max)
+			}
+		})
+	}
 }

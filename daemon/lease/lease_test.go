@@ -44,12 +44,42 @@ func TestBackoffLargerHasAFloor(t *testing.T) {
 		{1, 0.999, time.Second, 4 * time.Second},
 		{3, 0, 4 * time.Second, 4 * time.Second},
 		{3, 0.5, 10 * time.Second, 10 * time.Second},
-		{9, 0.999, 30 * time.Second, 30 * time.Second},
+		{9, 0, 15 * time.Second, 15 * time.Second},
+		{9, 0.999, 29 * time.Second, 30 * time.Second},
 	} {
 		b := Backoff{Base: time.Second, Cap: 30 * time.Second, Rand: func() float64 { return tc.r }}
 		d := b.Larger(tc.n)
 		require.GreaterOrEqual(t, d, tc.lo, "n=%d r=%v", tc.n, tc.r)
 		require.LessOrEqual(t, d, tc.hi, "n=%d r=%v", tc.n, tc.r)
+	}
+}
+
+// TestBackoffLargerIsJitteredAtTheCap: retries throttled at the same
+// attempt must spread out, also once the ceiling has reached Cap (the
+// outbox's 429s after a few hours); otherwise they all come back after
+// exactly Cap, together. Below the cap the bucket is [Ceiling(n),
+// Ceiling(n+2)); at it, [Cap/2, Cap).
+func TestBackoffLargerIsJitteredAtTheCap(t *testing.T) {
+	b := Backoff{Base: 5 * time.Second, Cap: time.Hour}
+	for _, tc := range []struct {
+		n      int
+		lo, hi time.Duration
+	}{
+		{1, 5 * time.Second, 20 * time.Second},
+		{8, 640 * time.Second, time.Hour}, // Ceiling(n+2) capped
+		{11, time.Hour / 2, time.Hour},    // Ceiling(n) is the cap
+		{200, time.Hour / 2, time.Hour},
+	} {
+		t.Run(fmt.Sprint(tc.n), func(t *testing.T) {
+			seen := map[time.Duration]bool{}
+			for range 200 {
+				d := b.Larger(tc.n)
+				require.GreaterOrEqual(t, d, tc.lo)
+				require.Less(t, d, tc.hi)
+				seen[d] = true
+			}
+			require.Greater(t, len(seen), 100, "200 waits drawn, %d distinct", len(seen))
+		})
 	}
 }
 

@@ -13,5 +13,7 @@
 // Migrate applies embedded, versioned goose migrations for the engine. On
 // Postgres it holds a session advisory lock while it runs, and on SQLite an
 // exclusive file lock, so pods or processes starting together never race
-// to create the same table.
+// to create the same table. A Postgres migration waits at most a
+// lock_timeout for a table lock, so it never holds the queues' statements
+// behind it for long, and is run again a few times when it gave up.
 package sqldb

@@ -2,13 +2,19 @@ package sqldb
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path"
 	"syscall"
 	"testing/fstest"
+	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
 )
@@ -38,7 +44,9 @@ const VersionTable = "euterpe_schema_versions"
 // takes a session advisory lock, SQLite an exclusive lock on a file next to
 // the database. Versions added later with a lower number than one already
 // applied are still applied (out-of-order allowed), so independently owned
-// sets can grow without renumbering.
+// sets can grow without renumbering. On Postgres a statement waits at most
+// migrateLocks.timeout for a table lock; a run that gave up on one is
+// started again a few times (migrateLocks).
 func Migrate(ctx context.Context, db *DB, sets ...Migrations) ([]string, error) {
 	fsys, err := merge(db.Engine, sets)
 	if err != nil {
@@ -56,7 +64,7 @@ func Migrate(ctx context.Context, db *DB, sets ...Migrations) ([]string, error) 
 		if err != nil {
 			return nil, fmt.Errorf("migrate: lock: %w", err)
 		}
-		opts = append(opts, goose.WithSessionLocker(locker))
+		opts = append(opts, goose.WithSessionLocker(lockTimeoutLocker{locker, migrateLocks.timeout}))
 	} else {
 		unlock, err := fileLock(db.Path + ".migrate.lock")
 		if err != nil {
@@ -68,15 +76,88 @@ func Migrate(ctx context.Context, db *DB, sets ...Migrations) ([]string, error) 
 	if err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
-	res, err := p.Up(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("migrate: %w", err)
+	var applied []string
+	for try := 1; ; try++ {
+		res, err := p.Up(ctx)
+		var partial *goose.PartialError
+		if errors.As(err, &partial) {
+			res = partial.Applied
+		}
+		for _, r := range res {
+			applied = append(applied, r.Source.Path)
+		}
+		switch {
+		case err == nil:
+			return applied, nil
+		case !lockNotAvailable(err):
+			return nil, fmt.Errorf("migrate: %w", err)
+		case try == migrateLocks.tries:
+			return nil, fmt.Errorf("migrate: a table stayed locked past lock_timeout (%v) in all %d tries: %w",
+				migrateLocks.timeout, try, err)
+		}
+		slog.WarnContext(ctx, "a migration waited past lock_timeout for a table another transaction holds; trying again",
+			"lock_timeout", migrateLocks.timeout, "try", try, "tries", migrateLocks.tries, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("migrate: %w", err)
+		case <-time.After(migrateLocks.pause):
+		}
 	}
-	applied := make([]string, 0, len(res))
-	for _, r := range res {
-		applied = append(applied, r.Source.Path)
+}
+
+// migrateLocks bounds how a Postgres migration waits for table locks. An
+// ALTER TABLE queued behind one long transaction (a console listing, a
+// pg_dump) holds every later statement on the table behind it in turn:
+// claims, heartbeats and enqueues stall across the fleet while it waits, and
+// leases run out. With lock_timeout the migration gives up instead, lets
+// them through, and runs again after a pause.
+var migrateLocks = struct {
+	timeout time.Duration
+	tries   int
+	pause   time.Duration
+}{timeout: 5 * time.Second, tries: 5, pause: 2 * time.Second}
+
+// lockNotAvailable reports Postgres's lock_timeout failure (55P03).
+func lockNotAvailable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "55P03"
+}
+
+// lockTimeoutLocker sets lock_timeout on the session goose runs the
+// migrations on, once goose's advisory lock is held (its lock call does
+// not wait, so the timeout cannot cut that short), and takes it off again
+// before the connection goes back to the pool.
+type lockTimeoutLocker struct {
+	lock.SessionLocker
+	timeout time.Duration
+}
+
+func (l lockTimeoutLocker) SessionLock(ctx context.Context, conn *sql.Conn) error {
+	if err := l.SessionLocker.SessionLock(ctx, conn); err != nil {
+		return err
 	}
-	return applied, nil
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("SET lock_timeout = %d", l.timeout.Milliseconds())); err != nil {
+		// goose unlocks only after a lock call that succeeded.
+		return errors.Join(fmt.Errorf("set lock_timeout: %w", err),
+			l.SessionLocker.SessionUnlock(context.WithoutCancel(ctx), conn))
+	}
+	return nil
+}
+
+func (l lockTimeoutLocker) SessionUnlock(ctx context.Context, conn *sql.Conn) error {
+	err := l.SessionLocker.SessionUnlock(ctx, conn)
+	if _, rerr := conn.ExecContext(ctx, "RESET lock_timeout"); rerr != nil {
+		// A pool connection must not keep the migration's timeout for
+		// the queues' statements: its backend is closed instead, and
+		// pgx's pool drops a closed connection rather than take it back.
+		_ = conn.Raw(func(dc any) error {
+			if c, ok := dc.(*stdlib.Conn); ok {
+				return c.Conn().Close(ctx)
+			}
+			return nil
+		})
+	}
+	return err
 }
 
 func merge(engine Engine, sets []Migrations) (fs.FS, error) {

@@ -52,6 +52,9 @@ type DB struct {
 	// txConns maps each open Postgres Tx transaction to the connection it
 	// runs on, so CopyFrom can stream rows on that connection.
 	txConns sync.Map // *sql.Tx -> *sql.Conn
+	// syncWAL, when set (tests), replaces the checkpoint loop's fsync of
+	// the WAL file.
+	syncWAL func(path string) error
 	// settleHold, when set (tests), runs in Settled between a cut-off
 	// statement and the end of its backend.
 	settleHold func()
@@ -302,7 +305,11 @@ func (db *DB) pgTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 			commit.Stop()
 		}
 	}()
-	return InTx(txCtx, conn, func(tx *sql.Tx) error {
+	// The level is pinned: a server whose default_transaction_isolation
+	// is repeatable read would turn contended SKIP LOCKED claims into
+	// serialization failures, and the queues' fencing is written for
+	// read committed.
+	return inTx(txCtx, conn, &sql.TxOptions{Isolation: sql.LevelReadCommitted}, func(tx *sql.Tx) error {
 		db.txConns.Store(tx, conn)
 		defer db.txConns.Delete(tx)
 		if err := fn(tx); err != nil {
@@ -328,7 +335,11 @@ type TxStarter interface {
 // rolling back otherwise. DB.Tx adds writer serialisation and retries on
 // top; stores with a database of their own (the edge library) use it as is.
 func InTx(ctx context.Context, b TxStarter, fn func(tx *sql.Tx) error) error {
-	tx, err := b.BeginTx(ctx, nil)
+	return inTx(ctx, b, nil, fn)
+}
+
+func inTx(ctx context.Context, b TxStarter, opts *sql.TxOptions, fn func(tx *sql.Tx) error) error {
+	tx, err := b.BeginTx(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
@@ -446,69 +457,4 @@ func misreadUserinfo(s string) bool {
 func passwordParam(k string) bool {
 	k = strings.ToLower(strings.TrimSpace(k))
 	return k == "password" || k == "sslpassword"
-}
-
-// walTruncateFrames is the WAL length (64 MiB of 4 KiB pages) past which
-// the checkpoint loop follows a passive checkpoint with a TRUNCATE one.
-const walTruncateFrames = 16384
-
-// checkpointLoop copies the WAL back into the database file every period
-// with a PASSIVE checkpoint on a pool connection. Writers never checkpoint
-// themselves (wal_autocheckpoint=0), so the fsyncs a checkpoint needs stay
-// off the commit path; a passive checkpoint never blocks a writer.
-//
-// But a passive checkpoint alone lets the WAL grow without bound under a
-// steady write load: SQLite starts the WAL over only when a writer finds it
-// wholly checkpointed, and with writers in several processes committing
-// every few milliseconds new frames are always appended while the
-// checkpoint copies the old ones (the chaos run's WAL reached 1.7 GB at
-// 7,500 jobs, every reader's page lookups walking its index). So when a
-// passive checkpoint leaves more than truncateFrames in the WAL, the loop
-// runs a TRUNCATE checkpoint, which holds new writers back until it has
-// copied every frame and the readers have left the WAL, then empties it; its
-// connection waits at most a second for that (busy: the next tick tries
-// again). The returned func stops the loop and waits for it.
-func (db *DB) checkpointLoop(period time.Duration, truncateFrames int64) func() {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(period)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				var busy, logFrames, copied int64
-				err := db.DB.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &logFrames, &copied)
-				if err == nil && logFrames > truncateFrames {
-					_ = db.truncateWAL(ctx, time.Second)
-				}
-			}
-		}
-	}()
-	return func() {
-		cancel()
-		<-done
-		// Leave a compact file behind for the next process.
-		_, _ = db.DB.ExecContext(context.Background(), "PRAGMA wal_checkpoint(TRUNCATE)")
-	}
-}
-
-// truncateWAL runs a TRUNCATE checkpoint on a connection of its own whose
-// busy timeout is wait, so a checkpoint held up by long readers gives up
-// instead of holding the writers back for the pool's 15 s.
-func (db *DB) truncateWAL(ctx context.Context, wait time.Duration) error {
-	conn, err := db.DB.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", wait.Milliseconds())); err != nil {
-		return err
-	}
-	defer conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA busy_timeout = 15000") //nolint:errcheck
-	var busy, logFrames, copied int64
-	return conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logFrames, &copied)
 }

@@ -290,3 +290,32 @@ func TestCheckURLRefusesAMisreadPassword(t *testing.T) {
 		}
 	}
 }
+
+// A server (or role, or database) whose default isolation is repeatable
+// read turned every Tx into a repeatable-read transaction, and contended
+// SKIP LOCKED claims into serialization failures. Tx pins read committed.
+func TestPostgresTxIsReadCommitted(t *testing.T) {
+	ctx := context.Background()
+	u, err := url.Parse(sqltest.URL(t, sqldb.Postgres))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// pgx sends a parameter it does not know as a run-time setting, and
+	// reads "%20", not "+", as a space.
+	u.RawQuery = strings.TrimPrefix(u.RawQuery+"&default_transaction_isolation=repeatable%20read", "&")
+	db, err := sqldb.Open(ctx, u.String(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var def, got string
+	if err := db.QueryRowContext(ctx, `SHOW default_transaction_isolation`).Scan(&def); err != nil || def != "repeatable read" {
+		t.Fatalf("the connection's default isolation is %q (%v), want repeatable read", def, err)
+	}
+	err = db.Tx(ctx, func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, `SHOW transaction_isolation`).Scan(&got)
+	})
+	if err != nil || got != "read committed" {
+		t.Fatalf("Tx runs at %q (%v), want read committed", got, err)
+	}
+}

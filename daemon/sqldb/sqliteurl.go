@@ -13,8 +13,8 @@ type sqliteOptions struct {
 	// synchronous is the PRAGMA synchronous of every connection: NORMAL by
 	// default, which in WAL mode never corrupts the file and loses nothing
 	// when only the process dies; a power cut (or kernel crash) can lose the
-	// transactions committed since the last WAL sync, which a checkpoint
-	// does every 250 ms. FULL syncs the WAL on every commit, for operators
+	// transactions committed since the last WAL sync, which the checkpoint
+	// loop does every 250 ms when anything was committed. FULL syncs the WAL on every commit, for operators
 	// who want no committed transaction lost to a power cut either.
 	synchronous string
 }

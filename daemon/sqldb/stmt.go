@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"sync"
+	"time"
 )
 
 // Execer is what statements run on inside a write transaction (a *sql.Tx).
@@ -59,7 +60,8 @@ func (db *DB) QueryRowTx(ctx context.Context, tx Execer, query string, args ...a
 
 // txStmt returns the cached statement for query bound to tx, or nil when
 // the query should run unprepared (Postgres, a foreign Execer, a full
-// cache or a statement SQLite cannot prepare — running it reports why).
+// cache, no pool connection free within prepareWait, or a statement SQLite
+// cannot prepare — running it reports why).
 func (db *DB) txStmt(ctx context.Context, tx Execer, query string) *sql.Stmt {
 	if db.Engine != SQLite {
 		return nil
@@ -75,6 +77,13 @@ func (db *DB) txStmt(ctx context.Context, tx Execer, query string) *sql.Stmt {
 	return t.StmtContext(ctx, st)
 }
 
+// prepareWait bounds how long a first use waits to prepare its statement.
+// It waits inside a write transaction that holds SQLite's write lock (and
+// every other writer of the process behind writeMu) for a pool connection,
+// which long reads, or autocommit writes waiting for that very lock, may
+// all hold; past it the statement runs unprepared this once.
+const prepareWait = 100 * time.Millisecond
+
 // get returns the statement for query, preparing it on first use. It is
 // prepared on the pool, then by Tx.StmtContext once more on the writer
 // connection, where database/sql keeps that one for every later use.
@@ -87,7 +96,9 @@ func (c *stmtCache) get(ctx context.Context, pool *sql.DB, query string) *sql.St
 	if len(c.stmts) >= maxCachedStmts {
 		return nil
 	}
-	st, err := pool.PrepareContext(ctx, query)
+	pctx, cancel := context.WithTimeout(ctx, prepareWait)
+	defer cancel()
+	st, err := pool.PrepareContext(pctx, query)
 	if err != nil {
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 	"github.com/vesta-cx/euterpe/daemon/sqldb/sqltest"
@@ -66,4 +67,40 @@ func TestCachedStatements(t *testing.T) {
 			t.Fatalf("rows %v, %v", got, err)
 		}
 	})
+}
+
+// A statement's first use inside a write transaction prepares it on the
+// pool. With every pool connection taken (long reads, or autocommit writes
+// waiting for the write lock this transaction holds) it waited for one while
+// holding SQLite's write lock and every writer of the process behind it,
+// until its context ended. It must run unprepared instead and commit.
+func TestFirstUseCommitsWithThePoolTaken(t *testing.T) {
+	db := sqltest.Open(t, sqldb.SQLite, set)
+	ctx := context.Background()
+	// The writer holds one of the pool's connections for good.
+	for range db.Stats().MaxOpenConnections - 1 {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		c, err := db.Conn(cctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("taking the pool: %v", err)
+		}
+		defer c.Close()
+	}
+	tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := db.Tx(tctx, func(tx *sql.Tx) error {
+		if _, err := db.ExecTx(tctx, tx, `INSERT INTO a (id, at) VALUES (?, ?)`, "first", 1); err != nil {
+			return err
+		}
+		var n int
+		return db.QueryRowTx(tctx, tx, `SELECT COUNT(*) FROM a WHERE id = ?`, "first").Scan(&n)
+	})
+	if err != nil {
+		t.Fatalf("after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("the transaction took %v waiting for the pool", took)
+	}
 }

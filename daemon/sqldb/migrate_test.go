@@ -1,0 +1,94 @@
+package sqldb_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/vesta-cx/euterpe/daemon/sqldb"
+	"github.com/vesta-cx/euterpe/daemon/sqldb/sqltest"
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
+)
+
+// An ALTER TABLE queued behind a transaction that holds the table queued
+// every later statement on it (claims, heartbeats) behind itself for as
+// long as that transaction lasted. A migration now gives up on a lock after
+// lock_timeout, so the queue behind it drains, and tries again; when the
+// table never comes free it fails saying so.
+func TestMigrateGivesWayToTableLocks(t *testing.T) {
+	const timeout, tries, pause = 200 * time.Millisecond, 5, 50 * time.Millisecond
+	sqldb.SetMigrateLocks(t, timeout, tries, pause)
+	alter := sqldb.Migrations{Postgres: fstest.MapFS{
+		"00001_hot.sql": {Data: []byte("-- +goose Up\nALTER TABLE hot ADD COLUMN x INT;\n")},
+	}}
+	tests := []struct {
+		name    string
+		release time.Duration // how long the lock is held; 0: past every try
+		wantErr bool
+	}{
+		{"released after a try", 2 * timeout, false},
+		{"never released", 0, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			testsvc.KeepDefaultLog(t)
+			var logged bytes.Buffer
+			slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			db := sqltest.Open(t, sqldb.Postgres)
+			if _, err := db.ExecContext(ctx, `CREATE TABLE hot (id INT)`); err != nil {
+				t.Fatal(err)
+			}
+			holder, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer holder.Rollback() //nolint:errcheck
+			if _, err := holder.ExecContext(ctx, `LOCK TABLE hot IN ACCESS SHARE MODE`); err != nil {
+				t.Fatal(err)
+			}
+			if tc.release > 0 {
+				time.AfterFunc(tc.release, func() { _ = holder.Rollback() })
+			}
+			start := time.Now()
+			applied, err := sqldb.Migrate(ctx, db, alter)
+			took := time.Since(start)
+			if tc.wantErr {
+				var pe *pgconn.PgError
+				if err == nil || !errors.As(err, &pe) || pe.Code != "55P03" || !strings.Contains(err.Error(), "lock_timeout") {
+					t.Fatalf("after %v: %v, want a lock_timeout failure naming it", took, err)
+				}
+				if took > tries*(timeout+pause)+2*time.Second {
+					t.Fatalf("gave up after %v", took)
+				}
+			} else if err != nil || len(applied) != 1 {
+				t.Fatalf("after %v: applied %v, %v", took, applied, err)
+			}
+			if n := strings.Count(logged.String(), "trying again"); n == 0 || n > tries-1 {
+				t.Fatalf("%d retries logged, want 1 to %d:\n%s", n, tries-1, logged.String())
+			}
+			// No pooled connection keeps the migration's timeout. Idle
+			// connections wait in pgx's pool (database/sql keeps none), so
+			// all of its 16 (openPostgres) are taken to see each.
+			_ = holder.Rollback()
+			for range 16 {
+				c, err := db.Conn(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				var v string
+				if err := c.QueryRowContext(ctx, `SHOW lock_timeout`).Scan(&v); err != nil || v != "0" {
+					t.Fatalf("a pool connection has lock_timeout %q (%v)", v, err)
+				}
+			}
+		})
+	}
+}

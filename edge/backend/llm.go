@@ -95,6 +95,9 @@ func (l *LLM) chat(ctx context.Context, p map[string]json.RawMessage, delta Delt
 		msgs = append(msgs, map[string]string{"role": "user", "content": prompt})
 		body["messages"], _ = json.Marshal(msgs)
 	}
+	if err := oneChoice(p["n"]); err != nil {
+		return nil, err
+	}
 	body["stream"] = json.RawMessage(`true`)
 	body["stream_options"] = json.RawMessage(`{"include_usage":true}`)
 	resp, err := l.post(ctx, "/v1/chat/completions", body, "text/event-stream")
@@ -114,6 +117,20 @@ func (l *LLM) chat(ctx context.Context, p map[string]json.RawMessage, delta Delt
 		res.Usage = json.RawMessage(`null`)
 	}
 	return marshalResult(res)
+}
+
+// oneChoice refuses a payload asking for more than one choice ("n"): the
+// stream interleaves the choices' fragments, and a job has one text to
+// stream and keep. Absent or null, the server's default of one stands.
+func oneChoice(n json.RawMessage) error {
+	if len(n) == 0 || string(n) == "null" {
+		return nil
+	}
+	var v float64
+	if json.Unmarshal(n, &v) != nil || v != 1 {
+		return Errorf(CodeInvalidPayload, 0, "n must be 1: a job streams and keeps one answer; send one job per answer wanted")
+	}
+	return nil
 }
 
 // chunk is one streamed chat.completion.chunk, or an error object.
@@ -226,10 +243,20 @@ func (l *LLM) embed(ctx context.Context, p map[string]json.RawMessage) (json.Raw
 		Model string          `json:"model"`
 		Usage json.RawMessage `json:"usage"`
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxBody)).Decode(&out); err != nil {
+	// One byte past the bound tells an answer too large to keep from a
+	// broken one: cut at the bound, the JSON would end early and read as
+	// a server fault, when the fix is a smaller batch.
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctxErr(ctx, "llm")
 		}
+		return nil, Errorf(CodeBackendUnreachable, resp.StatusCode, "embeddings response: read: %v", err)
+	}
+	if len(raw) > maxBody {
+		return nil, Errorf(CodeResultTooLarge, resp.StatusCode, "embeddings response larger than %d MiB: send fewer inputs per job", maxBody>>20)
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
 		return nil, Errorf(CodeInvalidResult, resp.StatusCode, "embeddings response: %v", err)
 	}
 	res := EmbedResult{Model: out.Model, Usage: out.Usage, Embeddings: make([]json.RawMessage, 0, len(out.Data))}
@@ -264,9 +291,10 @@ func (l *LLM) post(ctx context.Context, path string, body any, accept string) (*
 // maxBody bounds what is read from any backend response.
 const maxBody = 16 << 20
 
-// do runs req and maps transport failures and non-2xx answers to *Error.
+// do runs req, never following a redirect (see noRedirects), and maps
+// transport failures and non-2xx answers, a 3xx among them, to *Error.
 func do(ctx context.Context, c *http.Client, req *http.Request, what string) (*http.Response, error) {
-	resp, err := c.Do(req)
+	resp, err := noRedirects(c).Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctxErr(ctx, what)
@@ -275,6 +303,11 @@ func do(ctx context.Context, c *http.Client, req *http.Request, what string) (*h
 	}
 	if resp.StatusCode/100 != 2 {
 		defer resp.Body.Close()
+		if resp.StatusCode/100 == 3 {
+			if msg := redirectMessage(resp, what, credentials(req)...); msg != "" {
+				return nil, Errorf(CodeBackendError, resp.StatusCode, "%s", msg)
+			}
+		}
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		msg := strings.TrimSpace(string(raw))
 		if m := errorMessage(raw); m != "" {

@@ -89,6 +89,7 @@ func TestLLMChatStreams(t *testing.T) {
 	}{
 		{"prompt with system", `{"prompt":"hi","system":"be brief","temperature":0.2}`, 2, "default-model"},
 		{"messages and model", `{"messages":[{"role":"user","content":"hi"}],"model":"other"}`, 1, "other"},
+		{"n of 1", `{"prompt":"hi","n":1}`, 1, "default-model"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -143,6 +144,9 @@ func TestLLMErrors(t *testing.T) {
 		{"no prompt", &fakeLLM{}, `{"foo":1}`, CodeInvalidPayload, 0, "messages"},
 		{"raw payload", &fakeLLM{}, `{"_raw":"not json"}`, CodeInvalidPayload, 0, "prompt"},
 		{"embed without input", &fakeLLM{}, `{}`, CodeInvalidPayload, 0, "input"},
+		// The choices of n > 1 would interleave into one text.
+		{"n of 2", &fakeLLM{}, `{"prompt":"x","n":2}`, CodeInvalidPayload, 0, "n must be 1"},
+		{"n not a number", &fakeLLM{}, `{"prompt":"x","n":"2"}`, CodeInvalidPayload, 0, "n must be 1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -228,6 +232,45 @@ func TestLLMEmbed(t *testing.T) {
 	}
 	if f.bodies[0]["input"] != "hello" || f.bodies[0]["model"] != "default-model" || f.bodies[0]["stream"] != nil {
 		t.Fatalf("request = %v", f.bodies[0])
+	}
+}
+
+// An embeddings answer past maxBody is refused as too large, saying what to
+// do, not as JSON cut short; one that is cut short stays invalid_result.
+func TestLLMEmbedResponseSize(t *testing.T) {
+	vector := "[" + strings.Repeat("0.0123456789,", 1535) + "0.5]"
+	tests := []struct {
+		name    string
+		vectors int
+		tail    string
+		code    string
+		msg     string
+	}{
+		{"over the bound", maxBody/len(vector) + 1, `],"model":"emb"}`, CodeResultTooLarge, "send fewer inputs per job"},
+		{"cut short", 10, "", CodeInvalidResult, "embeddings response"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.WriteString(w, `{"object":"list","data":[`)
+				for i := 0; i < tc.vectors; i++ {
+					if i > 0 {
+						_, _ = io.WriteString(w, ",")
+					}
+					if _, err := fmt.Fprintf(w, `{"index":%d,"embedding":%s}`, i, vector); err != nil {
+						return
+					}
+				}
+				_, _ = io.WriteString(w, tc.tail)
+			}))
+			defer srv.Close()
+			l := &LLM{BaseURL: srv.URL, Timeout: 10 * time.Second, Client: srv.Client()}
+			_, err := l.Run(context.Background(), Request{Task: "embed", Payload: json.RawMessage(`{"input":["a","b"]}`)}, nil)
+			var be *Error
+			if !errors.As(err, &be) || be.Code != tc.code || !strings.Contains(be.Message, tc.msg) {
+				t.Fatalf("err = %v, want %s containing %q", err, tc.code, tc.msg)
+			}
+		})
 	}
 }
 

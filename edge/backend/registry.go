@@ -140,9 +140,7 @@ func NewRegistry(byTask map[string]Backend) *Registry {
 // New builds the registry the settings describe. A binding that cannot work
 // (llm without a base URL, a program not found) is a *daemon.SettingError.
 func New(cfg Config, client *http.Client) (*Registry, error) {
-	if client == nil {
-		client = &http.Client{}
-	}
+	client = noRedirects(client)
 	bindings, err := ParseTasks(cfg.Tasks)
 	if err != nil {
 		return nil, &daemon.SettingError{Setting: "EUTERPE_TASK_BACKENDS", Value: daemon.RedactURL(cfg.Tasks), Reason: err.Error()}

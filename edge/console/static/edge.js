@@ -104,6 +104,15 @@
         E.text(cutNote, "… earlier text not shown (" + total + " characters in all; the whole answer is the job's result)\n");
       }
     }
+    // A job delivered again (its worker gone mid-answer) runs from the
+    // start and streams the whole text again after the deltas of the
+    // attempt that died: its running event with delivery > 1 starts the
+    // text over.
+    function restartText() {
+      total = 0;
+      streamed.deleteData(0, streamed.length);
+      E.text(cutNote, "");
+    }
     var rowsNote = null, dropped = 0;
     function addRow(row) {
       tbody.appendChild(row);
@@ -127,6 +136,7 @@
           E.el("td", { className: "hide-sm mono" }, d.step || ""),
           E.el("td", null, E.el("pre", null, clip(E.pretty(ev.type === "error" ? capStrings(d.data) : d.data)))));
         addRow(row);
+        if (ev.type === "running" && d.data && typeof d.data.delivery === "number" && d.data.delivery > 1) restartText();
         if (ev.type === "delta" && d.data && typeof d.data.text === "string") addText(d.data.text);
         if (["queued", "started", "running", "done", "error", "canceled"].indexOf(ev.type) >= 0) {
           setStatus(ev.type === "started" ? "running" : ev.type);

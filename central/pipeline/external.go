@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vesta-cx/euterpe/daemon"
 	"github.com/vesta-cx/euterpe/daemon/procgroup"
 )
 
@@ -97,7 +98,8 @@ func (x Exec) Run(ctx context.Context, m JobMessage) (string, error) {
 	cmd := exec.CommandContext(ctx, x.Path)
 	cmd.Env = ExecEnv()
 	cmd.Stdin = bytes.NewReader(in)
-	out, errb := procgroup.Output{Max: MaxAnswerBytes}, procgroup.Output{Max: 2048}
+	// The end of stderr is kept: a failing program says why last.
+	out, errb := procgroup.Output{Max: MaxAnswerBytes}, procgroup.Output{Max: 2048, Tail: true}
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.WaitDelay = 2 * time.Second
 	// Its process group is killed on timeout, on a lost lease and once it
@@ -135,7 +137,8 @@ func (x Exec) Run(ctx context.Context, m JobMessage) (string, error) {
 				return ref, perr
 			}
 		}
-		return "", Fail(CodeStageUnavailable, fmt.Sprintf("exec %s: %v: %s", x.Path, err, strings.TrimSpace(errb.String())))
+		prefix := fmt.Sprintf("exec %s: %v: ", x.Path, err)
+		return "", Fail(CodeStageUnavailable, prefix+errb.Ending(daemon.MaxMessage-len(prefix), redactSecrets))
 	}
 	if out.Overflowed() {
 		return "", Fail(CodeInvalidAnswer, fmt.Sprintf("refused answer: more than %d bytes on stdout", MaxAnswerBytes))

@@ -3,6 +3,8 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -251,4 +253,36 @@ func TestExecResultRefHoldsNoSecrets(t *testing.T) {
 			t.Error("the password reached the log")
 		}
 	})
+}
+
+// A crashing program's stored error ends with the end of its stderr — the
+// error a traceback ends with, past the first 512 bytes — with secrets in
+// it still hidden.
+func TestExecErrorKeepsStderrEnd(t *testing.T) {
+	var frames strings.Builder
+	frames.WriteString("echo 'Traceback (most recent call last):' >&2\n")
+	for i := range 12 {
+		fmt.Fprintf(&frames, "echo '  File \"/opt/stages/prices/fetch_stage_%d.py\", line %d, in run' >&2\necho '    return handle(job[\"messages\"])' >&2\n", i, 100+i)
+	}
+	cases := []struct {
+		name, last, has, hidden string
+	}{
+		{"traceback", `KeyError: 'messages'`, `KeyError: 'messages'`, ""},
+		{"secret in the end", `ConnectionError: postgres://u:hunter2@db/x refused, api_key=sk-live-9`, `@db/x refused, api_key=[REDACTED]`, "hunter2"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Exec{Path: script(t, frames.String()+"echo \""+c.last+"\" >&2\nexit 1"), Timeout: 5 * time.Second}.Run(context.Background(), msg)
+			var je *JobError
+			if !errors.As(err, &je) || je.Code != CodeStageUnavailable {
+				t.Fatalf("err %v; want %s", err, CodeStageUnavailable)
+			}
+			if !strings.HasSuffix(je.Message, c.has) || len(je.Message) > 512 || !strings.Contains(je.Message, "exit status 1: …") {
+				t.Fatalf("message %q (%d bytes) does not end with the end of stderr, %q", je.Message, len(je.Message), c.has)
+			}
+			if c.hidden != "" && (strings.Contains(je.Message, c.hidden) || strings.Contains(je.Message, "sk-live")) {
+				t.Fatalf("message %q shows a secret", je.Message)
+			}
+		})
+	}
 }

@@ -1,6 +1,7 @@
 // Package procgroup runs the programs Euterpe hands work to — the edge's
 // exec backends and thumbnail ffmpeg, central's ffmpeg and ffprobe, the
-// pipeline's exec stages — so that nothing they start outlives the work.
+// pipeline's exec stages — so that nothing they start in their process
+// group outlives the work.
 //
 // A program runs in a process group of its own. Cancelling its context
 // kills the whole group, not only the program: a site wrapper (nice,
@@ -13,4 +14,9 @@
 // (PR_SET_PDEATHSIG), so a crashed worker does not leave a model or an
 // encoder running unowned; what the program itself started is cleaned up by
 // the service manager (systemd's control-group kill, a container's end).
+// What leaves the group — started with setsid, by GNU timeout (which makes
+// a group of its own unless given --foreground), or by a daemonising
+// helper — is not killed on cancel or exit: it runs on until it ends or
+// the service stops; holding the program's output open, it makes Wait
+// return exec.ErrWaitDelay after the program exits.
 package procgroup

@@ -25,7 +25,7 @@ func Contain(cmd *exec.Cmd) {
 }
 
 // reap kills what is left of cmd's process group once the program itself
-// has exited, so nothing it started outlives the call. It waits for that
+// has exited, so nothing it started in its group outlives the call. It waits for that
 // exit without reaping the program (WNOWAIT): until Wait reaps it, its pid,
 // which is the group's id, cannot be given to another process, so the kill
 // never reaches anyone else. Call it after Start and before Wait. It

@@ -1,10 +1,13 @@
 package backend
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,6 +15,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -69,6 +73,90 @@ func TestExecLongStderrCapped(t *testing.T) {
 	var be *Error
 	if !errors.As(err, &be) || be.Status != 1 || len(be.Message) != 512 {
 		t.Fatalf("err = %v (len %d)", err, len(be.Message))
+	}
+}
+
+// traceback is a shell line printing to stderr a Python traceback of 12
+// frames that ends with last, then failing.
+func traceback(last string) string {
+	var b strings.Builder
+	b.WriteString(`printf 'Traceback (most recent call last):\n' >&2; `)
+	for i := range 12 {
+		fmt.Fprintf(&b, `printf '  File "/opt/tools/rag/pipeline_stage_%d.py", line %d, in handle_request\n    return self.dispatch(payload["messages"])\n' >&2; `, i, 100+i)
+	}
+	return b.String() + `printf '%s\n' "` + last + `" >&2; exit 1`
+}
+
+// TestExecErrorKeepsStderrEnd: the stored error ends with the end of
+// stderr — the error a traceback ends with, past the first 512 bytes —
+// with a URL's password in it still hidden.
+func TestExecErrorKeepsStderrEnd(t *testing.T) {
+	cases := []struct {
+		name, last, has, hidden string
+	}{
+		{"traceback", `KeyError: 'messages'`, `KeyError: 'messages'`, ""},
+		{"secret in the end", `redis.ConnectionError: redis://:hunter2@cache:6379 refused`, `@cache:6379 refused`, "hunter2"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := shell(traceback(tc.last), 5*time.Second).Run(context.Background(), Request{Payload: []byte(`{}`)}, nil)
+			var be *Error
+			if !errors.As(err, &be) || be.Code != CodeBackendError || be.Status != 1 {
+				t.Fatalf("err = %v, want %s status 1", err, CodeBackendError)
+			}
+			if !strings.HasSuffix(be.Message, tc.has) || len(be.Message) > 512 || !strings.HasPrefix(be.Message, "exec backend: …") {
+				t.Fatalf("message = %q (%d bytes), want the end of stderr ending %q", be.Message, len(be.Message), tc.has)
+			}
+			if tc.hidden != "" && strings.Contains(be.Message, tc.hidden) {
+				t.Fatalf("message = %q shows %q", be.Message, tc.hidden)
+			}
+		})
+	}
+}
+
+// TestExecStdoutFloodStopped: a program printing past the result limit is
+// killed as it passes it and the job fails as a result too large, not
+// after the backend timeout as backend_timeout.
+func TestExecStdoutFloodStopped(t *testing.T) {
+	const timeout = 20 * time.Second
+	start := time.Now()
+	_, err := shell(`yes`, timeout).Run(context.Background(), Request{Payload: []byte(`{}`)}, nil)
+	var be *Error
+	if !errors.As(err, &be) || be.Code != CodeInvalidResult || !strings.Contains(be.Message, strconv.Itoa(maxBody)) {
+		t.Fatalf("err = %v, want %s naming the %d-byte limit", err, CodeInvalidResult, maxBody)
+	}
+	if d := time.Since(start); d > timeout/2 {
+		t.Fatalf("the flood ran %v", d)
+	}
+}
+
+// TestExecOutputHeldWarned: a program exiting 0 while a process it put in
+// a session of its own holds its stdout is judged by its answer, and the
+// survivor, which nothing kills, is logged with the job.
+func TestExecOutputHeldWarned(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	t.Cleanup(func() {
+		b, _ := os.ReadFile(pidFile)
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	// The program waits for the holder to be in its own session, or it
+	// would take the holder down with its group.
+	e := shell(`setsid sh -c 'echo $$ > `+pidFile+`.tmp; mv `+pidFile+`.tmp `+pidFile+`; exec sleep 30' &
+while [ ! -f `+pidFile+` ]; do sleep 0.01; done
+echo '{"a":1}'`, 10*time.Second)
+	e.waitDelay = 200 * time.Millisecond
+	var logs bytes.Buffer
+	e.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	out, err := e.Run(context.Background(), Request{JobID: "j7", Task: "tool", Payload: []byte(`{}`)}, nil)
+	if err != nil || string(out) != `{"a":1}` {
+		t.Fatalf("got %s, %v", out, err)
+	}
+	for _, want := range []string{"level=WARN", "outside its process group", "job_id=j7", "task=tool"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Fatalf("log lacks %q: %q", want, logs.String())
+		}
 	}
 }
 

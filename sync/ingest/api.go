@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,7 +28,14 @@ type API struct {
 	// wrote; Heartbeat is the comment frame interval; WriteTimeout bounds
 	// each write to a client.
 	Poll, Heartbeat, WriteTimeout time.Duration
-	wake                          *wakeup
+	// On Postgres the tails log a warning when rows have been held back
+	// from them (see TailHeld) by the same horizon for HeldWarnAfter, at
+	// most once per HeldWarnEvery (0: DefaultHeldWarnAfter,
+	// DefaultHeldWarnEvery), so a stall shows in the log, not only in the
+	// metrics.
+	HeldWarnAfter, HeldWarnEvery time.Duration
+	wake                         *wakeup
+	held                         heldWatch
 }
 
 // Routes are the operator routes API mounts (method, echo path); the
@@ -51,6 +59,19 @@ func (a *API) Mount(e *echo.Echo) {
 	g.GET("/:id", a.get)
 	g.GET("/:id/jobs", a.jobs)
 	g.GET("/:id/jobs/:job_id/events", a.events)
+}
+
+// checkHeld looks, at most once per Heartbeat for all of a's tails,
+// whether a transaction holds the tails back, and warns (see heldWatch).
+func (a *API) checkHeld(ctx context.Context) {
+	after, every := a.HeldWarnAfter, a.HeldWarnEvery
+	if after <= 0 {
+		after = DefaultHeldWarnAfter
+	}
+	if every <= 0 {
+		every = DefaultHeldWarnEvery
+	}
+	a.held.check(ctx, a.Store, a.Log, a.Heartbeat, after, every)
 }
 
 // Notify wakes this process's tails after a commit.
@@ -250,6 +271,7 @@ func (a *API) Tail(c echo.Context) error {
 			if daemon.Recheck(c) != nil || write([]byte(": ping\n\n")) != nil {
 				return nil
 			}
+			a.checkHeld(ctx)
 		}
 	}
 }

@@ -90,6 +90,7 @@ func New(d *serve.Deps, s Settings) *Role {
 	var m *Metrics
 	if d.Metrics != nil {
 		m = NewMetrics(d.Metrics)
+		d.Metrics.MustRegister(NewTailCollector(store, log))
 	} else {
 		m = NewMetrics(nil)
 	}

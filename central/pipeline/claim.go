@@ -265,7 +265,7 @@ func (s *Store) Fail(ctx context.Context, j *Job, f *JobError) (Outcome, error) 
 			return err
 		}
 		var err error
-		r, err = s.failTx(ctx, tx, j, now, f, maxAttempts, s.Backoff.Delay(j.Attempt))
+		r, err = s.failTx(ctx, tx, j, now, f, maxAttempts, s.retryDelay(f.Code, j.Attempt))
 		return err
 	})
 	if err != nil {
@@ -274,6 +274,19 @@ func (s *Store) Fail(ctx context.Context, j *Job, f *JobError) (Outcome, error) 
 	}
 	s.reportFailure(r)
 	return r.out, nil
+}
+
+// retryDelay is the wait before the retry of a job that failed with code
+// at attempt: UpstreamWait for data still on its way, Backoff otherwise.
+// Waiting for data is not backed off exponentially (the edge comes back
+// when it does), but jittered in [UpstreamWait/2, UpstreamWait) so the
+// jobs of the edges one outage held back do not all run again together:
+// that is Backoff.Larger of a backoff whose base is its cap.
+func (s *Store) retryDelay(code string, attempt int) time.Duration {
+	if code == CodeUpstreamIncomplete && s.UpstreamWait > 0 {
+		return lease.Backoff{Base: s.UpstreamWait, Cap: s.UpstreamWait, Rand: s.Backoff.Rand}.Larger(attempt)
+	}
+	return s.Backoff.Delay(attempt)
 }
 
 // failTx records the failure f of j in tx and returns what to report once

@@ -22,8 +22,15 @@ type Store struct {
 	// Backoff delays a retried failure (the expired lease of a dead worker
 	// is visible again at once: the visibility timeout was its delay).
 	Backoff lease.Backoff
-	Metrics *Metrics
-	Log     *slog.Logger
+	// UpstreamWait spaces the retries of a job whose data is still on its
+	// way (UPSTREAM_INCOMPLETE): each waits a time drawn from
+	// [UpstreamWait/2, UpstreamWait) instead of Backoff. Backoff is sized
+	// for a fault to clear in minutes; an edge whose uplink is down can
+	// take hours to deliver its day, and its job would spend every attempt
+	// before the data came. 0 means Backoff.
+	UpstreamWait time.Duration
+	Metrics      *Metrics
+	Log          *slog.Logger
 	// Types, when set, refuses a submit of an unregistered job type or one
 	// its type's Validate refuses (INVALID_MESSAGE).
 	Types *Registry
@@ -42,7 +49,7 @@ type Store struct {
 // clock runs ahead (or behind) does not delay (or hasten) the jobs it
 // writes. A fake now (tests) moves the store's time with it.
 func NewStore(db *sqldb.DB, now func() time.Time) *Store {
-	s := &Store{DB: db, MaxAttempts: 5, Backoff: lease.Backoff{Base: 5 * time.Second, Cap: 5 * time.Minute},
+	s := &Store{DB: db, MaxAttempts: 5, Backoff: lease.Backoff{Base: 5 * time.Second, Cap: 5 * time.Minute}, UpstreamWait: time.Hour,
 		Log: slog.New(slog.DiscardHandler)}
 	spec := Lease
 	spec.Returning = []string{"idempotency_key", "job_type", "symbol", "asof", "requested_by", "created_at", "max_attempts"}

@@ -19,6 +19,7 @@ type Config struct {
 	MaxAttempts    int
 	BackoffBase    time.Duration
 	BackoffMax     time.Duration
+	UpstreamWait   time.Duration
 	Types          string
 	TypeTimeout    time.Duration
 	Storage        string
@@ -34,7 +35,7 @@ type Config struct {
 func Defaults() Config {
 	return Config{
 		Visibility: 30 * time.Second, Concurrency: 4, Poll: time.Second, MaxAttempts: 5,
-		BackoffBase: 5 * time.Second, BackoffMax: 5 * time.Minute, TypeTimeout: 10 * time.Minute,
+		BackoffBase: 5 * time.Second, BackoffMax: 5 * time.Minute, UpstreamWait: time.Hour, TypeTimeout: 10 * time.Minute,
 		Schedule: "02:00", CatchupDays: 7, EnqueueTimeout: 5 * time.Second, AuthCache: 5 * time.Second,
 	}
 }
@@ -51,6 +52,8 @@ func (cfg *Config) Bind(c *daemon.Config) {
 		"ceiling of the first retry delay of a retryable pipeline failure (exponential, full jitter)")
 	c.Duration(&cfg.BackoffMax, "pipeline-backoff-max", "EUTERPE_PIPELINE_BACKOFF_MAX", d.BackoffMax, time.Millisecond, 24*time.Hour,
 		"largest retry delay of a pipeline job")
+	c.Duration(&cfg.UpstreamWait, "pipeline-upstream-wait", "EUTERPE_PIPELINE_UPSTREAM_WAIT", d.UpstreamWait, time.Second, 24*time.Hour,
+		"longest wait before retrying a job whose data is still on its way (UPSTREAM_INCOMPLETE: an edge_daily day the edge has not delivered); each wait is drawn from [half, all)")
 	c.String(&cfg.Types, "pipeline-types", "EUTERPE_PIPELINE_TYPES", "", "external pipeline job types: name=exec:/path or name=http:URL, comma-separated",
 		func(v string) error { _, err := pipeline.ParseTypes(v, time.Minute, nil); return err })
 	c.Duration(&cfg.TypeTimeout, "pipeline-type-timeout", "EUTERPE_PIPELINE_TYPE_TIMEOUT", d.TypeTimeout, time.Second, 24*time.Hour,

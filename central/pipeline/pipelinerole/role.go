@@ -128,6 +128,7 @@ func New(ctx context.Context, cfg Config, d *serve.Deps) (*Role, error) {
 	store := pipeline.NewStore(d.DB, nil)
 	store.MaxAttempts = cfg.MaxAttempts
 	store.Backoff = lease.Backoff{Base: cfg.BackoffBase, Cap: cfg.BackoffMax}
+	store.UpstreamWait = cfg.UpstreamWait
 	store.Log = log
 	if err := store.LeaseQueue().Validate(); err != nil {
 		return nil, err

@@ -105,7 +105,7 @@ console.log(verify(["whsec_previous"], h, body, new Map()));
 // that is not 1 to 12 ASCII digits: Python's isdigit and int take other
 // scripts' digits (the current time in them, signed as sent, would pass),
 // int raises on "²" and on more than 4300 digits, and a float overflows
-// on a few hundred.
+// on a few hundred; the current time zero-padded is as many digits too.
 func TestREADMESnippetsRefuseOddHeaders(t *testing.T) {
 	body := []byte(`{"event_id":"e1","job_id":"j1","sequence":1,"status":"claimed"}`)
 	secret := []byte("whsec_current")
@@ -123,6 +123,7 @@ func TestREADMESnippetsRefuseOddHeaders(t *testing.T) {
 		otherDigits(digits, '０'), // full-width
 		otherDigits(digits, '٠'), // Arabic-Indic
 		"²",
+		"000" + digits, // the current time, zero-padded past 12 digits
 		strings.Repeat("9", 400),
 		strings.Repeat("9", 5000),
 	} {

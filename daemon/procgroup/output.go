@@ -96,6 +96,12 @@ func (o *Output) Ending(max int, redact func(string) string) string {
 		// follows.
 		if i := bytes.IndexByte(b, '\n'); i >= 0 && len(bytes.TrimSpace(b[i+1:])) > 0 {
 			b = b[i+1:]
+		} else {
+			// The ring may have cut a character: its rest is not the
+			// program's invalid bytes, to show as U+FFFD.
+			for k := 0; k < utf8.UTFMax-1 && len(b) > 0 && !utf8.RuneStart(b[0]); k++ {
+				b = b[1:]
+			}
 		}
 	}
 	s := strings.ToValidUTF8(string(b), "\uFFFD")

@@ -106,6 +106,9 @@ func TestOutputEnding(t *testing.T) {
 		{"utf-8 boundary", 100, "ééééé", 8, "…éé"},
 		{"head lost: fragment dropped", 12, "first line\nsecond\nend\n", 40, "…second\nend"},
 		{"head lost: one line", 6, "abcdefgh", 40, "…cdefgh"},
+		// The ring's cut is not the program's: the rest of a character
+		// it split is dropped, not shown as U+FFFD.
+		{"head lost mid-character", 5, "éééé", 40, "…éé"},
 		{"invalid bytes and NUL", 100, "a\xff\x00b", 20, "a\uFFFD\uFFFDb"},
 		{"redacted before the cut", 100, "db at redis://:hunter2@h failed", 25, "…//:[REDACTED]@h failed"},
 		// Cut first, the password's end would be left with no URL around

@@ -1,11 +1,9 @@
 package sqldb
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"time"
@@ -37,10 +35,12 @@ const walTruncateFrames = 16384
 // snapshot (a long listing, an export, a backup) syncs nothing, and commits
 // would stay in the page cache until the readers let a checkpoint through or
 // the WAL reached truncateFrames. So on every tick the loop syncs
-// the WAL itself whenever something was committed since its last sync,
-// which bounds what a power cut loses to about one period whatever the
-// readers do; an idle database is not synced at all (an edge box's SD card
-// wears with every write). The returned func stops the loop and waits for it.
+// the WAL itself whenever something was committed since its last sync
+// (the WAL file's size or time changed, or its last write is too recent to
+// tell: walQuiet), which bounds what a power cut loses to about one period
+// whatever the readers do; an idle database is not synced at all (an edge
+// box's SD card wears with every write). The returned func stops the loop
+// and waits for it.
 func (db *DB) checkpointLoop(period time.Duration, truncateFrames int64) func() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -48,11 +48,15 @@ func (db *DB) checkpointLoop(period time.Duration, truncateFrames int64) func() 
 	if syncWAL == nil {
 		syncWAL = syncExisting
 	}
+	quiet := db.walQuiet
+	if quiet == 0 {
+		quiet = walQuiet
+	}
 	go func() {
 		defer close(done)
 		t := time.NewTicker(period)
 		defer t.Stop()
-		var synced []byte // WAL-index header at the last sync
+		var synced walMark // the WAL as it was read before the last sync
 		for {
 			select {
 			case <-ctx.Done():
@@ -60,11 +64,13 @@ func (db *DB) checkpointLoop(period time.Duration, truncateFrames int64) func() 
 			case <-t.C:
 				// The sync comes first, needing no pool connection, so a
 				// checkpoint waiting for one does not hold it back. The
-				// header is read before the sync: a commit that lands after
-				// the read changes it, and the next tick syncs again.
-				if hdr := walIndexHeader(db.Path + "-shm"); hdr == nil || !bytes.Equal(hdr, synced) {
+				// WAL is looked at before the sync: a commit that lands
+				// after the look changes what the next one sees, and the
+				// next tick syncs again.
+				seen := readWALMark(db.Path + "-wal")
+				if !synced.covers(seen, quiet) {
 					if syncWAL(db.Path+"-wal") == nil {
-						synced = hdr
+						synced = seen
 					}
 				}
 				var busy, logFrames, copied int64
@@ -83,31 +89,53 @@ func (db *DB) checkpointLoop(period time.Duration, truncateFrames int64) func() 
 	}
 }
 
-// walIndexHeaderSize is the size of the WAL-index header at the start of
-// the -shm file (sqlite.org/walformat.html, "The WAL-Index Header").
-const walIndexHeaderSize = 48
+// walQuiet is how long before it was looked at the WAL must have been
+// written last for the checkpoint loop to trust that an unchanged look
+// means nothing was committed since. A file's modification time moves in
+// steps (a kernel tick; two seconds on FAT, an edge box's SD card perhaps):
+// a commit in the step of the last write, after the look, could leave the
+// file's size and time as they were. Once the last write is older than
+// any step, every later one shows; until then the loop syncs on every
+// tick, a few seconds after the last commit, then stops.
+const walQuiet = 3 * time.Second
 
-// walIndexHeader returns the first copy of the WAL-index header, which every
-// connection of every process shares through the -shm file: its change
-// counter grows with each commit, and its frame count and salts change with
-// each frame written or WAL restart, so an unchanged header means nothing was
-// committed meanwhile. nil when it cannot be read (the caller then syncs).
-func walIndexHeader(shm string) []byte {
-	f, err := os.Open(shm)
+// walMark is what the checkpoint loop saw of the WAL file: its identity,
+// size and modification time, read with stat. It is not the WAL-index
+// header in the -shm file, though that changes with every commit: opening
+// and closing that file would drop every POSIX lock this process holds on
+// it, which are SQLite's WAL locks (sqlite.org/howtocorrupt.html, 2.2):
+// another process could then write beside this one's writer or rebuild the
+// wal-index under its readers.
+type walMark struct {
+	fi   fs.FileInfo // nil: not read (no WAL, or stat failed)
+	seen time.Time   // when fi was read, by the wall clock (as fi's time)
+}
+
+func readWALMark(path string) walMark {
+	now := time.Now()
+	fi, err := os.Stat(path)
 	if err != nil {
-		return nil
+		return walMark{}
 	}
-	defer f.Close()
-	b := make([]byte, walIndexHeaderSize)
-	if _, err := io.ReadFull(f, b); err != nil {
-		return nil
+	return walMark{fi: fi, seen: now}
+}
+
+// covers reports whether a sync after m also covered what now shows:
+// the same file, as large and as old, last written at least quiet before
+// m was read.
+func (m walMark) covers(now walMark, quiet time.Duration) bool {
+	if m.fi == nil || now.fi == nil || !os.SameFile(m.fi, now.fi) {
+		return false
 	}
-	return b
+	return m.fi.Size() == now.fi.Size() && m.fi.ModTime().Equal(now.fi.ModTime()) &&
+		m.seen.Sub(m.fi.ModTime()) >= quiet
 }
 
 // syncExisting fsyncs the file at path, which flushes every process's
 // writes to it; a file that does not exist (no WAL yet, or removed by the
 // last connection to close) has nothing to sync and is not created.
+// Opening and closing the WAL is safe where the -shm file is not: SQLite
+// takes no lock on it.
 func syncExisting(path string) error {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -15,5 +15,6 @@
 // exclusive file lock, so pods or processes starting together never race
 // to create the same table. A Postgres migration waits at most a
 // lock_timeout for a table lock, so it never holds the queues' statements
-// behind it for long, and is run again a few times when it gave up.
+// behind it for long, and is run again a few times when it gave up (not
+// one outside a transaction, which may have been partly applied).
 package sqldb

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path"
+	"strings"
 	"syscall"
 	"testing/fstest"
 	"time"
@@ -46,7 +47,8 @@ const VersionTable = "euterpe_schema_versions"
 // applied are still applied (out-of-order allowed), so independently owned
 // sets can grow without renumbering. On Postgres a statement waits at most
 // migrateLocks.timeout for a table lock; a run that gave up on one is
-// started again a few times (migrateLocks).
+// started again a few times (migrateLocks), unless the migration that gave
+// up runs outside a transaction and may have been partly applied.
 func Migrate(ctx context.Context, db *DB, sets ...Migrations) ([]string, error) {
 	fsys, err := merge(db.Engine, sets)
 	if err != nil {
@@ -91,6 +93,13 @@ func Migrate(ctx context.Context, db *DB, sets ...Migrations) ([]string, error) 
 			return applied, nil
 		case !lockNotAvailable(err):
 			return nil, fmt.Errorf("migrate: %w", err)
+		case partial != nil && partial.Failed != nil && partial.Failed.Source != nil &&
+			!inTransaction(fsys, partial.Failed.Source.Path):
+			// Its statements before the one that gave up have run and
+			// stay: run again, they would run twice.
+			return nil, fmt.Errorf("migrate: %s runs outside a transaction (goose NO TRANSACTION) and gave up on a table lock "+
+				"after lock_timeout (%v), perhaps partly applied, so it is not run again: %w",
+				partial.Failed.Source.Path, migrateLocks.timeout, err)
 		case try == migrateLocks.tries:
 			return nil, fmt.Errorf("migrate: a table stayed locked past lock_timeout (%v) in all %d tries: %w",
 				migrateLocks.timeout, try, err)
@@ -103,6 +112,26 @@ func Migrate(ctx context.Context, db *DB, sets ...Migrations) ([]string, error) 
 		case <-time.After(migrateLocks.pause):
 		}
 	}
+}
+
+// inTransaction reports whether the SQL migration at name in fsys runs in
+// a transaction: it has no "-- +goose NO TRANSACTION" annotation. One that
+// cannot be read is taken not to.
+func inTransaction(fsys fs.FS, name string) bool {
+	b, err := fs.ReadFile(fsys, name)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "--") {
+			continue
+		}
+		if strings.HasPrefix(strings.TrimSpace(strings.TrimPrefix(line, "--")), "+goose NO TRANSACTION") {
+			return false
+		}
+	}
+	return true
 }
 
 // migrateLocks bounds how a Postgres migration waits for table locks. An

@@ -92,3 +92,42 @@ func TestMigrateGivesWayToTableLocks(t *testing.T) {
 		})
 	}
 }
+
+// A migration outside a transaction (goose NO TRANSACTION) that gave up on
+// a table lock may have run some of its statements: run again, they would
+// run twice. It fails at once, naming the migration, and leaves the rest
+// to the operator.
+func TestMigrateDoesNotRepeatAMigrationOutsideATransaction(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	sqldb.SetMigrateLocks(t, timeout, 5, 50*time.Millisecond)
+	testsvc.KeepDefaultLog(t)
+	slog.SetDefault(slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	db := sqltest.Open(t, sqldb.Postgres)
+	if _, err := db.ExecContext(ctx, `CREATE TABLE hot (id INT); CREATE TABLE ran (n INT)`); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback() //nolint:errcheck
+	if _, err := holder.ExecContext(ctx, `LOCK TABLE hot IN ACCESS SHARE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	// Released after the first try: a retry would then succeed, and the
+	// INSERT would have run twice.
+	time.AfterFunc(2*timeout, func() { _ = holder.Rollback() })
+	outside := sqldb.Migrations{Postgres: fstest.MapFS{
+		"00001_outside.sql": {Data: []byte("-- +goose NO TRANSACTION\n-- +goose Up\nINSERT INTO ran VALUES (1);\nALTER TABLE hot ADD COLUMN x INT;\n")},
+	}}
+	_, err = sqldb.Migrate(ctx, db, outside)
+	if err == nil || !strings.Contains(err.Error(), "00001_outside.sql") || !strings.Contains(err.Error(), "outside a transaction") {
+		t.Fatalf("Migrate: %v, want a failure naming the migration run outside a transaction", err)
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM ran`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("the migration's first statement ran %d times (%v), want once", n, err)
+	}
+}

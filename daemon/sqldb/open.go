@@ -55,6 +55,8 @@ type DB struct {
 	// syncWAL, when set (tests), replaces the checkpoint loop's fsync of
 	// the WAL file.
 	syncWAL func(path string) error
+	// walQuiet, when not 0 (tests), stands for the constant of that name.
+	walQuiet time.Duration
 	// settleHold, when set (tests), runs in Settled between a cut-off
 	// statement and the end of its backend.
 	settleHold func()

@@ -145,6 +145,9 @@ func TestCheckpointLoopSyncsTheWALPastReaders(t *testing.T) {
 		return syncExisting(p)
 	}
 	const period = 20 * time.Millisecond
+	// A file's time moves in steps of a kernel tick here, not FAT's two
+	// seconds: the loop may stop syncing sooner after the last commit.
+	db.walQuiet = 50 * time.Millisecond
 	db.stopCheckpoints = db.checkpointLoop(period, walTruncateFrames)
 	if _, err := db.Exec(`CREATE TABLE blob (id INTEGER PRIMARY KEY, b BLOB)`); err != nil {
 		t.Fatal(err)
@@ -214,6 +217,63 @@ func TestSyncExistingCreatesNothing(t *testing.T) {
 			}
 			if _, err := os.Stat(p); (err == nil) != tc.create {
 				t.Fatalf("after the sync the file exists: %v, want %v", err == nil, tc.create)
+			}
+		})
+	}
+}
+
+// The loop skips a sync only when the WAL looks as it did before the last
+// one and its last write was old enough then that any later write would
+// have moved its time: a write within the same step of the file's clock
+// leaves size and time alone when it overwrites frames of a restarted WAL.
+func TestWALMarkCovers(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "x-wal")
+	write := func(data string, mtime time.Time) {
+		t.Helper()
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const quiet = 3 * time.Second
+	old := time.Now().Add(-time.Minute).Truncate(time.Second)
+	tests := []struct {
+		name   string
+		then   func() walMark // what the last sync saw
+		change func()         // what happens after it
+		covers bool
+	}{
+		{"nothing written since, old", func() walMark { write("aa", old); return readWALMark(p) }, func() {}, true},
+		{"nothing written since, too recent to tell", func() walMark {
+			write("aa", time.Now())
+			return readWALMark(p)
+		}, func() {}, false},
+		{"grown", func() walMark { write("aa", old); return readWALMark(p) }, func() { write("aaa", old) }, false},
+		{"same size, newer", func() walMark { write("aa", old); return readWALMark(p) }, func() { write("bb", old.Add(time.Second)) }, false},
+		{"recreated", func() walMark { write("aa", old); return readWALMark(p) }, func() {
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			write("aa", old)
+		}, false},
+		{"removed", func() walMark { write("aa", old); return readWALMark(p) }, func() { _ = os.Remove(p) }, false},
+		{"never synced", func() walMark { write("aa", old); return walMark{} }, func() {}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := tc.then()
+			// A file kept open so a recreated one gets another inode.
+			f, err := os.Open(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			tc.change()
+			if got := m.covers(readWALMark(p), quiet); got != tc.covers {
+				t.Fatalf("covers = %v, want %v", got, tc.covers)
 			}
 		})
 	}

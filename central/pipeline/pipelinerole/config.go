@@ -51,7 +51,7 @@ func (cfg *Config) Bind(c *daemon.Config) {
 	c.Duration(&cfg.BackoffBase, "pipeline-backoff-base", "EUTERPE_PIPELINE_BACKOFF_BASE", d.BackoffBase, time.Millisecond, time.Hour,
 		"ceiling of the first retry delay of a retryable pipeline failure (exponential, full jitter)")
 	c.Duration(&cfg.BackoffMax, "pipeline-backoff-max", "EUTERPE_PIPELINE_BACKOFF_MAX", d.BackoffMax, time.Millisecond, 24*time.Hour,
-		"largest retry delay of a pipeline job")
+		"largest retry delay of a failed pipeline job (one whose data is still on its way waits EUTERPE_PIPELINE_UPSTREAM_WAIT instead)")
 	c.Duration(&cfg.UpstreamWait, "pipeline-upstream-wait", "EUTERPE_PIPELINE_UPSTREAM_WAIT", d.UpstreamWait, time.Second, 24*time.Hour,
 		"longest wait before retrying a job whose data is still on its way (UPSTREAM_INCOMPLETE: an edge_daily day the edge has not delivered); each wait is drawn from [half, all)")
 	c.String(&cfg.Types, "pipeline-types", "EUTERPE_PIPELINE_TYPES", "", "external pipeline job types: name=exec:/path or name=http:URL, comma-separated",

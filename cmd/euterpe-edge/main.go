@@ -3,6 +3,8 @@
 // package (workers, the media library), run under systemd.
 //
 //	euterpe-edge serve [flags]   run the daemon (flags or EUTERPE_* variables)
+//	euterpe-edge sync quarantine list|resend
+//	                             see and resend the sync batches central refused
 //	euterpe-edge version         print the version
 package main
 
@@ -33,6 +35,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	switch args[0] {
 	case "serve":
 		return serve(ctx, args[1:], stderr, getenv)
+	case "sync":
+		return syncCommand(ctx, args[1:], stdout, stderr, getenv)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, daemon.Version)
 		return 0
@@ -55,6 +59,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 func usage(w io.Writer) {
 	fmt.Fprint(w, `usage: euterpe-edge <command>
   serve     run the gateway, event streams and registered components
+  sync quarantine list              print the sync batches central refused
+  sync quarantine resend ID… | --all
+            put them back into the spool, sent again by the daemon
   version   print the version
   help serve   list every setting of serve
 `)

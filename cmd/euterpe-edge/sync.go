@@ -36,6 +36,10 @@ type syncSettings struct {
 	secret []byte // read by validate
 }
 
+// defaultSpoolMaxMB is EUTERPE_SYNC_SPOOL_MAX_MB's default, which the
+// sync quarantine commands share.
+const defaultSpoolMaxMB = 512
+
 var edgeIDRe = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 
 func (s *syncSettings) register(c *daemon.Config) {
@@ -48,7 +52,7 @@ func (s *syncSettings) register(c *daemon.Config) {
 	// (euterpe_sync_secret), which is how it should be given.
 	c.String(&s.Secret, "sync-secret", "EUTERPE_SYNC_SECRET", "",
 		"the edge's sync secret, as printed by `euterpe-central edge register`; give it as EUTERPE_SYNC_SECRET_FILE (mode 0600) or a credential", nil, daemon.Secret())
-	c.Int(&s.SpoolMaxMB, "sync-spool-max-mb", "EUTERPE_SYNC_SPOOL_MAX_MB", 512, 1, 1<<20,
+	c.Int(&s.SpoolMaxMB, "sync-spool-max-mb", "EUTERPE_SYNC_SPOOL_MAX_MB", defaultSpoolMaxMB, 1, 1<<20,
 		"budget of the on-disk sync spool (sync.db); when full the oldest delta events are dropped and reported to central as gaps")
 	c.Duration(&s.BackoffMax, "sync-backoff-max", "EUTERPE_SYNC_BACKOFF_MAX", 5*time.Minute, time.Second, 24*time.Hour,
 		"longest wait between attempts to reach central (exponential backoff with jitter); also the retry period after central refuses the edge's credentials")

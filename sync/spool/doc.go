@@ -14,5 +14,9 @@
 // spool is reached over the following moves, each a short transaction.
 // Rows leave the spool when central accepted them (Ack) or refused them
 // for good (Quarantine: kept in a table of their own for an operator, not
-// retried).
+// retried). The operator puts quarantined items back with Resend (the
+// command `euterpe-edge sync quarantine resend`, from another process
+// beside the daemon); every transaction of a Spool first checks whether
+// another connection committed to the file and then counts its totals
+// again.
 package spool

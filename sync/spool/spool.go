@@ -134,6 +134,11 @@ type Spool struct {
 	// protection must outlive the process.
 	inflight int64
 	tombs    int64 // rows in the tombstones table (0 spares Add a query)
+	// dataVersion is SQLite's data_version as this connection last read
+	// it: it changes when another connection commits to the file (an
+	// operator's `euterpe-edge sync quarantine resend` beside the daemon),
+	// and then the cached totals are read from the file again.
+	dataVersion int64
 	// settled names tombstones whose entries Moved reported gone from the
 	// capture stream (settleAll: every one); the next Add deletes them.
 	settled   []entryKey
@@ -156,7 +161,7 @@ func Open(ctx context.Context, path string, maxBytes int64) (*Spool, error) {
 	if maxBytes <= 0 {
 		return nil, fmt.Errorf("spool %s: budget %d must be positive", path, maxBytes)
 	}
-	s, err := open(ctx, path, maxBytes)
+	s, err := open(ctx, path, maxBytes, true)
 	if err == nil || !Corrupt(err) {
 		return s, err
 	}
@@ -164,14 +169,14 @@ func Open(ctx context.Context, path string, maxBytes int64) (*Spool, error) {
 	if aerr != nil {
 		return nil, fmt.Errorf("%w; %w", err, aerr)
 	}
-	if s, err = open(ctx, path, maxBytes); err != nil {
+	if s, err = open(ctx, path, maxBytes, true); err != nil {
 		return nil, err
 	}
 	s.aside = aside
 	return s, nil
 }
 
-func open(ctx context.Context, path string, maxBytes int64) (*Spool, error) {
+func open(ctx context.Context, path string, maxBytes int64, check bool) (*Spool, error) {
 	if err := private(path); err != nil {
 		return nil, fmt.Errorf("spool %s: %w", path, err)
 	}
@@ -184,22 +189,24 @@ func open(ctx context.Context, path string, maxBytes int64) (*Spool, error) {
 	db.SetMaxOpenConns(1)
 	db.SetConnMaxIdleTime(0)
 	s := &Spool{db: db, path: path, maxBytes: maxBytes, Now: time.Now}
-	if err := s.init(ctx); err != nil {
+	if err := s.init(ctx, check); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("spool %s: %w", path, err)
 	}
 	return s, nil
 }
 
-func (s *Spool) init(ctx context.Context) error {
+func (s *Spool) init(ctx context.Context, check bool) error {
 	if _, err := s.db.ExecContext(ctx, schema); err != nil {
 		return err
 	}
 	// Every page, not only those the open reads: a spool whose damage only
 	// a later Add or Next would meet is set aside now, not retried for
 	// ever. The file is the budget's size at most, read once per start.
-	if err := checkIntegrity(ctx, s.db); err != nil {
-		return err
+	if check {
+		if err := checkIntegrity(ctx, s.db); err != nil {
+			return err
+		}
 	}
 	ins, err := s.db.PrepareContext(ctx, insertSQL(insertChunk))
 	if err != nil {
@@ -207,6 +214,11 @@ func (s *Spool) init(ctx context.Context) error {
 	}
 	s.insFull = ins
 	narrow(s.path)
+	// Read before the totals: a commit by another connection in between
+	// changes it, and the first transaction counts again.
+	if err := s.db.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&s.dataVersion); err != nil {
+		return err
+	}
 	err = s.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(size), 0), (SELECT COUNT(*) FROM quarantine),
   (SELECT COALESCE(MAX(seq), 0) FROM inflight), (SELECT COUNT(*) FROM tombstones) FROM events`).
 		Scan(&s.events, &s.bytes, &s.quarantined, &s.inflight, &s.tombs)
@@ -318,6 +330,9 @@ func (s *Spool) Add(ctx context.Context, caps []jobs.Captured) (AddResult, error
 	var events, bytes, tombs, oldest int64
 	err := sqldb.InTx(ctx, s.db, func(tx *sql.Tx) error {
 		res = AddResult{}
+		if _, err := s.refresh(ctx, tx); err != nil {
+			return err
+		}
 		events, bytes = s.events, s.bytes
 		var err error
 		if tombs, err = s.settle(ctx, tx, s.tombs); err != nil {
@@ -397,9 +412,21 @@ func (s *Spool) Next(ctx context.Context, maxRows, maxGaps int, maxBytes int64) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var p Pending
-	var top int64
+	var top, oldest int64
+	var changed bool
 	err := sqldb.InTx(ctx, s.db, func(tx *sql.Tx) error {
 		p, top = Pending{}, 0
+		var err error
+		// The sender calls Next every second while idle: totals another
+		// process changed are what Stats answers within that second.
+		if changed, err = s.refresh(ctx, tx); err != nil {
+			return err
+		}
+		if changed {
+			if oldest, err = oldestTS(ctx, tx); err != nil {
+				return err
+			}
+		}
 		rs, err := tx.QueryContext(ctx, `SELECT seq, job_id, entry_id, type, step, task, ts, data, size FROM events ORDER BY seq LIMIT ?`, maxRows)
 		if err != nil {
 			return err
@@ -448,6 +475,9 @@ func (s *Spool) Next(ctx context.Context, maxRows, maxGaps int, maxBytes int64) 
 		return Pending{}, fmt.Errorf("spool next: %w", err)
 	}
 	s.inflight = top
+	if changed {
+		s.publish(oldest)
+	}
 	return p, nil
 }
 
@@ -500,6 +530,9 @@ func (s *Spool) remove(ctx context.Context, p Pending, q *Quarantined) error {
 	var freed, n, pruned, keep, oldest int64
 	err := sqldb.InTx(ctx, s.db, func(tx *sql.Tx) error {
 		freed, n, pruned, keep = 0, 0, 0, s.inflight
+		if _, err := s.refresh(ctx, tx); err != nil {
+			return err
+		}
 		if q != nil {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO quarantine (at_ms, status, code, message, events, gaps, body) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 				s.Now().UnixMilli(), q.Status, q.Code, daemon.CapMessage(q.Message), len(p.Rows), len(p.Gaps), string(q.Body)); err != nil {
@@ -592,16 +625,19 @@ type QuarantinedBatch struct {
 	AtMS   int64
 	Status int
 	Code   string
-	Events int
-	Gaps   int
-	Body   string
+	// Message is central's answer (or the edge's reason), as stored:
+	// capped at 512 bytes.
+	Message string
+	Events  int
+	Gaps    int
+	Body    string
 }
 
 // QuarantineList returns the quarantined batches, oldest first.
 func (s *Spool) QuarantineList(ctx context.Context) ([]QuarantinedBatch, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rs, err := s.db.QueryContext(ctx, `SELECT id, at_ms, status, code, events, gaps, body FROM quarantine ORDER BY id`)
+	rs, err := s.db.QueryContext(ctx, `SELECT id, at_ms, status, code, message, events, gaps, body FROM quarantine ORDER BY id`)
 	if err != nil {
 		return nil, err
 	}
@@ -609,7 +645,7 @@ func (s *Spool) QuarantineList(ctx context.Context) ([]QuarantinedBatch, error) 
 	var out []QuarantinedBatch
 	for rs.Next() {
 		var q QuarantinedBatch
-		if err := rs.Scan(&q.ID, &q.AtMS, &q.Status, &q.Code, &q.Events, &q.Gaps, &q.Body); err != nil {
+		if err := rs.Scan(&q.ID, &q.AtMS, &q.Status, &q.Code, &q.Message, &q.Events, &q.Gaps, &q.Body); err != nil {
 			return nil, err
 		}
 		out = append(out, q)

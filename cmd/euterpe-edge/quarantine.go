@@ -59,7 +59,7 @@ func syncCommand(ctx context.Context, args []string, stdout, stderr io.Writer, g
 	var all bool
 	cfg.String(&stateDir, "state-dir", "EUTERPE_STATE_DIR", daemon.DefaultStateDir("euterpe"), "the daemon's state directory, which holds sync.db", daemon.CheckAbsPath)
 	cfg.Int(&maxMB, "sync-spool-max-mb", "EUTERPE_SYNC_SPOOL_MAX_MB", defaultSpoolMaxMB, 1, 1<<20,
-		"the spool's budget, as the daemon has it: resend refuses to take the spool's events past it")
+		"the spool's budget: resend refuses to take the spool's events past it or past the daemon's, the smaller")
 	if sub == "resend" {
 		cfg.Bool(&all, "all", "", false, "resend every quarantined batch that keeps something to resend")
 	}
@@ -77,7 +77,7 @@ func syncCommand(ctx context.Context, args []string, stdout, stderr io.Writer, g
 		fmt.Fprintf(stderr, "euterpe-edge: %s\n%s", daemon.CapMessage(err.Error()), quarantineUsage)
 		return 2
 	}
-	sp, err := openForOperator(ctx, filepath.Join(stateDir, spool.File), int64(maxMB)<<20)
+	sp, err := openForOperator(ctx, filepath.Join(stateDir, spool.File), sub == "resend", int64(maxMB)<<20)
 	if err != nil {
 		return failed(stderr, err)
 	}
@@ -130,8 +130,8 @@ func quarantineIDs(sub string, args []string, all bool) ([]int64, error) {
 // belongs to: SQLite creates the -wal and -shm files of a connection that
 // finds none (the daemon stopped), and a pair left owned by root (a
 // command killed before it removed them) would keep the daemon from
-// opening its spool.
-func openForOperator(ctx context.Context, path string, maxBytes int64) (*spool.Spool, error) {
+// opening its spool. Only resend opens it to write.
+func openForOperator(ctx context.Context, path string, write bool, maxBytes int64) (*spool.Spool, error) {
 	fi, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("no sync spool at %s: is EUTERPE_STATE_DIR (-state-dir) the daemon's, and sync on (EUTERPE_SYNC_URL)?", path)
@@ -142,11 +142,10 @@ func openForOperator(ctx context.Context, path string, maxBytes int64) (*spool.S
 	if uid, ok := fileOwner(fi); ok && uid != euid() {
 		return nil, fmt.Errorf("%s belongs to uid %d and this command runs as uid %d: run it as the daemon's user (sudo -u euterpe euterpe-edge sync quarantine …)", path, uid, euid())
 	}
-	sp, err := spool.OpenExisting(ctx, path, maxBytes)
-	if err != nil {
-		return nil, err
+	if !write {
+		return spool.OpenReadOnly(ctx, path)
 	}
-	return sp, nil
+	return spool.OpenExisting(ctx, path, maxBytes)
 }
 
 // quarantineLine is one batch as list prints it.

@@ -138,6 +138,7 @@ func TestSyncQuarantineListAndResend(t *testing.T) {
 
 	code, out, stderr = q.run(nil, "sync", "quarantine", "resend", fmt.Sprint(got[1].ID))
 	assert.Equal(t, 1, code)
+	assert.Empty(t, out)
 	assert.Contains(t, stderr, "keeps nothing to resend")
 
 	code, out, stderr = q.run(nil, "sync", "quarantine", "resend", "--all")

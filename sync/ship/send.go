@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -369,7 +368,7 @@ func (s *Shipper) quarantineInvalid(ctx context.Context, p spool.Pending) (Resul
 		if err == nil {
 			continue
 		}
-		body, _ := json.Marshal(wg)
+		body, _ := wire.Marshal(wg)
 		q := spool.Quarantined{Code: "invalid_gap", Message: err.Error(), Body: body}
 		if qerr := s.Spool().Quarantine(ctx, spool.Pending{Gaps: []spool.Gap{g}}, q); qerr != nil {
 			return Result{Action: actBackoff, Err: qerr, Wait: s.backoff.Delay(1)}, false
@@ -386,7 +385,7 @@ func (s *Shipper) quarantineInvalid(ctx context.Context, p spool.Pending) (Resul
 		if err == nil {
 			continue
 		}
-		body, _ := json.Marshal(e)
+		body, _ := wire.Marshal(e)
 		q := spool.Quarantined{Code: "invalid_event", Message: err.Error(), Body: body}
 		if qerr := s.Spool().Quarantine(ctx, spool.Pending{Rows: []spool.Row{row}}, q); qerr != nil {
 			return Result{Action: actBackoff, Err: qerr, Wait: s.backoff.Delay(1)}, false

@@ -411,7 +411,7 @@ func TestBatchesSplitToFitAndUnsendableEventsHandled(t *testing.T) {
 	latinEntry, err := h.store.AppendEvent(context.Background(), c.ID, "delta", "x", json.RawMessage("{\"text\":\"caf\xe9\"}"))
 	require.NoError(t, err)
 	// Central could never store a NUL in a step: that event alone is set aside.
-	nulEntry, err := h.store.AppendEvent(context.Background(), c.ID, "delta", "x\x00y", json.RawMessage(`{}`))
+	nulEntry, err := h.store.AppendEvent(context.Background(), c.ID, "delta", "x\x00y", json.RawMessage(`{"html":"<b>&</b>"}`))
 	require.NoError(t, err)
 	want := h.written(ids)
 	h.drain()
@@ -434,6 +434,9 @@ func TestBatchesSplitToFitAndUnsendableEventsHandled(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, q, 1)
 	assert.Equal(t, "invalid_event", q[0].Code)
+	// Kept as it would be sent, not HTML-escaped: a resend gets it back at
+	// its size.
+	assert.Contains(t, q[0].Body, `"data":{"html":"<b>&</b>"}`)
 	assert.NotContains(t, got, wire.EventID("jetson-1", c.ID, nulEntry))
 }
 

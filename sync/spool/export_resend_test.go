@@ -16,3 +16,6 @@ func MustOpenExisting(t *testing.T, path string) *Spool {
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
+
+// UnescapeHTML is unescapeHTML.
+var UnescapeHTML = unescapeHTML

@@ -1,16 +1,16 @@
 package spool
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 	"github.com/vesta-cx/euterpe/sync/wire"
@@ -36,8 +36,6 @@ const (
 )
 
 var (
-	// ErrNoSpool is matched by OpenExisting when there is no spool file.
-	ErrNoSpool = errors.New("no spool file")
 	// ErrNotQuarantined is matched when an id names no quarantined batch:
 	// never one, or resent or pruned since.
 	ErrNotQuarantined = errors.New("not in the quarantine")
@@ -48,44 +46,6 @@ var (
 	// spool's events past its budget.
 	ErrOverBudget = errors.New("over the spool's budget")
 )
-
-// OpenExisting opens the spool file at path for an operator's command run
-// beside the daemon: it neither creates a missing file (ErrNoSpool: a
-// wrong state directory) nor sets a damaged one aside, which only the
-// daemon does, at its next start; and it skips the integrity check of
-// every page, which the daemon made when it opened the file.
-func OpenExisting(ctx context.Context, path string, maxBytes int64) (*Spool, error) {
-	if maxBytes <= 0 {
-		return nil, fmt.Errorf("spool %s: budget %d must be positive", path, maxBytes)
-	}
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("spool %s: %w", path, ErrNoSpool)
-	} else if err != nil {
-		return nil, fmt.Errorf("spool %s: %w", path, err)
-	}
-	return open(ctx, path, maxBytes, false)
-}
-
-// refresh reads the cached totals from the file again when another
-// connection committed to it since this one last looked, and reports
-// whether it did. The caller holds mu and runs it first in its
-// transaction, which no other connection can commit during.
-func (s *Spool) refresh(ctx context.Context, tx *sql.Tx) (bool, error) {
-	var v int64
-	if err := tx.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&v); err != nil {
-		return false, fmt.Errorf("data version: %w", err)
-	}
-	if v == s.dataVersion {
-		return false, nil
-	}
-	err := tx.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(size), 0), (SELECT COUNT(*) FROM quarantine) FROM events`).
-		Scan(&s.events, &s.bytes, &s.quarantined)
-	if err != nil {
-		return false, fmt.Errorf("count the spool again: %w", err)
-	}
-	s.dataVersion = v
-	return true, nil
-}
 
 // Resent reports what a Resend put back.
 type Resent struct {
@@ -124,6 +84,17 @@ type quarantined struct {
 	code, body string
 }
 
+// decoded is a quarantined batch's items, ready to spool.
+type decoded struct {
+	id   int64
+	rows []Row
+	gaps []Gap
+}
+
+// idChunk is the most ids one statement names, far below SQLite's limit
+// on variables.
+const idChunk = 500
+
 func (s *Spool) resend(ctx context.Context, ids []int64) (Resent, error) {
 	all := ids == nil
 	ids = slices.Clone(ids)
@@ -131,39 +102,64 @@ func (s *Spool) resend(ctx context.Context, ids []int64) (Resent, error) {
 	ids = slices.Compact(ids)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out Resent
+	// The bodies are read and decoded before the write transaction, which
+	// then only checks they are still quarantined: a body is never changed
+	// once written, and the daemon waits on the transaction, up to its
+	// busy timeout, for as long as it lasts.
+	qs, err := readQuarantined(ctx, s.db, ids)
+	if err != nil {
+		return Resent{}, fmt.Errorf("spool resend: %w", err)
+	}
+	if !all && len(qs) < len(ids) {
+		return Resent{}, fmt.Errorf("spool resend: %w", missing(ids, idsOf(qs)))
+	}
+	var kept []int64
+	var ds []decoded
+	for _, q := range qs {
+		rows, gaps, err := itemsOf(q)
+		switch {
+		case err != nil && all:
+			kept = append(kept, q.id)
+		case err != nil:
+			return Resent{}, fmt.Errorf("spool resend: %w", err)
+		default:
+			ds = append(ds, decoded{id: q.id, rows: rows, gaps: gaps})
+		}
+	}
+	out := Resent{Kept: kept}
+	if len(ds) == 0 {
+		return out, nil
+	}
 	var events, bytes, oldest int64
-	err := sqldb.InTx(ctx, s.db, func(tx *sql.Tx) error {
-		out = Resent{}
-		if _, err := s.refresh(ctx, tx); err != nil {
+	err = sqldb.InTx(ctx, s.db, func(tx *sql.Tx) error {
+		out = Resent{Kept: kept}
+		if err := s.refresh(ctx, tx); err != nil {
 			return err
 		}
-		qs, err := readQuarantined(ctx, tx, ids)
+		wanted := make([]int64, len(ds))
+		for i, d := range ds {
+			wanted[i] = d.id
+		}
+		still, err := quarantinedIDs(ctx, tx, wanted)
 		if err != nil {
 			return err
 		}
-		if !all && len(qs) < len(ids) {
-			return missing(ids, qs)
+		if !all && len(still) < len(wanted) {
+			return missing(wanted, still)
 		}
 		var rows []Row
 		var gaps []Gap
-		for _, q := range qs {
-			r, g, err := itemsOf(q)
-			switch {
-			case err != nil && all:
-				out.Kept = append(out.Kept, q.id)
-				continue
-			case err != nil:
-				return err
+		for _, d := range ds {
+			if _, ok := slices.BinarySearch(still, d.id); ok {
+				rows, gaps = append(rows, d.rows...), append(gaps, d.gaps...)
+				out.IDs = append(out.IDs, d.id)
 			}
-			rows, gaps = append(rows, r...), append(gaps, g...)
-			out.IDs = append(out.IDs, q.id)
 		}
 		for _, r := range rows {
 			out.Bytes += r.size()
 		}
 		if s.bytes+out.Bytes > s.maxBytes {
-			return fmt.Errorf("%w: the spool's events take %d bytes and the %d batches' items %d more, past its budget of %d (EUTERPE_SYNC_SPOOL_MAX_MB); nothing was resent: resend fewer at a time, or once the spool has shipped its backlog",
+			return fmt.Errorf("%w: the spool's events take %d bytes and the %d batches' items %d more, past its budget of %d (EUTERPE_SYNC_SPOOL_MAX_MB, the daemon's or this command's, the smaller); nothing was resent: resend fewer at a time, or once the spool has shipped its backlog",
 				ErrOverBudget, s.bytes, len(out.IDs), out.Bytes, s.maxBytes)
 		}
 		if out.Events, err = insertRows(ctx, tx, rows); err != nil {
@@ -172,8 +168,8 @@ func (s *Spool) resend(ctx context.Context, ids []int64) (Resent, error) {
 		if out.Gaps, err = insertGaps(ctx, tx, gaps); err != nil {
 			return err
 		}
-		for _, id := range out.IDs {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM quarantine WHERE id = ?`, id); err != nil {
+		for ch := range slices.Chunk(out.IDs, idChunk) {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM quarantine WHERE id IN (`+params(len(ch))+`)`, anys(ch)...); err != nil {
 				return err
 			}
 		}
@@ -183,6 +179,9 @@ func (s *Spool) resend(ctx context.Context, ids []int64) (Resent, error) {
 		oldest, err = oldestTS(ctx, tx)
 		return err
 	})
+	if sqldb.OutageReason(err) == sqldb.ReasonLocked {
+		return Resent{}, fmt.Errorf("spool resend: the daemon kept the spool busy past the busy timeout; nothing was resent: run the command again: %w", err)
+	}
 	if err != nil {
 		return Resent{}, fmt.Errorf("spool resend: %w", err)
 	}
@@ -194,16 +193,23 @@ func (s *Spool) resend(ctx context.Context, ids []int64) (Resent, error) {
 
 // readQuarantined reads the quarantine rows ids (every row when ids is
 // nil), in id order.
-func readQuarantined(ctx context.Context, tx *sql.Tx, ids []int64) ([]quarantined, error) {
-	q := `SELECT id, code, body FROM quarantine ORDER BY id`
-	args := make([]any, len(ids))
-	if ids != nil {
-		for i, id := range ids {
-			args[i] = id
-		}
-		q = `SELECT id, code, body FROM quarantine WHERE id IN (` + strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ") + `) ORDER BY id`
+func readQuarantined(ctx context.Context, db *sql.DB, ids []int64) ([]quarantined, error) {
+	if ids == nil {
+		return scanQuarantined(ctx, db, `SELECT id, code, body FROM quarantine ORDER BY id`)
 	}
-	rs, err := tx.QueryContext(ctx, q, args...)
+	var out []quarantined
+	for ch := range slices.Chunk(ids, idChunk) {
+		qs, err := scanQuarantined(ctx, db, `SELECT id, code, body FROM quarantine WHERE id IN (`+params(len(ch))+`) ORDER BY id`, anys(ch)...)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, qs...)
+	}
+	return out, nil
+}
+
+func scanQuarantined(ctx context.Context, db *sql.DB, q string, args ...any) ([]quarantined, error) {
+	rs, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -219,11 +225,57 @@ func readQuarantined(ctx context.Context, tx *sql.Tx, ids []int64) ([]quarantine
 	return out, rs.Err()
 }
 
-// missing is the ErrNotQuarantined of the ids qs lacks, naming a few.
-func missing(ids []int64, qs []quarantined) error {
+// quarantinedIDs returns those of the sorted ids still quarantined, sorted.
+func quarantinedIDs(ctx context.Context, tx *sql.Tx, ids []int64) ([]int64, error) {
+	var out []int64
+	for ch := range slices.Chunk(ids, idChunk) {
+		rs, err := tx.QueryContext(ctx, `SELECT id FROM quarantine WHERE id IN (`+params(len(ch))+`) ORDER BY id`, anys(ch)...)
+		if err != nil {
+			return nil, err
+		}
+		for rs.Next() {
+			var id int64
+			if err := rs.Scan(&id); err != nil {
+				rs.Close()
+				return nil, err
+			}
+			out = append(out, id)
+		}
+		rs.Close()
+		if err := rs.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// params is n comma-separated placeholders.
+func params(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+func anys(ids []int64) []any {
+	out := make([]any, len(ids))
+	for i, id := range ids {
+		out[i] = id
+	}
+	return out
+}
+
+func idsOf(qs []quarantined) []int64 {
+	out := make([]int64, len(qs))
+	for i, q := range qs {
+		out[i] = q.id
+	}
+	return out
+}
+
+// missing is the ErrNotQuarantined of the ids the sorted found lacks,
+// naming a few.
+func missing(ids, found []int64) error {
 	var gone []string
 	for _, id := range ids {
-		if !slices.ContainsFunc(qs, func(q quarantined) bool { return q.id == id }) {
+		if _, ok := slices.BinarySearch(found, id); !ok {
 			gone = append(gone, strconv.FormatInt(id, 10))
 		}
 	}
@@ -244,7 +296,9 @@ func itemsOf(q quarantined) ([]Row, []Gap, error) {
 	switch q.code {
 	case CodeInvalidEvent:
 		b.Events = make([]wire.Event, 1)
-		err = json.Unmarshal([]byte(q.body), &b.Events[0])
+		if err = json.Unmarshal([]byte(q.body), &b.Events[0]); err == nil {
+			b.Events[0].Data = unescapeHTML(b.Events[0].Data)
+		}
 	case CodeInvalidGap:
 		b.Dropped = make([]wire.Gap, 1)
 		err = json.Unmarshal([]byte(q.body), &b.Dropped[0])
@@ -269,6 +323,38 @@ func itemsOf(q quarantined) ([]Row, []Gap, error) {
 	}
 	return rows, gaps, nil
 }
+
+// unescapeHTML undoes the \u escapes of encoding/json's HTML escaping (<,
+// >, &, U+2028, U+2029) in JSON text: an edge before wire.Marshal kept
+// the events it set aside itself so escaped, up to six times their size,
+// and data near wire.MaxDataBytes would come back over it and be cut to a
+// note of its size. Every backslash in JSON text starts an escape, so one
+// pass that copies the other escapes as they are finds them all; the
+// characters are the same JSON either way.
+func unescapeHTML(data []byte) []byte {
+	if !bytes.Contains(data, []byte(`\u`)) {
+		return data
+	}
+	out := make([]byte, 0, len(data))
+	for i := 0; i < len(data); i++ {
+		if data[i] != '\\' || i+1 == len(data) {
+			out = append(out, data[i])
+			continue
+		}
+		if data[i+1] == 'u' && i+6 <= len(data) {
+			if r, ok := htmlEscapes[strings.ToLower(string(data[i+2:i+6]))]; ok {
+				out = utf8.AppendRune(out, r)
+				i += 5
+				continue
+			}
+		}
+		out = append(out, data[i], data[i+1])
+		i++
+	}
+	return out
+}
+
+var htmlEscapes = map[string]rune{"003c": '<', "003e": '>', "0026": '&', "2028": '\u2028', "2029": '\u2029'}
 
 // insertRows spools rows after every row spooled, in their order, and
 // returns how many are new: an entry spooled already is not spooled twice.

@@ -11,8 +11,10 @@ package spool
 // still keeps the budget off rows central may already have stored.
 // tombstones are capture entries a move took (spooled or dropped) whose
 // XDEL is not known to be done, so moving them again spools nothing.
-// gaps_first finds a gap added again by AddGaps; being IF NOT EXISTS, it
-// needs no new version.
+// gaps_first finds a gap added again by AddGaps, and budget is the
+// daemon's EUTERPE_SYNC_SPOOL_MAX_MB, which it records on every open for
+// an operator's resend to stay within; being IF NOT EXISTS, they need no
+// new version.
 // Version 2 files written before every capture was tombstoned hold only
 // dropped ones; their spooled entries are still caught by events' unique
 // key.
@@ -57,11 +59,19 @@ CREATE TABLE IF NOT EXISTS inflight (
   id  INTEGER PRIMARY KEY CHECK (id = 1),
   seq INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS budget (
+  id        INTEGER PRIMARY KEY CHECK (id = 1),
+  max_bytes INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS tombstones (
   job_id   TEXT    NOT NULL,
   entry_id TEXT    NOT NULL,
   at_ms    INTEGER NOT NULL,
   PRIMARY KEY (job_id, entry_id)
 ) WITHOUT ROWID;
-PRAGMA user_version = 2;
+PRAGMA user_version = ` + schemaVersion + `;
 `
+
+// schemaVersion is the user_version schema sets: an operator's command
+// (OpenExisting) works only on a file the daemon has brought to it.
+const schemaVersion = "2"

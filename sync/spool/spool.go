@@ -161,7 +161,7 @@ func Open(ctx context.Context, path string, maxBytes int64) (*Spool, error) {
 	if maxBytes <= 0 {
 		return nil, fmt.Errorf("spool %s: budget %d must be positive", path, maxBytes)
 	}
-	s, err := open(ctx, path, maxBytes, true)
+	s, err := open(ctx, path, maxBytes, asDaemon)
 	if err == nil || !Corrupt(err) {
 		return s, err
 	}
@@ -169,18 +169,40 @@ func Open(ctx context.Context, path string, maxBytes int64) (*Spool, error) {
 	if aerr != nil {
 		return nil, fmt.Errorf("%w; %w", err, aerr)
 	}
-	if s, err = open(ctx, path, maxBytes, true); err != nil {
+	if s, err = open(ctx, path, maxBytes, asDaemon); err != nil {
 		return nil, err
 	}
 	s.aside = aside
 	return s, nil
 }
 
-func open(ctx context.Context, path string, maxBytes int64, check bool) (*Spool, error) {
+// access is who opens the file, and so what the open may do to it.
+type access int
+
+const (
+	// asDaemon creates the file or brings its schema up to date, checks
+	// every page and records the daemon's budget.
+	asDaemon access = iota
+	// asOperator opens a file the daemon has brought up to date, to
+	// write to it, and changes nothing on open.
+	asOperator
+	// asReader is asOperator that cannot write.
+	asReader
+)
+
+func open(ctx context.Context, path string, maxBytes int64, a access) (*Spool, error) {
 	if err := private(path); err != nil {
 		return nil, fmt.Errorf("spool %s: %w", path, err)
 	}
-	db, err := sql.Open("sqlite", sqldb.SQLiteDSN(path, "synchronous(FULL)", "cache_size(-256)"))
+	pragmas := []string{"synchronous(FULL)", "cache_size(-256)"}
+	if a == asReader {
+		pragmas = append(pragmas, "query_only(1)")
+	}
+	dsn := sqldb.SQLiteDSN(path, pragmas...)
+	if a != asDaemon {
+		dsn += "&mode=rw" // never create a file, whatever happened since the caller looked
+	}
+	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("spool %s: %w", path, err)
 	}
@@ -189,24 +211,30 @@ func open(ctx context.Context, path string, maxBytes int64, check bool) (*Spool,
 	db.SetMaxOpenConns(1)
 	db.SetConnMaxIdleTime(0)
 	s := &Spool{db: db, path: path, maxBytes: maxBytes, Now: time.Now}
-	if err := s.init(ctx, check); err != nil {
+	if err := s.init(ctx, a); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("spool %s: %w", path, err)
 	}
 	return s, nil
 }
 
-func (s *Spool) init(ctx context.Context, check bool) error {
-	if _, err := s.db.ExecContext(ctx, schema); err != nil {
-		return err
-	}
-	// Every page, not only those the open reads: a spool whose damage only
-	// a later Add or Next would meet is set aside now, not retried for
-	// ever. The file is the budget's size at most, read once per start.
-	if check {
+func (s *Spool) init(ctx context.Context, a access) error {
+	if a == asDaemon {
+		if _, err := s.db.ExecContext(ctx, schema); err != nil {
+			return err
+		}
+		// Every page, not only those the open reads: a spool whose damage
+		// only a later Add or Next would meet is set aside now, not
+		// retried for ever. The file is the budget's size at most, read
+		// once per start.
 		if err := checkIntegrity(ctx, s.db); err != nil {
 			return err
 		}
+		if _, err := s.db.ExecContext(ctx, `INSERT OR REPLACE INTO budget (id, max_bytes) VALUES (1, ?)`, s.maxBytes); err != nil {
+			return err
+		}
+	} else if err := s.adoptDaemons(ctx); err != nil {
+		return err
 	}
 	ins, err := s.db.PrepareContext(ctx, insertSQL(insertChunk))
 	if err != nil {
@@ -330,7 +358,7 @@ func (s *Spool) Add(ctx context.Context, caps []jobs.Captured) (AddResult, error
 	var events, bytes, tombs, oldest int64
 	err := sqldb.InTx(ctx, s.db, func(tx *sql.Tx) error {
 		res = AddResult{}
-		if _, err := s.refresh(ctx, tx); err != nil {
+		if err := s.refresh(ctx, tx); err != nil {
 			return err
 		}
 		events, bytes = s.events, s.bytes
@@ -412,20 +440,13 @@ func (s *Spool) Next(ctx context.Context, maxRows, maxGaps int, maxBytes int64) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var p Pending
-	var top, oldest int64
-	var changed bool
+	var top int64
 	err := sqldb.InTx(ctx, s.db, func(tx *sql.Tx) error {
 		p, top = Pending{}, 0
-		var err error
 		// The sender calls Next every second while idle: totals another
 		// process changed are what Stats answers within that second.
-		if changed, err = s.refresh(ctx, tx); err != nil {
+		if err := s.refresh(ctx, tx); err != nil {
 			return err
-		}
-		if changed {
-			if oldest, err = oldestTS(ctx, tx); err != nil {
-				return err
-			}
 		}
 		rs, err := tx.QueryContext(ctx, `SELECT seq, job_id, entry_id, type, step, task, ts, data, size FROM events ORDER BY seq LIMIT ?`, maxRows)
 		if err != nil {
@@ -475,9 +496,6 @@ func (s *Spool) Next(ctx context.Context, maxRows, maxGaps int, maxBytes int64) 
 		return Pending{}, fmt.Errorf("spool next: %w", err)
 	}
 	s.inflight = top
-	if changed {
-		s.publish(oldest)
-	}
 	return p, nil
 }
 
@@ -530,7 +548,7 @@ func (s *Spool) remove(ctx context.Context, p Pending, q *Quarantined) error {
 	var freed, n, pruned, keep, oldest int64
 	err := sqldb.InTx(ctx, s.db, func(tx *sql.Tx) error {
 		freed, n, pruned, keep = 0, 0, 0, s.inflight
-		if _, err := s.refresh(ctx, tx); err != nil {
+		if err := s.refresh(ctx, tx); err != nil {
 			return err
 		}
 		if q != nil {

@@ -121,21 +121,29 @@ func Encode(b Batch) ([]byte, error) {
 	if err := b.Validate(); err != nil {
 		return nil, err
 	}
-	// Without HTML escaping: encoding/json would otherwise rewrite <, >, &
-	// and U+2028/9 inside data as \u escapes, up to six times its size,
-	// and data Validate measured within MaxDataBytes would reach central
-	// over it and be refused with the whole batch.
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(b); err != nil {
+	body, err := Marshal(b)
+	if err != nil {
 		return nil, fmt.Errorf("encode sync batch: %w", err)
 	}
-	body := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	if len(body) > MaxBodyBytes {
 		return nil, fmt.Errorf("%w: %w: body of %d bytes exceeds %d", ErrInvalid, ErrTooLarge, len(body), MaxBodyBytes)
 	}
 	return body, nil
+}
+
+// Marshal is json.Marshal without HTML escaping, which would rewrite <, >,
+// & and U+2028/9 inside data as \u escapes, up to six times its size: data
+// Validate measured within MaxDataBytes would reach central over it and be
+// refused with its whole batch, and a body kept to be sent again would
+// come back bigger than it went in.
+func Marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // Decode parses and validates a received body. Unknown fields are refused so

@@ -24,6 +24,10 @@ var ErrNoSpool = errors.New("no spool file")
 // opened by the daemon.
 var ErrSchemaVersion = errors.New("spool schema version")
 
+// operatorBusy is how long an operator's command waits on the daemon's
+// transactions before it gives up, changing nothing.
+var operatorBusy = "busy_timeout(15000)"
+
 // OpenExisting opens the spool file at path for an operator's command that
 // writes to it: it neither creates a missing file (ErrNoSpool: a wrong
 // state directory) nor sets a damaged one aside, which only the daemon

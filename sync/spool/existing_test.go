@@ -159,3 +159,80 @@ func TestUnescapeHTML(t *testing.T) {
 		assert.Equal(t, tc.want, string(spool.UnescapeHTML([]byte(tc.in))), tc.in)
 	}
 }
+
+// A resend that finds the daemon's transaction holding the file past its
+// busy timeout gives up, changing nothing, and says to run it again.
+func TestResendGivesUpOnABusyFile(t *testing.T) {
+	spool.ShortenOperatorBusy(t, 200)
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), spool.File)
+	sp := open(t, path, 1<<20)
+	_, id := refuse(t, sp, wire.CodeInvalidBatch, ev("a", 1, "done", "{}"))
+	op := spool.MustOpenExisting(t, path)
+
+	tx, err := rawDB(t, path).BeginTx(ctx, nil) // BEGIN IMMEDIATE, as the daemon's Add
+	require.NoError(t, err)
+	_, err = op.Resend(ctx, []int64{id})
+	require.NoError(t, tx.Rollback())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "nothing was resent: run the command again")
+	assert.LessOrEqual(t, len(err.Error()), 512)
+	assert.Equal(t, []int64{id}, quarantineIDs(t, sp))
+	assert.Empty(t, pending(t, sp).Rows)
+
+	_, err = op.Resend(ctx, []int64{id})
+	require.NoError(t, err, "once the file is free")
+	assert.Empty(t, quarantineIDs(t, sp))
+}
+
+// The daemon's budget counts what a resend by another connection put
+// back: its next move drops the oldest delta to make room, as if it had
+// spooled the resent rows itself.
+func TestDaemonMakesRoomForWhatAResendTook(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), spool.File)
+	done := ev("b", 1, "done", "{}")
+	d := func(n int) jobs.Captured { return ev("a", n, "delta", `{"t":"some streamed text"}`) }
+	budget := spool.SizeOf(d(2)) + spool.SizeOf(d(3)) + spool.SizeOf(done)
+	sp := open(t, path, budget)
+	_, id := refuse(t, sp, wire.CodeInvalidBatch, done)
+	_, err := sp.Add(ctx, []jobs.Captured{d(2), d(3)})
+	require.NoError(t, err)
+
+	_, err = spool.MustOpenExisting(t, path).Resend(ctx, []int64{id})
+	require.NoError(t, err)
+	res, err := sp.Add(ctx, []jobs.Captured{d(4)})
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.Dropped, "the daemon saw the room the resend took")
+	st, err := sp.Stats(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, budget, st.Bytes)
+	assert.Zero(t, st.OverBudget)
+	assert.Equal(t, []string{"a/delta/1700000000003-0", "b/done/1700000000001-0", "a/delta/1700000000004-0"}, entries(pending(t, sp).Rows))
+}
+
+// A batch central refused with both events and gaps goes back whole.
+func TestResendPutsABatchOfEventsAndGapsBack(t *testing.T) {
+	ctx := context.Background()
+	sp := open(t, filepath.Join(t.TempDir(), spool.File), 1<<20)
+	_, err := sp.Add(ctx, []jobs.Captured{ev("a", 1, "queued", "{}")})
+	require.NoError(t, err)
+	_, err = sp.AddGaps(ctx, []spool.Gap{{JobID: "a", Type: "delta", Count: 2, FirstEntry: "5-0", LastEntry: "6-0", FirstTS: 5, LastTS: 6}})
+	require.NoError(t, err)
+	p := pending(t, sp)
+	require.Len(t, p.Rows, 1)
+	require.Len(t, p.Gaps, 1)
+	require.NoError(t, sp.Quarantine(ctx, p, spool.Quarantined{Status: 400, Code: wire.CodeInvalidBatch, Body: batchBody(t, p)}))
+	require.True(t, pending(t, sp).Empty())
+
+	res, err := sp.ResendAll(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.Events)
+	assert.Equal(t, 1, res.Gaps)
+	got := pending(t, sp)
+	assert.Equal(t, entries(p.Rows), entries(got.Rows))
+	require.Len(t, got.Gaps, 1)
+	p.Gaps[0].ID = got.Gaps[0].ID
+	assert.Equal(t, p.Gaps, got.Gaps)
+	assert.Empty(t, quarantineIDs(t, sp))
+}

@@ -2,6 +2,7 @@ package spool
 
 import (
 	"context"
+	"fmt"
 	"testing"
 )
 
@@ -19,3 +20,11 @@ func MustOpenExisting(t *testing.T, path string) *Spool {
 
 // UnescapeHTML is unescapeHTML.
 var UnescapeHTML = unescapeHTML
+
+// ShortenOperatorBusy makes an operator's connection give up on a locked
+// file after ms milliseconds, for the test's length.
+func ShortenOperatorBusy(t *testing.T, ms int) {
+	old := operatorBusy
+	operatorBusy = fmt.Sprintf("busy_timeout(%d)", ms)
+	t.Cleanup(func() { operatorBusy = old })
+}

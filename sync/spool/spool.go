@@ -195,6 +195,9 @@ func open(ctx context.Context, path string, maxBytes int64, a access) (*Spool, e
 		return nil, fmt.Errorf("spool %s: %w", path, err)
 	}
 	pragmas := []string{"synchronous(FULL)", "cache_size(-256)"}
+	if a != asDaemon {
+		pragmas = append(pragmas, operatorBusy)
+	}
 	if a == asReader {
 		pragmas = append(pragmas, "query_only(1)")
 	}

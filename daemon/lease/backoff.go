@@ -41,12 +41,13 @@ func (b Backoff) Delay(n int) time.Duration {
 
 // Larger is the wait of the larger bucket before retry n (a receiver's 429,
 // or a 503 without Retry-After): uniformly random in [Ceiling(n),
-// Ceiling(n+2)), so it is never below the longest wait a regular retry of
-// the same number could draw, and never above Cap. Once Ceiling(n) is Cap
-// that range is empty, and every retry throttled from then on would wait
-// exactly Cap: the retries a receiver's rate limit turned away would come
-// back together, in lockstep, for as long as it lasts. There the wait is
-// drawn from [Cap/2, Cap) instead.
+// Ceiling(n+2)), never above Cap and, below it, never under the longest
+// wait a regular retry of the same number could draw. Once Ceiling(n) is
+// Cap that range is empty, and every retry throttled from then on would
+// wait exactly Cap: the retries a receiver's rate limit turned away would
+// come back together, in lockstep, for as long as it lasts. There the
+// wait is drawn from [Cap/2, Cap) instead, longer than half the waits a
+// regular retry draws at the cap.
 func (b Backoff) Larger(n int) time.Duration {
 	lo, hi := b.Ceiling(n), b.Ceiling(n+2)
 	if hi <= lo {

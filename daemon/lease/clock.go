@@ -55,8 +55,10 @@ type dbClock struct {
 // an expired one. The error of the estimate is half a round trip to the
 // database, so a measurement times only its query, on a connection taken
 // beforehand, and a resync whose round trip makes it worse than the last
-// (better) keeps the last offset. If the database cannot be read, the
-// last offset is kept and the measurement is retried clockRetry later.
+// (better) keeps the last offset, measuring again once a reading as slow
+// would be taken (ClockResync at most). If the database cannot be read,
+// the last offset is kept and the measurement is retried clockRetry
+// later.
 // Before any measurement succeeded there is no offset, and Time is this
 // process's clock alone: the lease statements (claim, reclaim, heartbeat)
 // then measure on their own transaction instead (timeOn).
@@ -169,6 +171,12 @@ func (c *dbClock) better(r reading) bool {
 	return r.rtt/2 <= c.rtt/2+(r.mark-c.mark)/clockDriftRate
 }
 
+// untilBetter is how long after r a reading of its round trip would be
+// better than the one in force, whose error grows with its age.
+func (c *dbClock) untilBetter(r reading) time.Duration {
+	return (r.rtt/2-c.rtt/2)*clockDriftRate - (r.mark - c.mark)
+}
+
 // checkClocks drops the last measurement when the wall clock and the
 // elapsed clock disagree about the time since it was taken: the wall
 // clock was stepped, or the machine slept (the monotonic clock stands
@@ -260,8 +268,16 @@ func (q *Queue) resync() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.measuring = false
-	if err != nil || !c.better(r) {
+	switch {
+	case err != nil:
 		c.retryAt = time.Now().Add(clockRetry)
+		return
+	case !c.better(r):
+		// The database answers slowly now. Measured again every
+		// clockRetry, it would get a few more queries from each pod every
+		// 5 s for as long as the kept reading stays the better one: the
+		// next is tried once a reading as slow would be taken.
+		c.retryAt = time.Now().Add(min(ClockResync, max(clockRetry, c.untilBetter(r))))
 		return
 	}
 	c.set(r)

@@ -39,8 +39,9 @@ func (s *steps) then(add ...time.Duration) {
 // on, takes the best of a few readings rather than the first or none; a
 // resync whose readings are all slower than the last measurement is worth
 // (a busy server: its estimate would run ahead by half the delay for a
-// minute, and the pod judge live leases expired) keeps the last one; a
-// fast one replaces it, and a fast reading needs no second.
+// minute, and the pod judge live leases expired) keeps the last one and
+// is not tried again before a reading as slow would be taken; a fast one
+// replaces it, and a fast reading needs no second.
 func TestClockKeepsTheBetterReading(t *testing.T) {
 	sqltest.Each(t, nil, func(t *testing.T, db *sqldb.DB) {
 		s := &steps{}
@@ -59,6 +60,12 @@ func TestClockKeepsTheBetterReading(t *testing.T) {
 		measure(time.Second, "first measurement, every reading slow")
 		s.then(time.Minute, 2*time.Second, 0, 2*time.Second, 0, 2*time.Second)
 		measure(time.Second, "a resync slower than the last")
+		q.clock.mu.Lock()
+		wait := time.Until(q.clock.retryAt)
+		q.clock.mu.Unlock()
+		if wait < ClockResync-5*time.Second {
+			t.Fatalf("a resync slower than the last is tried again in %s, not in %s: a slow database would be read every few seconds", wait, ClockResync)
+		}
 		s.then(time.Minute, 20*time.Millisecond)
 		measure(20*time.Millisecond, "a fast resync")
 		if len(s.add) != 0 {
@@ -87,6 +94,32 @@ func TestClockBetter(t *testing.T) {
 			r := reading{rtt: tc.rtt, mark: time.Hour + tc.since}
 			if got := c.better(r); got != tc.want {
 				t.Fatalf("better = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestClockUntilBetter: how long a resync slower than the reading in
+// force waits before it is tried again.
+func TestClockUntilBetter(t *testing.T) {
+	c := dbClock{synced: true, rtt: 2 * time.Millisecond, mark: time.Hour}
+	for _, tc := range []struct {
+		name  string
+		rtt   time.Duration
+		since time.Duration
+		want  time.Duration
+	}{
+		{"just taken", 102 * time.Millisecond, 0, 50 * time.Second},
+		{"half way", 102 * time.Millisecond, 20 * time.Second, 30 * time.Second},
+		{"would be taken now", 102 * time.Millisecond, 60 * time.Second, -10 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := reading{rtt: tc.rtt, mark: c.mark + tc.since}
+			if got := c.untilBetter(r); got != tc.want {
+				t.Fatalf("untilBetter = %s, want %s", got, tc.want)
+			}
+			if got := c.better(r); got != (tc.want <= 0) {
+				t.Fatalf("better = %v, while untilBetter is %s", got, tc.want)
 			}
 		})
 	}

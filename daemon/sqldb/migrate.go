@@ -166,9 +166,11 @@ func (l lockTimeoutLocker) SessionLock(ctx context.Context, conn *sql.Conn) erro
 		return err
 	}
 	if _, err := conn.ExecContext(ctx, fmt.Sprintf("SET lock_timeout = %d", l.timeout.Milliseconds())); err != nil {
-		// goose unlocks only after a lock call that succeeded.
+		// goose unlocks only after a lock call that succeeded. A SET cut
+		// short by ctx may still have taken effect on the server: the
+		// unlock resets it too, or closes the connection.
 		return errors.Join(fmt.Errorf("set lock_timeout: %w", err),
-			l.SessionLocker.SessionUnlock(context.WithoutCancel(ctx), conn))
+			l.SessionUnlock(context.WithoutCancel(ctx), conn))
 	}
 	return nil
 }

@@ -120,13 +120,16 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
+		woken := false
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-timer.C:
 		case <-d.wake:
+			woken = true
 		case <-freed:
 		}
+		claimed := 0
 		for ctx.Err() == nil {
 			room := cap(slots) - len(slots)
 			if room > d.cfg.Batch {
@@ -142,6 +145,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 				}
 				break
 			}
+			claimed += len(events)
 			for _, e := range events {
 				slots <- struct{}{}
 				wg.Add(1)
@@ -161,8 +165,29 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 				break // drained what is due
 			}
 		}
-		timer.Reset(d.pollInterval())
+		next := d.pollInterval()
+		if woken && claimed == 0 && ctx.Err() == nil {
+			next = min(next, d.untilDue(ctx))
+		}
+		timer.Reset(next)
 	}
+}
+
+// untilDue is how long until the earliest pending event is due, or
+// PollMax when none is due later. A wake-up that claims nothing is most
+// often for an event another pod committed with its estimate of the
+// database clock a few milliseconds ahead of this one's: due by the
+// committing pod's clock, not yet by this one's, and without this it
+// would wait for the next poll.
+func (d *Dispatcher) untilDue(ctx context.Context) time.Duration {
+	at, ok, err := d.store.NextDue(ctx)
+	if err != nil || !ok {
+		return d.cfg.PollMax
+	}
+	if wait := at.Sub(d.store.now()); wait > 0 {
+		return wait
+	}
+	return d.cfg.PollMax // due, and yet not claimed: held back behind an earlier event of its job
 }
 
 func (d *Dispatcher) pollInterval() time.Duration {

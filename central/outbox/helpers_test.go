@@ -74,7 +74,13 @@ func (f *fixture) addEvent(t testing.TB, jobID string, seq int64, url string) st
 
 func (f *fixture) addEventID(t testing.TB, id, jobID string, seq int64, url string) string {
 	t.Helper()
-	now := time.Now()
+	return f.addEventAt(t, id, jobID, seq, url, time.Now())
+}
+
+// addEventAt is addEventID of an event due at now, by the clock of the
+// pod that commits it.
+func (f *fixture) addEventAt(t testing.TB, id, jobID string, seq int64, url string, now time.Time) string {
+	t.Helper()
 	payload, _ := json.Marshal(map[string]any{
 		"event_id": id, "job_id": jobID, "sequence": seq, "status": "processing",
 		"occurred_at": now.UTC().Format(time.RFC3339Nano),

@@ -87,3 +87,27 @@ func TestJobsNextEventClaimedPromptly(t *testing.T) {
 		})
 	}
 }
+
+// An event committed by a pod whose estimate of the database clock runs
+// ahead of this one's is not due yet when its wake-up arrives: it is
+// claimed when it is due by this pod's clock, not at the next poll (here a
+// minute away).
+func TestWokenForAnEventNotYetDue(t *testing.T) {
+	eachEngine(t, func(t *testing.T, db *sqldb.DB) {
+		f := newFixture(t, db)
+		rc := newReceiver(t, func(int, *http.Request, []byte) int { return http.StatusNoContent })
+		cfg := testConfig()
+		cfg.PollMin, cfg.PollMax = time.Minute, time.Minute
+		d, _ := f.start(t, cfg, "w1")
+		time.Sleep(200 * time.Millisecond) // past the first poll
+
+		const ahead = 300 * time.Millisecond
+		due := time.Now().Add(ahead)
+		id := f.addEventAt(t, "evt_"+f.req, "job_"+f.req, 1, rc.URL, due)
+		d.Wake() // as the commit's notification does
+		waitFor(t, "the event's request", 5*time.Second, func() bool { return len(rc.receipts()) == 1 })
+		got := rc.receipts()[0]
+		require.Equal(t, id, got.Header.Get(webhook.HeaderEventID))
+		require.False(t, got.At.Before(due.Add(-50*time.Millisecond)), "sent %s before it was due", due.Sub(got.At))
+	})
+}

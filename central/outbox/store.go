@@ -456,6 +456,19 @@ func (s *Store) DeadLetterCount(ctx context.Context) (int64, error) {
 	return n, err
 }
 
+// NextDue returns when the earliest pending event is due; ok is false when
+// none is pending.
+func (s *Store) NextDue(ctx context.Context) (at time.Time, ok bool, err error) {
+	var us sql.NullInt64
+	// The status a literal, so Postgres plans it on the partial index of
+	// pending events.
+	err = s.DB.QueryRowContext(ctx, "SELECT MIN(next_attempt_at) FROM job_outbox_events WHERE status = '"+schema.OutboxPending+"'").Scan(&us)
+	if err != nil || !us.Valid {
+		return time.Time{}, false, err
+	}
+	return sqldb.FromMicros(us.Int64), true, nil
+}
+
 // Due reports whether any event is claimable now; the SQLite wake-up asks it
 // after every commit before paying for a write transaction.
 func (s *Store) Due(ctx context.Context) (bool, error) {

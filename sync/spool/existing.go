@@ -65,6 +65,15 @@ func (s *Spool) adoptDaemons(ctx context.Context) error {
 		return fmt.Errorf("%w: the file is at %s and this euterpe-edge knows %s: run the command of the euterpe-edge that runs as the daemon, once the daemon has opened the file",
 			ErrSchemaVersion, v, schemaVersion)
 	}
+	// A daemon not restarted since the upgrade that added the table
+	// recorded none.
+	var tables int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'budget'`).Scan(&tables); err != nil {
+		return fmt.Errorf("the daemon's budget: %w", err)
+	}
+	if tables == 0 {
+		return nil
+	}
 	var recorded int64
 	err := s.db.QueryRowContext(ctx, `SELECT max_bytes FROM budget WHERE id = 1`).Scan(&recorded)
 	switch {

@@ -236,3 +236,21 @@ func TestResendPutsABatchOfEventsAndGapsBack(t *testing.T) {
 	assert.Equal(t, p.Gaps, got.Gaps)
 	assert.Empty(t, quarantineIDs(t, sp))
 }
+
+// A file written by a daemon from before the budget table (not restarted
+// since the upgrade) is resent to with the command's own budget.
+func TestResendWithoutARecordedBudget(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), spool.File)
+	sp := open(t, path, 1<<20)
+	_, id := refuse(t, sp, wire.CodeInvalidBatch, ev("a", 1, "done", "{}"))
+	_, err := rawDB(t, path).ExecContext(ctx, `DROP TABLE budget`)
+	require.NoError(t, err)
+
+	op, err := spool.OpenExisting(ctx, path, 1<<20)
+	require.NoError(t, err)
+	defer op.Close()
+	_, err = op.Resend(ctx, []int64{id})
+	require.NoError(t, err)
+	assert.Empty(t, quarantineIDs(t, sp))
+}

@@ -118,6 +118,50 @@ func testTransitionToken(t *testing.T) {
 	}
 }
 
+// A token is matched as a whole entry of the applied field: one that is
+// the end or the start of a kept token, or one of their event ids, is a
+// new write, and the kept one still answers with its own event.
+func TestTransitionTokenMatchesWholeEntries(t *testing.T) {
+	testsvc.EachRedis(t, testTransitionTokenMatchesWholeEntries)
+}
+
+func testTransitionTokenMatchesWholeEntries(t *testing.T) {
+	rdb, _ := testsvc.Redis(t)
+	st := NewStore(rdb)
+	ctx := context.Background()
+	c, err := st.Create(ctx, NewJob{Task: "chat", Payload: json.RawMessage(`{}`), TTL: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := st.Apply(ctx, c.ID, Transition{To: Running, EventType: "delta", Step: "s", Token: "xab12"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, _, _ := strings.Cut(first, "-")
+	seen := map[string]bool{first: true}
+	for _, tok := range []string{"ab12", "xab1", "b12", ms} {
+		id, err := st.Apply(ctx, c.ID, Transition{EventType: "delta", Step: "s", Token: tok})
+		if err != nil {
+			t.Fatalf("token %q: %v", tok, err)
+		}
+		if seen[id] {
+			t.Errorf("token %q answered with event %s of an earlier write", tok, id)
+		}
+		seen[id] = true
+	}
+	if n := rdb.XLen(ctx, EventsKey(c.ID)).Val(); n != 6 {
+		t.Errorf("%d events, want 6 (queued and five writes)", n)
+	}
+	// "xab12" has been pushed out by the four after it; "ab12" is kept.
+	again, err := st.Apply(ctx, c.ID, Transition{EventType: "delta", Step: "again", Token: "ab12"})
+	if err != nil || again == "" || !seen[again] || again == first {
+		t.Errorf("kept token again: %q, %v", again, err)
+	}
+	if n := rdb.XLen(ctx, EventsKey(c.ID)).Val(); n != 6 {
+		t.Errorf("%d events after a repeat, want 6", n)
+	}
+}
+
 // Ids drawn twice do not spend the budget for records naming vanished
 // jobs: a create whose key names a deleted job, after two draws that met
 // another job, still takes the key. Ids that keep colliding are an error,

@@ -159,13 +159,43 @@ func testIdempotencyRecordLivesAsLongAsItsJob(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, jobs.Created{ID: a.ID, Duplicate: true, Status: jobs.Done}, again)
 
-	// A job created without a key refreshes nothing of another's.
+	assert.Equal(t, "1", rdb.HGet(ctx, jobs.JobKey(a.ID), jobs.HasIdempotencyField).Val())
+
+	// A job created without a key refreshes nothing of another's, and
+	// its writes do not look for a record: even one that named it (which
+	// no create writes) is left to expire.
 	plain, err := st.Create(ctx, jobs.NewJob{Task: "chat", Payload: json.RawMessage(`{}`), TTL: 60})
 	require.NoError(t, err)
+	assert.Equal(t, "0", rdb.HGet(ctx, jobs.JobKey(plain.ID), jobs.HasIdempotencyField).Val())
+	require.NoError(t, rdb.Set(ctx, jobs.IdempotencyJobKey(plain.ID), "long", 5*time.Second).Err())
+	require.NoError(t, rdb.Set(ctx, jobs.IdempotencyKey("long"), plain.ID, 5*time.Second).Err())
 	age()
 	_, err = st.SetRunning(ctx, plain.ID, "w", nil)
 	require.NoError(t, err)
+	for _, k := range append(records, jobs.IdempotencyJobKey(plain.ID)) {
+		assert.LessOrEqual(t, rdb.TTL(ctx, k).Val().Seconds(), 5.0, k)
+	}
+}
+
+// A job hash written before HasIdempotencyField existed has no such field:
+// its writes look the record up as they always did and keep it alive.
+func TestIdempotencyRecordOfAnEarlierVersionsJob(t *testing.T) {
+	testsvc.EachRedis(t, testIdempotencyRecordOfAnEarlierVersionsJob)
+}
+
+func testIdempotencyRecordOfAnEarlierVersionsJob(t *testing.T) {
+	st, rdb := newStore(t)
+	ctx := context.Background()
+	a, err := st.Create(ctx, jobs.NewJob{Task: "chat", Payload: json.RawMessage(`{}`), TTL: 60, IdempotencyKey: "old", Fingerprint: "f1"})
+	require.NoError(t, err)
+	require.NoError(t, rdb.HDel(ctx, jobs.JobKey(a.ID), jobs.HasIdempotencyField).Err())
+	records := []string{jobs.IdempotencyKey("old"), jobs.IdempotencyFingerprintKey("old"), jobs.IdempotencyJobKey(a.ID)}
 	for _, k := range records {
-		assert.LessOrEqual(t, rdb.TTL(ctx, k).Val().Seconds(), 5.0)
+		require.True(t, rdb.Expire(ctx, k, 5*time.Second).Val())
+	}
+	_, err = st.SetRunning(ctx, a.ID, "w", nil)
+	require.NoError(t, err)
+	for _, k := range records {
+		assert.InDelta(t, 60, rdb.TTL(ctx, k).Val().Seconds(), 2, "%s not refreshed with its job", k)
 	}
 }

@@ -46,6 +46,14 @@ func IdempotencyFingerprintKey(key string) string { return idempotencyFingerprin
 // its job still lives would let a retry create a second job.
 func IdempotencyJobKey(id string) string { return idempotencyJobPrefix + id }
 
+// HasIdempotencyField is the job hash field a create sets to "1" when it
+// wrote an idempotency record for the job (IdempotencyJobKey) and to "0"
+// when it did not: the writes that refresh a job's TTL look the record up
+// only for a job that has one, a lookup every transition of every job
+// without a key would otherwise pay for. A hash without the field (written
+// by an earlier version) is looked up as before.
+const HasIdempotencyField = "idem"
+
 const (
 	idempotencyPrefix            = "idempotency:"
 	idempotencyFingerprintPrefix = "idempotency_fingerprint:"

@@ -108,7 +108,8 @@ if #KEYS >= 5 then
 end
 redis.call('HSET', KEYS[1], 'job_id', ARGV[1], 'task', ARGV[2], 'payload', ARGV[3],
   'status', 'queued', 'created_ts', ARGV[4], 'updated_ts', ARGV[4], 'ttl_s', ARGV[5],
-  'result', '', 'error', '', '` + queuedIDsField + `', ev .. ' ' .. msg)
+  'result', '', 'error', '', '` + queuedIDsField + `', ev .. ' ' .. msg,
+  '` + HasIdempotencyField + `', #KEYS >= 5 and '1' or '0')
 redis.call('EXPIRE', KEYS[1], ARGV[5])
 redis.call('EXPIRE', KEYS[2], ARGV[5])
 return {'created', ev, msg}
@@ -117,8 +118,9 @@ return {'created', ev, msg}
 // transitionScript is every write after creation. It refuses unless the
 // current status is one of the allowed sources, then adds the event,
 // updates the hash, refreshes both TTLs from the hash's ttl_s (and those
-// of the job's idempotency record, see IdempotencyJobKey), publishes a
-// cancel and acknowledges the queue message as asked. The message is also
+// of the job's idempotency record, see IdempotencyJobKey and
+// HasIdempotencyField), publishes a cancel and acknowledges the queue
+// message as asked. The message is also
 // acknowledged when the job is gone or already terminal, since there is
 // nothing left to do for it.
 //
@@ -190,7 +192,7 @@ local function corrupt()
   end
 end
 ` + luaWrongType + `
-local h = redis.pcall('HMGET', KEYS[1], 'status', 'ttl_s', 'task', '` + appliedField + `')
+local h = redis.pcall('HMGET', KEYS[1], 'status', 'ttl_s', 'task', '` + appliedField + `', '` + HasIdempotencyField + `')
 if h['err'] then return corrupt() or h end
 local w = ARGV[9] ~= '' and wrongtype(KEYS[3], 'stream')
 if w then return corrupt() or w end
@@ -258,7 +260,7 @@ if ttl and #ttl <= 10 and string.match(ttl, '^[1-9]%d*$') then
   redis.call('EXPIRE', KEYS[1], ttl)
   redis.call('EXPIRE', KEYS[2], ttl)
   local back = '` + idempotencyJobPrefix + `' .. ARGV[10]
-  local ik = redis.pcall('GET', back)
+  local ik = h[5] ~= '0' and redis.pcall('GET', back)
   if type(ik) == 'string' then
     redis.call('EXPIRE', back, ttl)
     if redis.pcall('GET', '` + idempotencyPrefix + `' .. ik) == ARGV[10] then

@@ -28,7 +28,7 @@ var refreshScript = redis.NewScript(`
 redis.replicate_commands()
 local me, window = ARGV[1], ARGV[2]
 local function keepalive(hash, events, id)
-  local h = redis.pcall('HMGET', hash, 'status', 'ttl_s')
+  local h = redis.pcall('HMGET', hash, 'status', 'ttl_s', '` + jobs.HasIdempotencyField + `')
   if h['err'] or h[1] ~= '` + jobs.Running + `' then return end
   local ttl = h[2]
   if not (ttl and #ttl <= 10 and string.match(ttl, '^[1-9]%d*$')) then return end
@@ -36,7 +36,7 @@ local function keepalive(hash, events, id)
   redis.call('EXPIRE', hash, ttl)
   redis.call('EXPIRE', events, ttl)
   local back = '` + jobs.IdempotencyJobKey("") + `' .. id
-  local ik = redis.pcall('GET', back)
+  local ik = h[3] ~= '0' and redis.pcall('GET', back)
   if type(ik) == 'string' then
     redis.call('EXPIRE', back, ttl)
     if redis.pcall('GET', '` + jobs.IdempotencyKey("") + `' .. ik) == id then

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
 	"github.com/vesta-cx/euterpe/daemon/testsvc"
 )
 
@@ -65,6 +66,18 @@ func testCreateOnIDOfAnotherJob(t *testing.T) {
 	}
 }
 
+// newChatJob creates a chat job on a Redis of the test's.
+func newChatJob(t *testing.T) (*redis.Client, *Store, Created) {
+	t.Helper()
+	rdb, _ := testsvc.Redis(t)
+	st := NewStore(rdb)
+	c, err := st.Create(context.Background(), NewJob{Task: "chat", Payload: json.RawMessage(`{}`), TTL: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rdb, st, c
+}
+
 // A caller's token makes a write it repeats (after an error that cannot
 // tell a lost reply from a refused write) a no-op answered with the first
 // event's id, even after the job finished. The hash keeps the last
@@ -72,13 +85,8 @@ func testCreateOnIDOfAnotherJob(t *testing.T) {
 func TestTransitionToken(t *testing.T) { testsvc.EachRedis(t, testTransitionToken) }
 
 func testTransitionToken(t *testing.T) {
-	rdb, _ := testsvc.Redis(t)
-	st := NewStore(rdb)
+	rdb, st, c := newChatJob(t)
 	ctx := context.Background()
-	c, err := st.Create(ctx, NewJob{Task: "chat", Payload: json.RawMessage(`{}`), TTL: 60})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var tokens, ids []string
 	for i := range appliedKeep + 2 {
 		tokens = append(tokens, NewToken())
@@ -126,13 +134,8 @@ func TestTransitionTokenMatchesWholeEntries(t *testing.T) {
 }
 
 func testTransitionTokenMatchesWholeEntries(t *testing.T) {
-	rdb, _ := testsvc.Redis(t)
-	st := NewStore(rdb)
+	rdb, st, c := newChatJob(t)
 	ctx := context.Background()
-	c, err := st.Create(ctx, NewJob{Task: "chat", Payload: json.RawMessage(`{}`), TTL: 60})
-	if err != nil {
-		t.Fatal(err)
-	}
 	first, err := st.Apply(ctx, c.ID, Transition{To: Running, EventType: "delta", Step: "s", Token: "xab12"})
 	if err != nil {
 		t.Fatal(err)

@@ -27,5 +27,7 @@
 // writes once however often it is sent: a create finds the job it queued
 // (extension field queued_ids of the hash) and a transition finds its
 // token among the last ones the hash keeps (extension field applied, see
-// Transition.Token); both answer as their first run did.
+// Transition.Token); both answer as their first run did. A third
+// extension field, HasIdempotencyField, says whether the job has an
+// idempotency record for its writes to keep alive.
 package jobs

@@ -8,7 +8,8 @@ import (
 
 // Extension fields of the job hash, beyond the contract's schema, that make
 // a script run twice for one call (the client resending a command whose
-// reply was lost) write once. Readers of the contract's fields ignore them.
+// reply was lost) write once. Readers of the contract's fields ignore them,
+// as they do HasIdempotencyField (keys.go).
 const (
 	// queuedIDsField holds "<queued event id> <queue entry id>", written by
 	// the create, so that its resend is answered with them.
@@ -23,6 +24,11 @@ const (
 // writes others may make between a run and its resend, each a few dozen
 // bytes on every job hash.
 const appliedKeep = 4
+
+// The transition script trims the applied field by the spaces between its
+// entries, which needs at least two of them kept: a smaller appliedKeep
+// does not compile.
+const _ = uint(appliedKeep - 2)
 
 var appliedKeepLua = strconv.Itoa(appliedKeep)
 

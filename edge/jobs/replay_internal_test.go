@@ -127,8 +127,9 @@ func testTransitionToken(t *testing.T) {
 }
 
 // A token is matched as a whole entry of the applied field: one that is
-// the end or the start of a kept token, or one of their event ids, is a
-// new write, and the kept one still answers with its own event.
+// the end or the start of a kept token, or the digits of an event id, is
+// a new write; a kept token found after a match inside a longer one still
+// answers with its own event; a token no longer kept is a new write.
 func TestTransitionTokenMatchesWholeEntries(t *testing.T) {
 	testsvc.EachRedis(t, testTransitionTokenMatchesWholeEntries)
 }
@@ -136,32 +137,44 @@ func TestTransitionTokenMatchesWholeEntries(t *testing.T) {
 func testTransitionTokenMatchesWholeEntries(t *testing.T) {
 	rdb, st, c := newChatJob(t)
 	ctx := context.Background()
-	first, err := st.Apply(ctx, c.ID, Transition{To: Running, EventType: "delta", Step: "s", Token: "xab12"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ms, _, _ := strings.Cut(first, "-")
-	seen := map[string]bool{first: true}
-	for _, tok := range []string{"ab12", "xab1", "b12", ms} {
+	ids := map[string]string{} // token -> event id of its write
+	write := func(tok string) string {
+		t.Helper()
 		id, err := st.Apply(ctx, c.ID, Transition{EventType: "delta", Step: "s", Token: tok})
 		if err != nil {
 			t.Fatalf("token %q: %v", tok, err)
 		}
-		if seen[id] {
-			t.Errorf("token %q answered with event %s of an earlier write", tok, id)
+		return id
+	}
+	if _, err := st.SetRunning(ctx, c.ID, "w", nil); err != nil {
+		t.Fatal(err)
+	}
+	ids["xab12"] = write("xab12")
+	ms, _, _ := strings.Cut(ids["xab12"], "-")
+	seen := map[string]bool{ids["xab12"]: true}
+	for _, tok := range []string{"ab12", "xab1", "b12", ms} {
+		ids[tok] = write(tok)
+		if seen[ids[tok]] {
+			t.Errorf("token %q answered with event %s of an earlier write", tok, ids[tok])
 		}
-		seen[id] = true
+		seen[ids[tok]] = true
 	}
-	if n := rdb.XLen(ctx, EventsKey(c.ID)).Val(); n != 6 {
-		t.Errorf("%d events, want 6 (queued and five writes)", n)
+	events := rdb.XLen(ctx, EventsKey(c.ID)).Val()
+	// Kept now: ab12 xab1 b12 <ms>. The first "b12=" in the field is inside
+	// "ab12=", the second is b12's own entry.
+	for _, tok := range []string{"b12", "ab12", ms} {
+		if id := write(tok); id != ids[tok] {
+			t.Errorf("kept token %q again: event %s, want %s", tok, id, ids[tok])
+		}
 	}
-	// "xab12" has been pushed out by the four after it; "ab12" is kept.
-	again, err := st.Apply(ctx, c.ID, Transition{EventType: "delta", Step: "again", Token: "ab12"})
-	if err != nil || again == "" || !seen[again] || again == first {
-		t.Errorf("kept token again: %q, %v", again, err)
+	if n := rdb.XLen(ctx, EventsKey(c.ID)).Val(); n != events {
+		t.Errorf("%d events after repeats, want %d", n, events)
 	}
-	if n := rdb.XLen(ctx, EventsKey(c.ID)).Val(); n != 6 {
-		t.Errorf("%d events after a repeat, want 6", n)
+	if id := write("xab12"); id == ids["xab12"] || seen[id] {
+		t.Errorf("token pushed out answered with event %s, want a new write", id)
+	}
+	if n := rdb.XLen(ctx, EventsKey(c.ID)).Val(); n != events+1 {
+		t.Errorf("%d events after a token no longer kept, want %d", n, events+1)
 	}
 }
 

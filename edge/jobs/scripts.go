@@ -128,8 +128,8 @@ return {'created', ev, msg}
 // first write or is the first write, since a script is not rolled back: a
 // terminal status stored without its event, or an event whose
 // acknowledgement fails, would be a half-done transition. The hash is
-// read with redis.pcall (status, ttl_s, task and the tokens of its last
-// writes, below, in one HMGET) and the
+// read with redis.pcall (status, ttl_s, task, the tokens of its last
+// writes, below, and HasIdempotencyField, in one HMGET) and the
 // event is the first write, also with redis.pcall; a job hash or events
 // key holding another type answers "corrupt" with both types, which are
 // looked at only when a call or a check failed or the transition is

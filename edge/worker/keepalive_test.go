@@ -122,3 +122,60 @@ func TestHeartbeatFindings(t *testing.T) {
 		}
 	})
 }
+
+// A heartbeat keeps a running job's idempotency record alive by the job's
+// own field: a job created with a key ("1"), or one whose hash an earlier
+// version wrote (no field), has its record looked up and refreshed; a job
+// created without one ("0") is not looked up, even where a record names it.
+func TestHeartbeatRefreshesIdempotencyRecordByField(t *testing.T) {
+	testsvc.EachRedis(t, func(t *testing.T) {
+		for _, tc := range []struct {
+			name      string
+			field     string // "" deletes it
+			refreshed bool
+		}{
+			{"created with a key", "1", true},
+			{"written by an earlier version", "", true},
+			{"created without a key", "0", false},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				ctx := context.Background()
+				rdb, st, _ := newRedis(t)
+				p, err := New(nil, rdb, st, "w-idem", testSettings(), nil)
+				require.NoError(t, err)
+				c, err := st.Create(ctx, jobs.NewJob{Task: "chat", Payload: json.RawMessage(`{}`), TTL: 60,
+					IdempotencyKey: "hb", Fingerprint: "f"})
+				require.NoError(t, err)
+				if tc.field == "" {
+					require.NoError(t, rdb.HDel(ctx, jobs.JobKey(c.ID), jobs.HasIdempotencyField).Err())
+				} else {
+					require.NoError(t, rdb.HSet(ctx, jobs.JobKey(c.ID), jobs.HasIdempotencyField, tc.field).Err())
+				}
+				_, err = st.SetRunning(ctx, c.ID, "w-idem", nil)
+				require.NoError(t, err)
+				got, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: jobs.Group, Consumer: "w-idem",
+					Streams: []string{jobs.QueueStream, ">"}, Count: 1}).Result()
+				require.NoError(t, err)
+				j, ok := parse(entry{msg: got[0].Messages[0], deliveries: 1})
+				require.True(t, ok)
+				j.ctx, j.cancel = context.WithCancelCause(ctx)
+				p.track(j)
+				records := []string{jobs.IdempotencyKey("hb"), jobs.IdempotencyFingerprintKey("hb"), jobs.IdempotencyJobKey(c.ID)}
+				for _, k := range records {
+					require.True(t, rdb.Expire(ctx, k, 5*time.Second).Val())
+				}
+
+				p.refresh(ctx, p.tracked())
+				for _, k := range records {
+					left := rdb.TTL(ctx, k).Val()
+					if tc.refreshed {
+						assert.Greater(t, left, 50*time.Second, "%s not refreshed", k)
+					} else {
+						assert.LessOrEqual(t, left, 5*time.Second, "%s looked up", k)
+					}
+				}
+				assert.Greater(t, rdb.TTL(ctx, jobs.JobKey(c.ID)).Val(), 50*time.Second, "the job's own keys are refreshed")
+			})
+		}
+	})
+}

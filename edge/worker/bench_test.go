@@ -3,9 +3,9 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -84,22 +84,21 @@ func BenchmarkBurnDown(b *testing.B) {
 // INFO tells it apart (Redis 6.2 and later).
 func redisCPUTime(b *testing.B, rdb *redis.Client) time.Duration {
 	b.Helper()
-	info, err := rdb.Info(context.Background(), "cpu").Result()
+	info, err := rdb.InfoMap(context.Background(), "cpu").Result()
 	if err != nil {
 		b.Fatal(err)
 	}
-	fields := map[string]float64{}
-	for _, line := range strings.Split(info, "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if f, err := strconv.ParseFloat(v, 64); ok && err == nil {
-			fields[k] = f
-		}
+	cpu := info["CPU"]
+	user, sys := "used_cpu_user", "used_cpu_sys"
+	if _, ok := cpu[user+"_main_thread"]; ok {
+		user, sys = user+"_main_thread", sys+"_main_thread"
 	}
-	sec := fields["used_cpu_user"] + fields["used_cpu_sys"]
-	if _, ok := fields["used_cpu_user_main_thread"]; ok {
-		sec = fields["used_cpu_user_main_thread"] + fields["used_cpu_sys_main_thread"]
+	u, errU := strconv.ParseFloat(cpu[user], 64)
+	s, errS := strconv.ParseFloat(cpu[sys], 64)
+	if err := errors.Join(errU, errS); err != nil {
+		b.Fatalf("INFO cpu: %v", err)
 	}
-	return time.Duration(sec * float64(time.Second))
+	return time.Duration((u + s) * float64(time.Second))
 }
 
 // enqueue creates n chat jobs from 32 concurrent callers of Store.Create.

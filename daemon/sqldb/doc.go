@@ -16,5 +16,7 @@
 // to create the same table. A Postgres migration waits at most a
 // lock_timeout for a table lock, so it never holds the queues' statements
 // behind it for long, and is run again a few times when it gave up (not
-// one outside a transaction, which may have been partly applied).
+// one outside a transaction, which may have been partly applied). The
+// migration runs on connections of its own, closed when Migrate returns,
+// so neither the lock nor the timeout can reach the queues' pool.
 package sqldb

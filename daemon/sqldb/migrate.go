@@ -59,14 +59,27 @@ func Migrate(ctx context.Context, db *DB, sets ...Migrations) ([]string, error) 
 		goose.WithAllowOutofOrder(true),
 		goose.WithDisableGlobalRegistry(true),
 	}
-	dialect := goose.DialectSQLite3
+	dialect, handle := goose.DialectSQLite3, db.DB
 	if db.Engine == Postgres {
 		dialect = goose.DialectPostgres
 		locker, err := lock.NewPostgresSessionLocker()
 		if err != nil {
 			return nil, fmt.Errorf("migrate: lock: %w", err)
 		}
+		if migrateLocks.wrap != nil {
+			locker = migrateLocks.wrap(locker)
+		}
 		opts = append(opts, goose.WithSessionLocker(lockTimeoutLocker{locker, migrateLocks.timeout}))
+		// The migration's session holds goose's advisory lock and a
+		// lock_timeout. On a connection of db's pool a failure at the
+		// wrong moment could hand both to the queues: a statement that
+		// failed before it was sent (its context had ended) is reported
+		// by pgx as a bad connection, and database/sql then gives the
+		// connection back to pgx's pool without closing it, lock and all.
+		// A handle of its own, closed when Migrate returns, ends every
+		// session it opened.
+		handle = stdlib.OpenDB(*db.pool.Config().ConnConfig.Copy())
+		defer handle.Close()
 	} else {
 		unlock, err := fileLock(db.Path + ".migrate.lock")
 		if err != nil {
@@ -74,7 +87,7 @@ func Migrate(ctx context.Context, db *DB, sets ...Migrations) ([]string, error) 
 		}
 		defer unlock()
 	}
-	p, err := goose.NewProvider(dialect, db.DB, fsys, opts...)
+	p, err := goose.NewProvider(dialect, handle, fsys, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
@@ -144,6 +157,8 @@ var migrateLocks = struct {
 	timeout time.Duration
 	tries   int
 	pause   time.Duration
+	// wrap, when set (tests), wraps goose's session locker.
+	wrap func(lock.SessionLocker) lock.SessionLocker
 }{timeout: 5 * time.Second, tries: 5, pause: 2 * time.Second}
 
 // lockNotAvailable reports Postgres's lock_timeout failure (55P03).
@@ -154,8 +169,8 @@ func lockNotAvailable(err error) bool {
 
 // lockTimeoutLocker sets lock_timeout on the session goose runs the
 // migrations on, once goose's advisory lock is held (its lock call does
-// not wait, so the timeout cannot cut that short), and takes it off again
-// before the connection goes back to the pool.
+// not wait, so the timeout cannot cut that short). The session is one of
+// Migrate's own handle, so the setting ends with it.
 type lockTimeoutLocker struct {
 	lock.SessionLocker
 	timeout time.Duration
@@ -166,29 +181,11 @@ func (l lockTimeoutLocker) SessionLock(ctx context.Context, conn *sql.Conn) erro
 		return err
 	}
 	if _, err := conn.ExecContext(ctx, fmt.Sprintf("SET lock_timeout = %d", l.timeout.Milliseconds())); err != nil {
-		// goose unlocks only after a lock call that succeeded. A SET cut
-		// short by ctx may still have taken effect on the server: the
-		// unlock resets it too, or closes the connection.
+		// goose unlocks only after a lock call that succeeded.
 		return errors.Join(fmt.Errorf("set lock_timeout: %w", err),
 			l.SessionUnlock(context.WithoutCancel(ctx), conn))
 	}
 	return nil
-}
-
-func (l lockTimeoutLocker) SessionUnlock(ctx context.Context, conn *sql.Conn) error {
-	err := l.SessionLocker.SessionUnlock(ctx, conn)
-	if _, rerr := conn.ExecContext(ctx, "RESET lock_timeout"); rerr != nil {
-		// A pool connection must not keep the migration's timeout for
-		// the queues' statements: its backend is closed instead, and
-		// pgx's pool drops a closed connection rather than take it back.
-		_ = conn.Raw(func(dc any) error {
-			if c, ok := dc.(*stdlib.Conn); ok {
-				return c.Conn().Close(ctx)
-			}
-			return nil
-		})
-	}
-	return err
 }
 
 func merge(engine Engine, sets []Migrations) (fs.FS, error) {

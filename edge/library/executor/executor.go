@@ -96,6 +96,11 @@ type Executor struct {
 	// noRootLock is set once a library root refused a flock (a
 	// filesystem without one), so the warning is logged once.
 	noRootLock sync.Once
+	// rootFlock takes the lock on a library root's descriptor, which it
+	// owns (closed on failure and by the unlock); nil means
+	// trash.FlockContext. Tests replace it to stand for a filesystem
+	// without flock.
+	rootFlock func(ctx context.Context, fd int, what string) (unlock func(), err error)
 	// rename moves a file into the trash; nil means os.Rename. Tests
 	// replace it to reach the cross-filesystem fallback.
 	rename func(oldpath, newpath string) error

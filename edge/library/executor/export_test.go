@@ -13,6 +13,12 @@ import (
 // SetRename replaces the function that moves files into the trash.
 func SetRename(x *Executor, rename func(oldpath, newpath string) error) { x.rename = rename }
 
+// SetRootFlock replaces the function a delete locks each library root
+// with (trash.FlockContext); it owns the descriptor it is given.
+func SetRootFlock(x *Executor, fn func(ctx context.Context, fd int, what string) (func(), error)) {
+	x.rootFlock = fn
+}
+
 // SetDeleteHooks installs functions a delete calls right before its last
 // check of a file to delete and right before it moves it.
 func SetDeleteHooks(x *Executor, beforeFinalCheck, beforeMove func(path string)) {

@@ -40,8 +40,12 @@ func (x *Executor) lockDeletes(ctx context.Context, paths ...string) (func(), er
 	if err != nil {
 		return nil, err
 	}
+	flock := x.rootFlock
+	if flock == nil {
+		flock = trash.FlockContext
+	}
 	for i, r := range roots {
-		u, err := trash.FlockContext(ctx, r.fd, "lock "+r.path)
+		u, err := flock(ctx, r.fd, "lock "+r.path)
 		// ENOLCK, EOPNOTSUPP: no flock there. EBADF: NFS, where flock is
 		// a byte-range lock that needs a descriptor open for writing,
 		// which a directory never is.

@@ -2,14 +2,18 @@ package executor_test
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vesta-cx/euterpe/daemon/testsvc"
 	"github.com/vesta-cx/euterpe/edge/library/executor"
 	"github.com/vesta-cx/euterpe/edge/library/pathsafe"
 	"github.com/vesta-cx/euterpe/edge/library/store"
@@ -84,4 +88,65 @@ func TestDeleteUnaffectedByAnotherRootGone(t *testing.T) {
 		t.Fatalf("the duplicate is still at its path: %v", err)
 	}
 	keptIntact(t, kept, keptIno, true)
+}
+
+// A library root on a filesystem without flock (ENOLCK, EOPNOTSUPP; EBADF
+// on NFS, where flock is a byte-range lock that needs a descriptor open for
+// writing, which a directory never is) is left unlocked: the delete goes
+// on under the trash lock alone, and a warning says so. Any other error
+// taking the lock refuses the delete before its last check, naming the
+// error, with the file where it was.
+func TestDeleteOnARootWithoutFlock(t *testing.T) {
+	tests := []struct {
+		name    string
+		err     error
+		deleted bool
+	}{
+		{"ENOLCK", unix.ENOLCK, true},
+		{"EOPNOTSUPP", unix.EOPNOTSUPP, true},
+		{"EBADF, as on NFS", unix.EBADF, true},
+		{"EIO", unix.EIO, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, true)
+			logs := &testsvc.LogBuffer{}
+			e.x.Log = slog.New(slog.NewJSONHandler(logs, nil))
+			var locks atomic.Int32
+			executor.SetRootFlock(e.x, func(_ context.Context, fd int, what string) (func(), error) {
+				locks.Add(1)
+				unix.Close(fd) // the lock function owns fd
+				return nil, fmt.Errorf("%s: %w", what, tc.err)
+			})
+			var checked atomic.Bool
+			executor.SetDeleteHooks(e.x, func(string) { checked.Store(true) }, nil)
+			kept, del, fk, fd := dupPair(t, e)
+			keptIno := inode(t, kept)
+			requestPair(t, e, fk, fd, false)
+
+			j := e.runJob()
+			if locks.Load() != 1 {
+				t.Fatalf("the root lock was tried %d times, want 1", locks.Load())
+			}
+			warned := strings.Count(logs.String(), "a library root cannot be locked")
+			_, err := os.Lstat(del)
+			if tc.deleted {
+				if j.Status != store.StatusCompleted || !os.IsNotExist(err) {
+					t.Fatalf("job %s, duplicate at its path: %v", j.Status, err)
+				}
+				if warned != 1 {
+					t.Fatalf("warning logged %d times, want once:\n%s", warned, logs.String())
+				}
+			} else {
+				if j.Status != store.StatusFailed || checked.Load() || err != nil {
+					t.Fatalf("job %s, last check made %v, duplicate: %v", j.Status, checked.Load(), err)
+				}
+				d := decisions(t, e, j.ID)[fd.ID]
+				if d.Decision != executor.DecisionRefused || !strings.Contains(d.Reason, "input/output error") || warned != 0 {
+					t.Fatalf("decision %+v, warned %d times", d, warned)
+				}
+			}
+			keptIntact(t, kept, keptIno, true)
+		})
+	}
 }

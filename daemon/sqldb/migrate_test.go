@@ -74,21 +74,8 @@ func TestMigrateGivesWayToTableLocks(t *testing.T) {
 			if n := strings.Count(logged.String(), "trying again"); n == 0 || n > tries-1 {
 				t.Fatalf("%d retries logged, want 1 to %d:\n%s", n, tries-1, logged.String())
 			}
-			// No pooled connection keeps the migration's timeout. Idle
-			// connections wait in pgx's pool (database/sql keeps none), so
-			// all of its 16 (openPostgres) are taken to see each.
 			_ = holder.Rollback()
-			for range 16 {
-				c, err := db.Conn(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer c.Close()
-				var v string
-				if err := c.QueryRowContext(ctx, `SHOW lock_timeout`).Scan(&v); err != nil || v != "0" {
-					t.Fatalf("a pool connection has lock_timeout %q (%v)", v, err)
-				}
-			}
+			everyPoolConnHasNoLockTimeout(ctx, t, db)
 		})
 	}
 }

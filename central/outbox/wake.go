@@ -54,14 +54,23 @@ func (d *Dispatcher) listen(ctx context.Context) error {
 			return errors.New("postgres connection is not pgx")
 		}
 		pc := sc.Conn()
+		// The connection may listen from here on, and must never go back
+		// to the pool listening: a listener nobody reads keeps Postgres
+		// queueing notifications for it. Returning driver.ErrBadConn is
+		// not enough: a wait cut short by ctx leaves pgx's connection
+		// open, and database/sql then hands it back to pgx's pool as it
+		// is. Closed, the pool drops it.
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			defer cancel()
+			_ = pc.Close(cctx)
+		}()
 		if _, err := pc.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
-			return driver.ErrBadConn
+			return errors.Join(driver.ErrBadConn, err)
 		}
 		d.Wake() // events may have committed before LISTEN took effect
 		for {
 			if _, err := pc.WaitForNotification(ctx); err != nil {
-				// The connection still listens (or is broken): never
-				// hand it back to the pool.
 				return errors.Join(driver.ErrBadConn, err)
 			}
 			d.Wake()

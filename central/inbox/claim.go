@@ -131,5 +131,14 @@ func (s *Store) onExpire(ctx context.Context, tx *sql.Tx, expired []lease.Claim,
 			return err
 		}
 	}
+	if p, ok := ctx.Value(expiredKey{}).(*bool); ok && len(jobs) > 0 {
+		*p = true
+	}
 	return nil
 }
+
+// expiredKey carries, through a Claim's context, whether its reclaim of
+// expired leases wrote events (onExpire): the claim may take no job at all
+// (the expired ones wait out their backoff) and still have events for the
+// dispatcher.
+type expiredKey struct{}

@@ -24,7 +24,10 @@ import (
 func (s *Store) Claim(ctx context.Context, worker string, n int, ttl time.Duration) ([]*Job, error) {
 	s.now() // the first measurement of the database clock, before the transaction holds a connection
 	var jobs []*Job
+	var expired bool // onExpire wrote events: the dispatcher is woken for them too
+	ctx = context.WithValue(ctx, expiredKey{}, &expired)
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		expired = false // a run rolled back and retried starts again
 		now := s.now()
 		claims, err := s.q.ClaimTx(ctx, tx, worker, n, ttl, now)
 		if err != nil || len(claims) == 0 {
@@ -46,7 +49,7 @@ func (s *Store) Claim(ctx context.Context, worker string, n int, ttl time.Durati
 	if err != nil {
 		return nil, fmt.Errorf("inbox: claim: %w", err)
 	}
-	if len(jobs) > 0 {
+	if len(jobs) > 0 || expired {
 		s.notify()
 	}
 	return jobs, nil

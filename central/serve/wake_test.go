@@ -220,6 +220,18 @@ func TestServeWiresWakeToInboxCommits(t *testing.T) {
 			if n := w.wakes.Load(); n != 2 {
 				t.Fatalf("%d wakes after claim and advance, want 2", n)
 			}
+			// A claim that takes no job but moves an expired lease back
+			// (its requeue event; the job waits out its backoff) wakes too.
+			if _, err := d.DB.ExecContext(ctx, d.DB.Rebind(`UPDATE inbox_jobs SET lease_expires_at = ? WHERE id = ?`),
+				sqldb.Micros(time.Now().Add(-time.Hour)), id); err != nil {
+				t.Fatal(err)
+			}
+			if jobs, err := d.Inbox.Claim(ctx, "w", 1, time.Minute); err != nil || len(jobs) != 0 {
+				t.Fatalf("claim after the lease expired: %v %d (want the job to wait out its backoff)", err, len(jobs))
+			}
+			if n := w.wakes.Load(); n != 3 {
+				t.Fatalf("%d wakes after a claim that only reclaimed an expired lease, want 3", n)
+			}
 		})
 	}
 }

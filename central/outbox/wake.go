@@ -11,11 +11,12 @@ import (
 	"github.com/vesta-cx/euterpe/daemon/sqldb"
 )
 
-// sqliteWatchEvery is how often the SQLite wake-up looks for commits of
-// other processes (euterpectl's redrive, a second central on the file).
-// This process's own inbox commits wake the dispatcher directly (serve
+// sqliteWatchEvery is how often the SQLite wake-up looks for commits it
+// is not told of: other processes' (`euterpe-central outbox redrive`, a
+// second central on the file) and the console's redrive. This process's
+// inbox commits that write events wake the dispatcher directly (serve
 // wires Inbox.OnEvents to Wake), so the watch only has to beat the poll's
-// 500–1500 ms. At 10 ms it was most of an idle pod's CPU: a tenth of that
+// 500–1500 ms by enough for a redrive. At 10 ms it was most of an idle pod's CPU: a tenth of that
 // took an idle central on SQLite from 1.5 % to 0.7 % of a core.
 const sqliteWatchEvery = 100 * time.Millisecond
 

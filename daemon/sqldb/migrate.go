@@ -77,7 +77,11 @@ func Migrate(ctx context.Context, db *DB, sets ...Migrations) ([]string, error) 
 		// by pgx as a bad connection, and database/sql then gives the
 		// connection back to pgx's pool without closing it, lock and all.
 		// A handle of its own, closed when Migrate returns, ends every
-		// session it opened.
+		// session it opened. It connects as the pool does, less the
+		// pool's own hooks (openPostgres sets none).
+		if db.pool == nil {
+			return nil, errors.New("migrate: a Postgres database not opened with sqldb.Open")
+		}
 		handle = stdlib.OpenDB(*db.pool.Config().ConnConfig.Copy())
 		defer handle.Close()
 	} else {

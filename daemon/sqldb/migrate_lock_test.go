@@ -81,7 +81,9 @@ func everyPoolConnHasNoLockTimeout(ctx context.Context, t *testing.T, db *sqldb.
 // statements under it. pgx reports a statement not sent because its
 // context had ended as a bad connection, and database/sql then hands the
 // connection back to the pool without closing it; on db's own pool the
-// first case left both behind.
+// first case left both behind. (In the second pgx cancels the statement
+// and closes the connection itself: that case guards the retry and the
+// handle's closing.)
 func TestMigrateLeavesNoSessionStateBehind(t *testing.T) {
 	slow := sqldb.Migrations{Postgres: fstest.MapFS{
 		"00001_slow.sql": {Data: []byte("-- +goose Up\nSELECT pg_sleep(30);\n")},

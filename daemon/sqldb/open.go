@@ -135,6 +135,9 @@ func openPostgres(ctx context.Context, rawURL string) (*DB, error) {
 	if misreadUserinfo(rawURL) {
 		return nil, fmt.Errorf("postgres at %s: %w", shownURL(rawURL), errMisread)
 	}
+	// Migrate connects with cfg.ConnConfig on a handle of its own: a
+	// hook set on cfg here (BeforeConnect, AfterConnect) must be given to
+	// it too.
 	if !strings.Contains(rawURL, "pool_max_conns") {
 		cfg.MaxConns = 16
 	}

@@ -93,9 +93,10 @@ func TestDeleteUnaffectedByAnotherRootGone(t *testing.T) {
 // A library root on a filesystem without flock (ENOLCK, EOPNOTSUPP; EBADF
 // on NFS, where flock is a byte-range lock that needs a descriptor open for
 // writing, which a directory never is) is left unlocked: the delete goes
-// on under the trash lock alone, and a warning says so. Any other error
-// taking the lock refuses the delete before its last check, naming the
-// error, with the file where it was.
+// on under the trash lock alone, and a warning says so, once however many
+// deletes meet the root. Any other error taking the lock refuses the
+// delete before its last check, naming the error, with the file where it
+// was.
 func TestDeleteOnARootWithoutFlock(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -121,30 +122,42 @@ func TestDeleteOnARootWithoutFlock(t *testing.T) {
 			var checked atomic.Bool
 			executor.SetDeleteHooks(e.x, func(string) { checked.Store(true) }, nil)
 			kept, del, fk, fd := dupPair(t, e)
+			// A second group, so that a second delete meets the root too.
+			kept2, del2 := e.write("k/g.bin", dupContent+" too"), e.write("d/g.bin", dupContent+" too")
+			e.scanAndHash()
+			fk2, fd2 := e.file(kept2), e.file(del2)
 			keptIno := inode(t, kept)
-			requestPair(t, e, fk, fd, false)
 
-			j := e.runJob()
-			if locks.Load() != 1 {
-				t.Fatalf("the root lock was tried %d times, want 1", locks.Load())
-			}
-			warned := strings.Count(logs.String(), "a library root cannot be locked")
-			_, err := os.Lstat(del)
-			if tc.deleted {
-				if j.Status != store.StatusCompleted || !os.IsNotExist(err) {
-					t.Fatalf("job %s, duplicate at its path: %v", j.Status, err)
+			for i, pair := range []struct {
+				kept, del string
+				fk, fd    store.File
+			}{{kept, del, fk, fd}, {kept2, del2, fk2, fd2}} {
+				requestPair(t, e, pair.fk, pair.fd, false)
+				j := e.runJob()
+				if got := int(locks.Load()); got != i+1 {
+					t.Fatalf("the root lock was tried %d times for %d deletes", got, i+1)
 				}
-				if warned != 1 {
-					t.Fatalf("warning logged %d times, want once:\n%s", warned, logs.String())
+				_, err := os.Lstat(pair.del)
+				if tc.deleted {
+					if j.Status != store.StatusCompleted || !os.IsNotExist(err) {
+						t.Fatalf("delete %d: job %s, duplicate at its path: %v", i+1, j.Status, err)
+					}
+					continue
 				}
-			} else {
 				if j.Status != store.StatusFailed || checked.Load() || err != nil {
-					t.Fatalf("job %s, last check made %v, duplicate: %v", j.Status, checked.Load(), err)
+					t.Fatalf("delete %d: job %s, last check made %v, duplicate: %v", i+1, j.Status, checked.Load(), err)
 				}
-				d := decisions(t, e, j.ID)[fd.ID]
-				if d.Decision != executor.DecisionRefused || !strings.Contains(d.Reason, "input/output error") || warned != 0 {
-					t.Fatalf("decision %+v, warned %d times", d, warned)
+				d := decisions(t, e, j.ID)[pair.fd.ID]
+				if d.Decision != executor.DecisionRefused || !strings.Contains(d.Reason, "input/output error") {
+					t.Fatalf("delete %d: decision %+v", i+1, d)
 				}
+			}
+			want := 0
+			if tc.deleted {
+				want = 1 // however many deletes meet the root
+			}
+			if warned := strings.Count(logs.String(), "a library root cannot be locked"); warned != want {
+				t.Fatalf("warning logged %d times, want %d:\n%s", warned, want, logs.String())
 			}
 			keptIntact(t, kept, keptIno, true)
 		})

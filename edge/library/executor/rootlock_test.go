@@ -2,6 +2,7 @@ package executor_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -120,7 +121,13 @@ func TestDeleteOnARootWithoutFlock(t *testing.T) {
 				return nil, fmt.Errorf("%s: %w", what, tc.err)
 			})
 			var checked atomic.Bool
-			executor.SetDeleteHooks(e.x, func(string) { checked.Store(true) }, nil)
+			var trashFree atomic.Int32 // last checks made while the trash lock was free
+			executor.SetDeleteHooks(e.x, func(string) {
+				checked.Store(true)
+				if trashLockFree(t, e.x.Trash.Path()) {
+					trashFree.Add(1)
+				}
+			}, nil)
 			kept, del, fk, fd := dupPair(t, e)
 			// A second group, so that a second delete meets the root too.
 			kept2, del2 := e.write("k/g.bin", dupContent+" too"), e.write("d/g.bin", dupContent+" too")
@@ -159,7 +166,102 @@ func TestDeleteOnARootWithoutFlock(t *testing.T) {
 			if warned := strings.Count(logs.String(), "a library root cannot be locked"); warned != want {
 				t.Fatalf("warning logged %d times, want %d:\n%s", warned, want, logs.String())
 			}
+			if n := trashFree.Load(); n != 0 {
+				t.Fatalf("%d deletes made their last check without the trash lock", n)
+			}
 			keptIntact(t, kept, keptIno, true)
 		})
+	}
+}
+
+// trashLockFree reports whether the trash lock of dir can be taken at once
+// (it is given back at once); false while a delete holds it.
+func trashLockFree(t *testing.T, dir string) bool {
+	t.Helper()
+	fd, err := unix.Open(filepath.Join(dir, trash.LockName), unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return true // never taken
+	}
+	if err != nil {
+		t.Fatalf("trash lock file: %v", err)
+	}
+	defer unix.Close(fd)
+	switch err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); {
+	case err == nil:
+		return true
+	case errors.Is(err, unix.EWOULDBLOCK):
+		return false
+	default:
+		t.Fatalf("flock the trash lock: %v", err)
+		return false
+	}
+}
+
+// A delete whose files lie under two roots locks both. When the second
+// refuses its lock with an error other than "no flock here", the delete is
+// refused before its last check and the first root's lock is given back:
+// nothing stays locked for the next delete, here or in another process.
+func TestDeleteReleasesRootLocksWhenALaterOneFails(t *testing.T) {
+	e := newEnv(t, true)
+	other := filepath.Join(t.TempDir(), "disk1")
+	if err := os.Mkdir(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	roots, err := pathsafe.NewRoots([]string{e.root, other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.x.Roots = roots
+	kept := e.write("k/f.bin", dupContent)
+	del := filepath.Join(other, "f.bin")
+	if err := os.WriteFile(del, []byte(dupContent), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(kept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(del, st.ModTime(), st.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	e.scanAndHash()
+	fk, fd := e.file(kept), e.file(del)
+	keptIno := inode(t, kept)
+	var locks atomic.Int32
+	executor.SetRootFlock(e.x, func(ctx context.Context, fd int, what string) (func(), error) {
+		if locks.Add(1) == 1 {
+			return trash.FlockContext(ctx, fd, what)
+		}
+		unix.Close(fd)
+		return nil, fmt.Errorf("%s: %w", what, unix.EIO)
+	})
+	var checked atomic.Bool
+	executor.SetDeleteHooks(e.x, func(string) { checked.Store(true) }, nil)
+	requestPair(t, e, fk, fd, false)
+
+	j := e.runJob()
+	if got := locks.Load(); got != 2 {
+		t.Fatalf("%d root locks tried, want both roots", got)
+	}
+	if j.Status != store.StatusFailed || checked.Load() {
+		t.Fatalf("job %s, last check made %v", j.Status, checked.Load())
+	}
+	if d := decisions(t, e, j.ID)[fd.ID]; d.Decision != executor.DecisionRefused || !strings.Contains(d.Reason, "input/output error") {
+		t.Fatalf("decision %+v", d)
+	}
+	if _, err := os.Lstat(del); err != nil {
+		t.Fatalf("the duplicate was touched: %v", err)
+	}
+	keptIntact(t, kept, keptIno, true)
+	for _, root := range []string{e.root, other} {
+		rfd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = unix.Flock(rfd, unix.LOCK_EX|unix.LOCK_NB)
+		unix.Close(rfd)
+		if err != nil {
+			t.Fatalf("root %s is still locked after the refused delete: %v", root, err)
+		}
 	}
 }

@@ -67,15 +67,7 @@ func TestDeleteWaitsForTheRootLock(t *testing.T) {
 // TestDeleteRefusesBindMountedCopy runs that case.)
 func TestDeleteUnaffectedByAnotherRootGone(t *testing.T) {
 	e := newEnv(t, true)
-	other := filepath.Join(t.TempDir(), "disk1")
-	if err := os.Mkdir(other, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	roots, err := pathsafe.NewRoots([]string{e.root, other})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.x.Roots = roots
+	other := addRoot(t, e)
 	kept, del, fk, fd := dupPair(t, e)
 	keptIno := inode(t, kept)
 	if err := os.Remove(other); err != nil {
@@ -203,15 +195,7 @@ func trashLockFree(t *testing.T, dir string) bool {
 // nothing stays locked for the next delete, here or in another process.
 func TestDeleteReleasesRootLocksWhenALaterOneFails(t *testing.T) {
 	e := newEnv(t, true)
-	other := filepath.Join(t.TempDir(), "disk1")
-	if err := os.Mkdir(other, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	roots, err := pathsafe.NewRoots([]string{e.root, other})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.x.Roots = roots
+	other := addRoot(t, e)
 	kept := e.write("k/f.bin", dupContent)
 	del := filepath.Join(other, "f.bin")
 	if err := os.WriteFile(del, []byte(dupContent), 0o644); err != nil {
@@ -264,4 +248,20 @@ func TestDeleteReleasesRootLocksWhenALaterOneFails(t *testing.T) {
 			t.Fatalf("root %s is still locked after the refused delete: %v", root, err)
 		}
 	}
+}
+
+// addRoot gives e's executor a second library root, an empty directory of
+// its own, and returns its path.
+func addRoot(t *testing.T, e *env) string {
+	t.Helper()
+	other := filepath.Join(t.TempDir(), "disk1")
+	if err := os.Mkdir(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	roots, err := pathsafe.NewRoots([]string{e.root, other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.x.Roots = roots
+	return other
 }

@@ -16,8 +16,9 @@ import (
 // second central on the file) and the console's redrive. This process's
 // inbox commits that write events wake the dispatcher directly (serve
 // wires Inbox.OnEvents to Wake), so the watch only has to beat the poll's
-// 500–1500 ms by enough for a redrive. At 10 ms it was most of an idle pod's CPU: a tenth of that
-// took an idle central on SQLite from 1.5 % to 0.7 % of a core.
+// 500–1500 ms by enough for a redrive. At 10 ms it was most of an idle
+// pod's CPU: a tenth of that took an idle central on SQLite from 1.5 % to
+// 0.7 % of a core.
 const sqliteWatchEvery = 100 * time.Millisecond
 
 // watch wakes the claim loop when new events commit: LISTEN on Postgres

@@ -19,4 +19,11 @@
 // one outside a transaction, which may have been partly applied). The
 // migration runs on connections of its own, closed when Migrate returns,
 // so neither the lock nor the timeout can reach the queues' pool.
+//
+// A rule for whoever gives a Postgres connection of the pool session
+// state (a SET, LISTEN, an advisory lock): undo it, or close the pgx
+// connection itself (the pool drops a closed one). Returning
+// driver.ErrBadConn does not do it: database/sql then "closes" the
+// connection by handing it back to pgx's pool as it is, and pgx reports a
+// statement not sent because its context had ended as exactly that error.
 package sqldb

@@ -26,8 +26,21 @@ const dupContent = "duplicate bytes, copied with cp -p"
 // hashes them, and returns their paths and rows.
 func dupPair(t *testing.T, e *env) (kept, del string, fk, fd store.File) {
 	t.Helper()
-	kept = e.write("k/f.bin", dupContent)
-	del = e.write("d/f.bin", dupContent)
+	return dupPairAt(t, e, filepath.Join(e.root, "k/f.bin"), filepath.Join(e.root, "d/f.bin"))
+}
+
+// dupPairAt is dupPair with the files at kept and del, paths under any of
+// the executor's roots.
+func dupPairAt(t *testing.T, e *env, kept, del string) (string, string, store.File, store.File) {
+	t.Helper()
+	for _, p := range []string{kept, del} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(dupContent), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	st, err := os.Stat(kept)
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +49,7 @@ func dupPair(t *testing.T, e *env) (kept, del string, fk, fd store.File) {
 		t.Fatal(err)
 	}
 	e.scanAndHash()
-	fk, fd = e.file(kept), e.file(del)
+	fk, fd := e.file(kept), e.file(del)
 	if *fk.ContentHash != *fd.ContentHash {
 		t.Fatal("pair not in one group")
 	}

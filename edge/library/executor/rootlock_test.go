@@ -196,20 +196,7 @@ func trashLockFree(t *testing.T, dir string) bool {
 func TestDeleteReleasesRootLocksWhenALaterOneFails(t *testing.T) {
 	e := newEnv(t, true)
 	other := addRoot(t, e)
-	kept := e.write("k/f.bin", dupContent)
-	del := filepath.Join(other, "f.bin")
-	if err := os.WriteFile(del, []byte(dupContent), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	st, err := os.Stat(kept)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chtimes(del, st.ModTime(), st.ModTime()); err != nil {
-		t.Fatal(err)
-	}
-	e.scanAndHash()
-	fk, fd := e.file(kept), e.file(del)
+	kept, del, fk, fd := dupPairAt(t, e, filepath.Join(e.root, "k/f.bin"), filepath.Join(other, "f.bin"))
 	keptIno := inode(t, kept)
 	var locks atomic.Int32
 	executor.SetRootFlock(e.x, func(ctx context.Context, fd int, what string) (func(), error) {

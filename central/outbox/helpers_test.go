@@ -74,12 +74,23 @@ func (f *fixture) addEvent(t testing.TB, jobID string, seq int64, url string) st
 
 func (f *fixture) addEventID(t testing.TB, id, jobID string, seq int64, url string) string {
 	t.Helper()
-	return f.addEventAt(t, id, jobID, seq, url, time.Now())
+	// Due a second before it was made: a store's estimate of the
+	// database clock may run up to half a round trip behind this
+	// process's clock, and on a busy machine that is enough to leave an
+	// event due "now" unclaimed by a claim made right after it.
+	now := time.Now()
+	return f.addEventDue(t, id, jobID, seq, url, now, now.Add(-time.Second))
 }
 
-// addEventAt is addEventID of an event due at now, by the clock of the
-// pod that commits it.
+// addEventAt is addEventID of an event made and due at now, by the clock
+// of the pod that commits it.
 func (f *fixture) addEventAt(t testing.TB, id, jobID string, seq int64, url string, now time.Time) string {
+	t.Helper()
+	return f.addEventDue(t, id, jobID, seq, url, now, now)
+}
+
+// addEventDue is addEventAt of an event made at now and due at due.
+func (f *fixture) addEventDue(t testing.TB, id, jobID string, seq int64, url string, now, due time.Time) string {
 	t.Helper()
 	payload, _ := json.Marshal(map[string]any{
 		"event_id": id, "job_id": jobID, "sequence": seq, "status": "processing",
@@ -88,7 +99,7 @@ func (f *fixture) addEventAt(t testing.TB, id, jobID string, seq int64, url stri
 	_, err := f.db.ExecContext(context.Background(), f.db.Rebind(`INSERT INTO job_outbox_events
 		(event_id, job_id, requester_id, sequence, event_type, status, webhook_url, payload, next_attempt_at, created_at)
 		VALUES (?, ?, ?, ?, 'job.status', 'pending', ?, ?, ?, ?)`),
-		id, jobID, f.req, seq, url, string(payload), sqldb.Micros(now), sqldb.Micros(now))
+		id, jobID, f.req, seq, url, string(payload), sqldb.Micros(due), sqldb.Micros(now))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,6 +89,18 @@ func (f *fixture) get(t testing.TB, id string) JobRecord {
 	return j
 }
 
+// makeDue moves job id's visible time a minute back, for a claim by
+// another store: the writing store's estimate of the database clock and
+// the claiming one's are each off by up to half a round trip, so on a busy
+// machine a job made visible "now" by one can lie a few milliseconds in
+// the other's future, for its next poll to take.
+func makeDue(t testing.TB, db *sqldb.DB, id string) {
+	t.Helper()
+	if _, err := db.ExecContext(context.Background(), db.Rebind(`UPDATE pipeline_jobs SET visible_at = visible_at - ? WHERE job_id = ?`), time.Minute.Microseconds(), id); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // runUntil runs a worker until cond holds.
 func (f *fixture) runUntil(t testing.TB, vis time.Duration, what string, cond func() bool) {
 	t.Helper()

@@ -21,6 +21,7 @@ func TestUnknownTypeOnThisPodIsRetried(t *testing.T) {
 		oldPod := newFixture(t, db, nil) // knows only noop
 
 		c := newPod.submit(t, "newtype", "AAPL", "2026-01-02")
+		makeDue(t, db, c.JobID)
 		jobs, err := oldPod.store.Claim(ctx, "old", 1, 30*time.Second)
 		if err != nil || len(jobs) != 1 {
 			t.Fatalf("claim: %d %v", len(jobs), err)
@@ -56,6 +57,7 @@ func TestClaimOnlyTheTypesThisPodRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := newPod.submit(t, "newtype", "AAPL", "2026-01-02")
+		makeDue(t, db, c.JobID) // due by the old pod's clock too
 		for i := 0; i < 10; i++ {
 			if jobs, err := oldPod.store.Claim(ctx, "old", 5, 30*time.Second); err != nil || len(jobs) != 0 {
 				t.Fatalf("the old pod claimed %d jobs (%v): it does not run newtype", len(jobs), err)

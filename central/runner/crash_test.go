@@ -100,21 +100,18 @@ func TestRunnerKilledMidTranscode(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
 			waitStatus(t, e, id, schema.StatusProcessing, 30*time.Second)
-			time.Sleep(300 * time.Millisecond) // ffmpeg is writing its output
-			if n := countFiles(e.tmp); n == 0 {
-				t.Fatalf("child left no scratch files to sweep; log:\n%s", stderr.String())
-			}
-			if pids := processesUsing(e.tmp); len(pids) == 0 {
-				t.Fatalf("no ffmpeg running at kill time; log:\n%s", stderr.String())
+			deadline := time.Now().Add(30 * time.Second)
+			for countFiles(e.tmp) == 0 || len(processesUsing(e.tmp)) == 0 { // ffmpeg is writing its output
+				if time.Now().After(deadline) {
+					t.Fatalf("no ffmpeg writing in the child's scratch (%d files); log:\n%s", countFiles(e.tmp), stderr.String())
+				}
+				time.Sleep(20 * time.Millisecond)
 			}
 			if err := child.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
 			_ = child.Wait()
-			time.Sleep(200 * time.Millisecond)
-			if pids := processesUsing(e.tmp); len(pids) != 0 {
-				t.Fatalf("processes still working in the dead runner's scratch: %v", pids)
-			}
+			waitFor(t, 5*time.Second, "the dead runner's ffmpeg to end", func() bool { return len(processesUsing(e.tmp)) == 0 })
 
 			// A second runner starts: it sweeps the dead one's files, then
 			// reclaims the job once its lease has expired and finishes it.

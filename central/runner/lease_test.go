@@ -50,8 +50,10 @@ func TestStaleRunnerStops(t *testing.T) {
 		}
 		reclaimed := time.Now()
 		// The stale runner's next heartbeat finds the lease lost and kills
-		// its ffmpeg: nothing works in the scratch dir any more.
-		killBy := reclaimed.Add(2*lease.HeartbeatInterval(600*time.Millisecond) + 500*time.Millisecond)
+		// its ffmpeg: nothing works in the scratch dir any more. Two
+		// heartbeats, and room for a busy machine: left running, the
+		// encode goes on for seconds.
+		killBy := reclaimed.Add(2*lease.HeartbeatInterval(600*time.Millisecond) + 2*time.Second)
 		for len(processesUsing(e.tmp)) > 0 {
 			if time.Now().After(killBy) {
 				t.Fatalf("stale runner's ffmpeg still running %v after the reclaim: %v", time.Since(reclaimed), processesUsing(e.tmp))
@@ -99,14 +101,14 @@ func reclaimedOn(t *testing.T, e *env, j *inbox.Job) *inbox.Job {
 }
 
 // TestHeartbeatKeepsLease: two runner loops share one database and the
-// lease is 600 ms while the job takes several lease lengths (a runner that
+// lease is 1 s while the job takes several lease lengths (a runner that
 // cannot renew within a TTL fences itself, so the lease leaves room for a
 // renewal delayed by a loaded machine). Only the
 // heartbeat keeps the other runner from reclaiming it: the job succeeds on
 // its first claim (attempt_count 1, claim_version 1, one claimed event).
 func TestHeartbeatKeepsLease(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *env) {
-		const ttl = 600 * time.Millisecond
+		const ttl = time.Second
 		e.putWAV("in/long.wav", 240)
 		id := e.enqueue("in/long.wav", []inbox.Rendition{
 			{Name: "opus", Codec: "opus", BitrateKbps: 128},

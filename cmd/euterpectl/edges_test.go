@@ -233,7 +233,7 @@ func TestEdgesTailBacksOff(t *testing.T) {
 			select {
 			case r := <-done:
 				assert.Equal(t, 0, r.code, "interrupting a tail without --count is how it ends: %s", r.errs)
-				assert.Less(t, r.at.Sub(canceled), 250*time.Millisecond, "the pause outlived the interrupt")
+				assert.Less(t, r.at.Sub(canceled), time.Second, "the pause outlived the interrupt") // about 1.5 s of it is left
 				assert.LessOrEqual(t, conns.Load(), int64(4), "reconnections in 2s")
 				assert.Contains(t, r.errs, tc.why)
 				assert.Contains(t, r.errs, "reconnecting in")

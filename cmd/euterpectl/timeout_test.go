@@ -74,13 +74,13 @@ func TestTimeoutDoesNotEndAStream(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &cr))
 	go func() {
-		time.Sleep(time.Second)
+		time.Sleep(3 * time.Second) // three times the --timeout
 		ctx := context.Background()
 		if _, err := store.SetRunning(ctx, cr.JobID, "w", nil); err == nil {
 			_, _ = store.Finish(ctx, cr.JobID, jobs.Done, "w", json.RawMessage(`{"ok":true}`), nil, "")
 		}
 	}()
-	code, out, errOut = runCtl("jobs", "events", "--server", url, "--timeout", "200ms", cr.JobID)
+	code, out, errOut = runCtl("jobs", "events", "--server", url, "--timeout", "1s", cr.JobID)
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, `"ok":true`)
 	assert.Empty(t, errOut)

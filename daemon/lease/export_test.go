@@ -22,3 +22,11 @@ func ClockDue(q *Queue) bool {
 func KeepWallClock(now func() time.Time) KeepOption {
 	return func(o *keepOptions) { o.wall = now }
 }
+
+// ClockRoundTrip is the round trip of q's measurement in force, twice its
+// error.
+func ClockRoundTrip(q *Queue) time.Duration {
+	q.clock.mu.Lock()
+	defer q.clock.mu.Unlock()
+	return q.clock.rtt
+}

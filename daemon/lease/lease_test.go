@@ -310,7 +310,7 @@ func TestKeepFencesItselfWhileARenewalIgnoresItsDeadline(t *testing.T) {
 		}
 	})
 	require.ErrorIs(t, err, ErrLeaseDeadline)
-	require.Less(t, stopped, ttl+150*time.Millisecond)
+	require.Less(t, stopped, ttl+time.Second, "unfenced, the work runs 3 s")
 }
 
 // TestKeepRunsNoWorkPastTheClaimsLease: a claim whose lease is already over

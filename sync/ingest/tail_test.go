@@ -74,7 +74,9 @@ func TestTailWaitsForOutOfOrderCommits(t *testing.T) {
 		var next TailCursor
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 			page, next, err = st.TailPage(ctx, start, 100)
-			if err != nil || len(page) != 0 || time.Now().After(deadline) {
+			// Until both: a transaction another test opened between the
+			// two may hold the horizon between them for a while.
+			if err != nil || len(page) >= 2 || time.Now().After(deadline) {
 				break
 			}
 		}

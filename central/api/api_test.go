@@ -575,7 +575,10 @@ func TestReplayAfterCredentialsExpired(t *testing.T) {
 		e := start(t, db)
 		key := e.requester()
 		b := validBody()
-		expires := time.Now().Add(time.Second).UTC().Format(time.RFC3339Nano)
+		// Room for a first enqueue slowed by a busy machine, which would be
+		// refused as expired itself.
+		at := time.Now().Add(5 * time.Second)
+		expires := at.UTC().Format(time.RFC3339Nano)
 		for _, side := range []string{"source", "output"} {
 			b[side].(map[string]any)["credentials"].(map[string]any)["expires_at"] = expires
 		}
@@ -584,7 +587,7 @@ func TestReplayAfterCredentialsExpired(t *testing.T) {
 		if r.Code != 202 {
 			t.Fatalf("enqueue: %d %s", r.Code, r.Raw)
 		}
-		time.Sleep(1200 * time.Millisecond)
+		time.Sleep(time.Until(at) + 500*time.Millisecond)
 		cases := []struct {
 			name     string
 			idem     string

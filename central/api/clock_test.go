@@ -61,7 +61,8 @@ func TestFirstEnqueueDoesNotWaitForTheClockMeasurement(t *testing.T) {
 		}
 		body, _ := io.ReadAll(res.Body)
 		res.Body.Close()
-		if took := time.Since(start); took > 2*time.Second {
+		// Waiting for its own connection, it gives up after 5 s.
+		if took := time.Since(start); took > 4*time.Second {
 			t.Fatalf("the first enqueue took %v: it measured the clock inside its transaction", took)
 		}
 		if res.StatusCode != http.StatusAccepted {

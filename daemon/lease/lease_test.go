@@ -142,8 +142,9 @@ func TestKeepSurvivesTransientRenewErrors(t *testing.T) {
 	var beats atomic.Int32
 	// Beats at a third and two thirds of the lease; the work ends after the
 	// second failed one, a third of the lease before the fence, which
-	// leaves a loaded machine 300 ms of slack.
-	err := Keep(context.Background(), 900*time.Millisecond, func(context.Context) error {
+	// leaves a loaded machine a second of slack. Cancelled by the first
+	// transient error, the work ends after one beat.
+	err := Keep(context.Background(), 3*time.Second, func(context.Context) error {
 		beats.Add(1)
 		return errors.New("database busy")
 	}, func(ctx context.Context) error {
@@ -222,7 +223,9 @@ func TestKeepFencesItselfWithoutRenewal(t *testing.T) {
 func TestKeepWorkSucceededDespiteLateStaleBeat(t *testing.T) {
 	staleSeen := make(chan struct{})
 	var once atomic.Bool
-	err := Keep(context.Background(), 15*time.Millisecond, func(context.Context) error {
+	// The first beat a second in, the fence two seconds after it: the
+	// beat, not the fence, ends the work however busy the machine.
+	err := Keep(context.Background(), 3*time.Second, func(context.Context) error {
 		if once.CompareAndSwap(false, true) {
 			defer close(staleSeen)
 		}
@@ -230,7 +233,11 @@ func TestKeepWorkSucceededDespiteLateStaleBeat(t *testing.T) {
 	}, func(ctx context.Context) error {
 		// The final write already committed; the heartbeat fires before
 		// the work returns.
-		<-staleSeen
+		select {
+		case <-staleSeen:
+		case <-time.After(10 * time.Second):
+			return errors.New("no beat")
+		}
 		<-ctx.Done()
 		return nil
 	})
@@ -248,20 +255,30 @@ func TestKeepReportsRenewErrors(t *testing.T) {
 		{"success not reported", nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			var reports atomic.Int32
 			var last atomic.Value
 			beat := make(chan struct{}, 1)
-			err := Keep(context.Background(), 15*time.Millisecond, func(context.Context) error {
+			// Beats a second apart, the fence a second after the second:
+			// a report is made while the work still runs.
+			err := Keep(context.Background(), 3*time.Second, func(context.Context) error {
 				select {
 				case beat <- struct{}{}:
 				default:
 				}
 				return tc.renewErr
 			}, func(ctx context.Context) error {
-				<-beat
-				select {
-				case <-ctx.Done():
-				case <-time.After(40 * time.Millisecond):
+				// The second beat is tried once the first one's answer
+				// was handled, reported or not. A stale answer ends the
+				// work before it.
+				for range 2 {
+					select {
+					case <-beat:
+					case <-ctx.Done():
+						return nil
+					case <-time.After(10 * time.Second):
+						return errors.New("no beat")
+					}
 				}
 				return nil
 			}, OnRenewError(func(err error) {

@@ -201,10 +201,10 @@ func TestLLMCancelAbandonsStream(t *testing.T) {
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("err = %v, want context.Canceled", err)
 		}
-		if d := time.Since(start); d > time.Second {
+		if d := time.Since(start); d > 10*time.Second {
 			t.Fatalf("abandoned after %v", d)
 		}
-	case <-time.After(2 * time.Second):
+	case <-time.After(15 * time.Second):
 		t.Fatal("backend call not abandoned")
 	}
 }

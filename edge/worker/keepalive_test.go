@@ -35,8 +35,11 @@ func TestHeartbeatKeepsRunningJobAlive(t *testing.T) {
 			t.Run(tc.name, func(t *testing.T) {
 				ctx := context.Background()
 				rdb, st, _ := newRedis(t)
-				const ttl = 1
-				run := 2500 * time.Millisecond
+				// Two seconds: room for a busy machine between the create
+				// and the first refresh, and after the finish for the
+				// reads below. Not kept alive, the job is gone mid-run.
+				const ttl = 2
+				run := 4500 * time.Millisecond
 				be := backend.NewRegistry(map[string]backend.Backend{"tool": backend.Func(func(ctx context.Context, _ backend.Request, _ backend.Delta) (json.RawMessage, error) {
 					select {
 					case <-time.After(run):
@@ -52,7 +55,7 @@ func TestHeartbeatKeepsRunningJobAlive(t *testing.T) {
 				c, err := st.Create(ctx, jobs.NewJob{Task: "tool", Payload: json.RawMessage(`{}`), TTL: ttl,
 					IdempotencyKey: "keep-" + strings.ReplaceAll(tc.name, " ", "-"), Fingerprint: "f"})
 				require.NoError(t, err)
-				j := waitTerminal(t, st, c.ID, 10*time.Second)
+				j := waitTerminal(t, st, c.ID, 15*time.Second)
 				require.Equal(t, jobs.Done, j.Status)
 				assert.JSONEq(t, `{"answer":42}`, string(j.Result))
 				assert.Equal(t, []string{"queued", "running", "done"}, eventTypes(t, st, c.ID))

@@ -175,10 +175,12 @@ func testCancelRunningJob(t *testing.T) {
 			at := time.Now()
 			select {
 			case stopped := <-b.stopped:
-				if d := stopped.Sub(at); d > time.Second {
+				// The cancel poll is 200 ms; the rest is room for a busy
+				// machine.
+				if d := stopped.Sub(at); d > 5*time.Second {
 					t.Fatalf("backend abandoned after %v", d)
 				}
-			case <-time.After(3 * time.Second):
+			case <-time.After(10 * time.Second):
 				t.Fatal("backend call not abandoned")
 			}
 			waitNoPending(t, rdb, 2*time.Second)

@@ -16,19 +16,23 @@ import (
 // persisted while the render runs.
 func TestThumbnailRenderRenewsLease(t *testing.T) {
 	e := newEnv(t, true)
-	const ttl = 300 * time.Millisecond // a heartbeat every 100 ms
+	const ttl = time.Second // a heartbeat every 333 ms
 	src := filepath.Join(e.root, "p.jpg")
 	writeJPEG(t, src, 64, 48)
-	// ffmpeg that takes four lease lengths, then writes a picture to its
+	// ffmpeg that runs until the test has looked at the row mid-render
+	// (three lease lengths; 30 s at most), then writes a picture to its
 	// last argument, the output.
 	bin := t.TempDir()
-	marker := filepath.Join(bin, "started")
-	script := "#!/bin/sh\ntouch \"$MARKER\"\nsleep 1.2\nfor a; do out=$a; done\ncp \"$SRC\" \"$out\"\n"
+	marker, release := filepath.Join(bin, "started"), filepath.Join(bin, "release")
+	script := "#!/bin/sh\ntouch \"$MARKER\"\ni=0\nwhile [ ! -e \"$RELEASE\" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done\n" +
+		"for a; do out=$a; done\ncp \"$SRC\" \"$out\"\n"
 	if err := os.WriteFile(filepath.Join(bin, "ffmpeg"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("SRC", src)
 	t.Setenv("MARKER", marker)
+	t.Setenv("RELEASE", release)
+	t.Cleanup(func() { _ = os.WriteFile(release, nil, 0o644) }) // a failed test's render ends too
 	e.x.FFmpeg = filepath.Join(bin, "ffmpeg")
 	e.x.FFprobe = filepath.Join(bin, "ffprobe") // absent: dimensions from the header
 	e.scanAndHash()
@@ -61,10 +65,13 @@ func TestThumbnailRenderRenewsLease(t *testing.T) {
 	if status != store.StatusRunning || lease == nil || lastBeat <= started || *lease <= time.Now().UnixMilli() {
 		t.Fatalf("mid-render: status %s, heartbeat %d (claimed at %d), lease %v: the lease was not renewed", status, lastBeat, started, lease)
 	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	if status, code, w, _ := e.thumbStatus(th.ID); status != store.StatusReady || w == 0 {
-		t.Fatalf("thumbnail %s %s after a render of four lease lengths, want ready", status, code)
+		t.Fatalf("thumbnail %s %s after a render of three lease lengths, want ready", status, code)
 	}
 }

@@ -55,10 +55,12 @@ func TestThumbnailLostLeasePublishesNothing(t *testing.T) {
 			newer := filepath.Join(t.TempDir(), "newer.jpg")
 			writeJPEG(t, newer, 8, 8)
 			newerPic, _ := os.ReadFile(newer)
-			// A short lease is fenced within a heartbeat (100 ms); under the
+			// A short lease is fenced within a heartbeat (667 ms); under the
 			// default one the first heartbeat comes long after the render.
+			// Shorter, a busy machine could fence the render before the
+			// step it is to be taken over at.
 			if c.fenced {
-				e.x.LeaseTTL = 300 * time.Millisecond
+				e.x.LeaseTTL = 2 * time.Second
 			}
 
 			var steps []string

@@ -3,6 +3,7 @@ package sqldb_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"log/slog"
 	"strings"
@@ -22,18 +23,20 @@ import (
 // lock_timeout, so the queue behind it drains, and tries again; when the
 // table never comes free it fails saying so.
 func TestMigrateGivesWayToTableLocks(t *testing.T) {
-	const timeout, tries, pause = 200 * time.Millisecond, 5, 50 * time.Millisecond
+	// Ten tries: the lock is released once the first has given up, and
+	// a busy machine may take a few more before the release lands.
+	const timeout, tries, pause = 200 * time.Millisecond, 10, 50 * time.Millisecond
 	sqldb.SetMigrateLocks(t, timeout, tries, pause)
 	alter := sqldb.Migrations{Postgres: fstest.MapFS{
 		"00001_hot.sql": {Data: []byte("-- +goose Up\nALTER TABLE hot ADD COLUMN x INT;\n")},
 	}}
 	tests := []struct {
 		name    string
-		release time.Duration // how long the lock is held; 0: past every try
+		release bool // after the first try; otherwise past every try
 		wantErr bool
 	}{
-		{"released after a try", 2 * timeout, false},
-		{"never released", 0, true},
+		{"released after a try", true, false},
+		{"never released", false, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -54,8 +57,8 @@ func TestMigrateGivesWayToTableLocks(t *testing.T) {
 			if _, err := holder.ExecContext(ctx, `LOCK TABLE hot IN ACCESS SHARE MODE`); err != nil {
 				t.Fatal(err)
 			}
-			if tc.release > 0 {
-				time.AfterFunc(tc.release, func() { _ = holder.Rollback() })
+			if tc.release {
+				releaseAfterATry(ctx, t, db, holder, timeout)
 			}
 			start := time.Now()
 			applied, err := sqldb.Migrate(ctx, db, alter)
@@ -105,7 +108,7 @@ func TestMigrateDoesNotRepeatAMigrationOutsideATransaction(t *testing.T) {
 	}
 	// Released after the first try: a retry would then succeed, and the
 	// INSERT would have run twice.
-	time.AfterFunc(2*timeout, func() { _ = holder.Rollback() })
+	releaseAfterATry(ctx, t, db, holder, timeout)
 	outside := sqldb.Migrations{Postgres: fstest.MapFS{
 		"00001_outside.sql": {Data: []byte("-- +goose NO TRANSACTION\n-- +goose Up\nINSERT INTO ran VALUES (1);\nALTER TABLE hot ADD COLUMN x INT;\n")},
 	}}
@@ -117,4 +120,33 @@ func TestMigrateDoesNotRepeatAMigrationOutsideATransaction(t *testing.T) {
 	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM ran`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("the migration's first statement ran %d times (%v), want once", n, err)
 	}
+}
+
+// releaseAfterATry rolls holder back once a statement has waited for a
+// lock of db's and, lock_timeout later, given up. Released at a fixed time
+// instead, a slow start of Migrate met the lock free at its first try, and
+// a busy machine's late release met none.
+func releaseAfterATry(ctx context.Context, t *testing.T, db *sqldb.DB, holder *sql.Tx, timeout time.Duration) {
+	t.Helper()
+	done := make(chan struct{})
+	t.Cleanup(func() { <-done })
+	go func() {
+		defer close(done)
+		defer holder.Rollback() //nolint:errcheck
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			var n int
+			err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted
+				AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&n)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if n > 0 {
+				// The server ends the wait lock_timeout after it began.
+				time.Sleep(timeout + 50*time.Millisecond)
+				return
+			}
+		}
+		t.Error("no statement ever waited for the held lock")
+	}()
 }

@@ -25,8 +25,11 @@ type Gateway struct {
 // from which the hub opens its single dedicated connection.
 func New(log *slog.Logger, set Settings, store *jobs.Store, opt *redis.Options) *Gateway {
 	store.QueueMaxLen = int64(set.QueueMaxLen)
-	return &Gateway{log: log, set: set, store: store, hub: NewHub(log, opt, store.Redis()),
-		backlog: &backlogGauge{every: set.BacklogInterval}}
+	hub := NewHub(log, opt, store.Redis())
+	if set.readBlock != 0 {
+		hub.block = set.readBlock
+	}
+	return &Gateway{log: log, set: set, store: store, hub: hub, backlog: &backlogGauge{every: set.BacklogInterval}}
 }
 
 // Hub exposes the fan-out reader (for metrics and tests).

@@ -44,6 +44,7 @@ type Hub struct {
 	reader   *redis.Client         // PoolSize 1: the blocking connection
 	ctl      redis.UniversalClient // shared pool, for CLIENT UNBLOCK
 	readerID atomic.Int64
+	block    time.Duration // of each XREAD: readBlock, or the settings' (tests)
 
 	mu      sync.Mutex
 	feeds   map[string]*feed
@@ -96,7 +97,7 @@ func NewHub(log *slog.Logger, opt *redis.Options, ctl redis.UniversalClient) *Hu
 	if opt.ClientName != "" {
 		o.ClientName = opt.ClientName + "-sse"
 	}
-	h := &Hub{log: log, ctl: ctl, feeds: map[string]*feed{}, wake: make(chan struct{}, 1)}
+	h := &Hub{log: log, ctl: ctl, block: readBlock, feeds: map[string]*feed{}, wake: make(chan struct{}, 1)}
 	o.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
 		id, err := cn.ClientID(ctx).Result()
 		if err == nil {
@@ -267,7 +268,7 @@ func (h *Hub) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		res, err := h.reader.XRead(ctx, &redis.XReadArgs{Streams: streams, Count: readCount, Block: readBlock}).Result()
+		res, err := h.reader.XRead(ctx, &redis.XReadArgs{Streams: streams, Count: readCount, Block: h.block}).Result()
 		h.mu.Lock()
 		h.blocked = false
 		h.mu.Unlock()

@@ -24,6 +24,11 @@ type Settings struct {
 	// tests lengthen it, so that a starved machine does not end a stream
 	// before the terminal event they store comes.
 	terminalGrace time.Duration
+	// readBlock, when not 0, stands for the hub's constant of that name:
+	// tests of the shutdown lengthen it, so that a stop waiting for the
+	// blocking read to end shows as far longer than a busy machine's
+	// stalls.
+	readBlock time.Duration
 }
 
 // DefaultSettings are the values Declare starts from.

@@ -212,16 +212,19 @@ func TestSlowUplinkDoesNotTimeOutEveryOtherBatch(t *testing.T) {
 	}{
 		// A full batch takes 2.4 timeouts to arrive, half of one 1.2, a
 		// quarter 0.6: a timeout long enough that the quarter batches
-		// still arrive in time on a loaded machine.
-		{"slow uplink", 500 * time.Millisecond, func(_ int, size, full int64) time.Duration {
-			return time.Duration(2.4 * float64(500*time.Millisecond) * float64(size) / float64(full))
-		}, 3, 25},
-		{"outage, then a fast link", 500 * time.Millisecond, func(n int, _, _ int64) time.Duration {
+		// still arrive in time, 400 ms to spare, on a loaded machine. Two
+		// time out, and two more are room for stalls; growing back into
+		// the size that timed out, about one batch in two would (6 or
+		// more).
+		{"slow uplink", time.Second, func(_ int, size, full int64) time.Duration {
+			return time.Duration(2.4 * float64(time.Second) * float64(size) / float64(full))
+		}, 4, 25},
+		{"outage, then a fast link", time.Second, func(n int, _, _ int64) time.Duration {
 			if n <= 4 {
-				return time.Second
+				return 2 * time.Second
 			}
 			return 0
-		}, 4, 16},
+		}, 5, 16},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, 64<<20, func(c *Config) { c.Client = &http.Client{Timeout: tc.timeout} })

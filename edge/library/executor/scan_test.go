@@ -336,15 +336,7 @@ func TestScanRootNotWalkedKeepsItsFiles(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t, true)
-			other := filepath.Join(filepath.Dir(e.root), "other")
-			if err := os.Mkdir(other, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			rs, err := pathsafe.NewRoots([]string{e.root, other})
-			if err != nil {
-				t.Fatal(err)
-			}
-			e.x.Roots = rs
+			other := addRoot(t, e)
 			a, b := e.write("a.flac", "a"), e.write("sub/b.flac", "b")
 			kept, gone := filepath.Join(other, "kept.flac"), filepath.Join(other, "gone.flac")
 			for _, p := range []string{kept, gone} {
